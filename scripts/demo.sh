@@ -1,0 +1,418 @@
+#!/usr/bin/env bash
+# myplex demo: drive real sysbench OLTP traffic through the proxy and show
+# that many client connections share a few backend connections.
+#
+# Usage:
+#   scripts/demo.sh                              # throwaway local MariaDB
+#   scripts/demo.sh BACKEND_HOST:PORT USER PASSWORD
+#
+# Without arguments a private MariaDB is started exactly like the test fixture
+# (temp datadir, free port, user app/secret, database `test`) and removed on
+# exit. With arguments, the given backend is used; USER/PASSWORD serve both
+# as the proxy's backend credentials and as the client login.
+#
+# Environment:
+#   DEMO_SECONDS      sysbench run time in seconds             (default 20)
+#   DEMO_THREADS      sysbench client threads/connections      (default 64)
+#   DEMO_DB           database used by sysbench                (default test)
+#   DEMO_MAX_BACKEND  pool.max_backend_connections             (default 16)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO_ROOT=$PWD
+
+DEMO_SECONDS=${DEMO_SECONDS:-20}
+DEMO_THREADS=${DEMO_THREADS:-64}
+DEMO_DB=${DEMO_DB:-test}
+DEMO_MAX_BACKEND=${DEMO_MAX_BACKEND:-16}
+SAMPLE_INTERVAL=2
+
+if [[ -t 2 ]]; then
+    log() { printf '\033[1mdemo:\033[0m %s\n' "$*" >&2; }
+else
+    log() { printf 'demo: %s\n' "$*" >&2; }
+fi
+die() {
+    printf 'demo: ERROR: %s\n' "$*" >&2
+    exit 1
+}
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+
+case $# in
+0) BACKEND="" ;;
+3) BACKEND=$1 BACKEND_USER=$2 BACKEND_PASSWORD=$3 ;;
+*) usage ;;
+esac
+
+for var in DEMO_SECONDS DEMO_THREADS DEMO_MAX_BACKEND; do
+    [[ ${!var} =~ ^[1-9][0-9]*$ ]] || die "$var must be a positive integer (got '${!var}')"
+done
+
+# --- cleanup ----------------------------------------------------------------
+
+WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/myplex-demo.XXXXXX")
+MARIADB_PID=""
+MYPLEX_PID=""
+MONITOR_PID=""
+
+# stop_pid PID NAME TIMEOUT_SECONDS: SIGTERM, then SIGKILL after the timeout.
+stop_pid() {
+    local pid=$1 name=$2 timeout=$3 i
+    [[ -n $pid ]] || return 0
+    if kill -0 "$pid" 2>/dev/null; then
+        log "stopping $name (pid $pid)"
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < timeout * 10; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            log "$name did not stop within ${timeout}s, killing it"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    fi
+    wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM HUP
+    set +e
+    if [[ -n $MONITOR_PID ]]; then
+        touch "$WORKDIR/monitor.stop"
+        wait "$MONITOR_PID" 2>/dev/null
+    fi
+    stop_pid "$MYPLEX_PID" myplex 10
+    stop_pid "$MARIADB_PID" "MariaDB" 60
+    rm -rf "$WORKDIR"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# --- helpers ----------------------------------------------------------------
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+find_bin() {
+    local name
+    for name in "$@"; do
+        if have "$name"; then
+            command -v "$name"
+            return 0
+        fi
+        if [[ -x /usr/sbin/$name ]]; then
+            echo "/usr/sbin/$name"
+            return 0
+        fi
+    done
+    return 1
+}
+
+port_in_use() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# pick_port PREFERRED [EXCLUDED...]: PREFERRED if free, else a random free one.
+pick_port() {
+    local preferred=$1 port excluded _
+    shift
+    port=$preferred
+    for _ in {1..200}; do
+        for excluded in "$@"; do
+            [[ $port == "$excluded" ]] && port=0
+        done
+        if ((port != 0)) && ! port_in_use "$port"; then
+            echo "$port"
+            return 0
+        fi
+        port=$((20000 + RANDOM % 40000))
+    done
+    die "could not find a free TCP port"
+}
+
+# wait_for_port PORT PID NAME LOGFILE TIMEOUT_SECONDS
+wait_for_port() {
+    local port=$1 pid=$2 name=$3 logfile=$4 timeout=$5 i
+    for ((i = 0; i < timeout * 10; i++)); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            cat "$logfile" >&2 || true
+            die "$name exited during startup (log above)"
+        fi
+        port_in_use "$port" && return 0
+        sleep 0.1
+    done
+    cat "$logfile" >&2 || true
+    die "$name is not accepting connections on 127.0.0.1:$port after ${timeout}s (log above)"
+}
+
+# TOML basic string.
+toml_str() {
+    local s=$1
+    s=${s//\\/\\\\}
+    s=${s//\"/\\\"}
+    printf '"%s"' "$s"
+}
+
+# backend_sql SQL: run SQL directly against the backend (not through myplex).
+backend_sql() {
+    MYSQL_PWD=$BACKEND_ADMIN_PASSWORD "$MARIADB_CLI" --no-defaults --protocol=TCP \
+        --host="$BACKEND_HOST" --port="$BACKEND_PORT" --user="$BACKEND_ADMIN_USER" \
+        --connect-timeout=5 -N -B -e "$1"
+}
+
+# --- prerequisites ----------------------------------------------------------
+
+if [[ -z $BACKEND ]]; then
+    bash scripts/install-deps.sh
+fi
+if [[ -f "${HOME:-/root}/.cargo/env" ]]; then
+    # shellcheck source=/dev/null
+    source "${HOME:-/root}/.cargo/env"
+fi
+have cargo || die "cargo not found on PATH (install Rust via https://rustup.rs)"
+have sysbench || die "sysbench not found; run scripts/install-deps.sh"
+MARIADB_CLI=$(find_bin mariadb mysql) || die "mariadb client not found; run scripts/install-deps.sh"
+
+# --- backend ----------------------------------------------------------------
+
+start_local_mariadb() {
+    local mariadbd install_db datadir socket i
+    mariadbd=$(find_bin mariadbd mysqld) || die "mariadbd not found"
+    install_db=$(find_bin mariadb-install-db mysql_install_db) || die "mariadb-install-db not found"
+    datadir=$WORKDIR/mariadb/data
+    socket=$WORKDIR/mariadb/sock
+    mkdir -p "$WORKDIR/mariadb"
+
+    local user_args=()
+    if [[ $(id -u) -eq 0 ]]; then
+        user_args=(--user=root)
+    fi
+
+    log "initialising a throwaway MariaDB in $datadir"
+    if ! "$install_db" --no-defaults --datadir="$datadir" \
+        --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve \
+        "${user_args[@]}" >"$WORKDIR/mariadb/install.log" 2>&1; then
+        cat "$WORKDIR/mariadb/install.log" >&2
+        die "mariadb-install-db failed (output above)"
+    fi
+
+    BACKEND_PORT=$(pick_port $((20000 + RANDOM % 40000)))
+    log "starting mariadbd on 127.0.0.1:$BACKEND_PORT"
+    "$mariadbd" --no-defaults \
+        --datadir="$datadir" \
+        --socket="$socket" \
+        --pid-file="$WORKDIR/mariadb/mariadbd.pid" \
+        --log-error="$WORKDIR/mariadb/error.log" \
+        --port="$BACKEND_PORT" \
+        --bind-address=127.0.0.1 \
+        --skip-name-resolve \
+        --max-connections=6000 \
+        --back-log=3000 \
+        --max-prepared-stmt-count=200000 \
+        --max-allowed-packet=64M \
+        --thread-cache-size=256 \
+        --innodb-buffer-pool-size=256M \
+        --innodb-log-file-size=64M \
+        --innodb-flush-log-at-trx-commit=2 \
+        --innodb-doublewrite=0 \
+        --performance-schema=OFF \
+        --skip-log-bin \
+        "${user_args[@]}" \
+        </dev/null >"$WORKDIR/mariadb/mariadbd.out" 2>&1 &
+    MARIADB_PID=$!
+
+    for ((i = 0; ; i++)); do
+        if ! kill -0 "$MARIADB_PID" 2>/dev/null; then
+            cat "$WORKDIR/mariadb/error.log" "$WORKDIR/mariadb/mariadbd.out" >&2 || true
+            die "mariadbd exited during startup (error log above)"
+        fi
+        if "$MARIADB_CLI" --no-defaults --protocol=SOCKET --socket="$socket" -uroot \
+            --connect-timeout=2 -e 'SELECT 1' >/dev/null 2>&1; then
+            break
+        fi
+        if ((i >= 600)); then
+            cat "$WORKDIR/mariadb/error.log" >&2 || true
+            die "mariadbd not ready after 60s (error log above)"
+        fi
+        sleep 0.1
+    done
+
+    "$MARIADB_CLI" --no-defaults --protocol=SOCKET --socket="$socket" -uroot <<'SQL' ||
+DELETE FROM mysql.global_priv WHERE User = '';
+FLUSH PRIVILEGES;
+CREATE USER IF NOT EXISTS 'root'@'localhost';
+ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('rootpw');
+CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
+ALTER USER 'root'@'127.0.0.1' IDENTIFIED VIA mysql_native_password USING PASSWORD('rootpw');
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+CREATE USER IF NOT EXISTS 'root'@'%';
+ALTER USER 'root'@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('rootpw');
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;
+CREATE USER 'app'@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('secret');
+GRANT ALL PRIVILEGES ON *.* TO 'app'@'%';
+CREATE USER 'other'@'%' IDENTIFIED BY 'otherpw';
+GRANT ALL PRIVILEGES ON *.* TO 'other'@'%';
+CREATE DATABASE IF NOT EXISTS `test`;
+FLUSH PRIVILEGES;
+SQL
+        die "creating users/database on the throwaway MariaDB failed"
+
+    BACKEND_HOST=127.0.0.1
+    BACKEND="$BACKEND_HOST:$BACKEND_PORT"
+    BACKEND_USER=app
+    BACKEND_PASSWORD=secret
+    # The monitor uses root so it sees every backend connection.
+    BACKEND_ADMIN_USER=root
+    BACKEND_ADMIN_PASSWORD=rootpw
+}
+
+if [[ -z $BACKEND ]]; then
+    start_local_mariadb
+else
+    [[ $BACKEND == *:* ]] || die "backend must be HOST:PORT (got '$BACKEND')"
+    BACKEND_HOST=${BACKEND%:*}
+    BACKEND_HOST=${BACKEND_HOST#[}
+    BACKEND_HOST=${BACKEND_HOST%]}
+    BACKEND_PORT=${BACKEND##*:}
+    [[ $BACKEND_PORT =~ ^[0-9]+$ ]] || die "bad port in '$BACKEND'"
+    BACKEND_ADMIN_USER=$BACKEND_USER
+    BACKEND_ADMIN_PASSWORD=$BACKEND_PASSWORD
+    backend_sql 'SELECT 1' >/dev/null ||
+        die "cannot connect to $BACKEND as $BACKEND_USER (see error above)"
+    backend_sql "CREATE DATABASE IF NOT EXISTS \`$DEMO_DB\`" >/dev/null ||
+        log "warning: could not create database '$DEMO_DB' (continuing; it may already exist)"
+fi
+log "backend: $BACKEND (user $BACKEND_USER), MariaDB $(backend_sql 'SELECT VERSION()')"
+
+# --- myplex -----------------------------------------------------------------
+
+log "building myplex (cargo build --release)"
+cargo build --release
+MYPLEX_BIN=$REPO_ROOT/target/release/myplex
+[[ -x $MYPLEX_BIN ]] || die "$MYPLEX_BIN not found after build"
+
+LISTEN_PORT=$(pick_port 6033)
+ADMIN_PORT=$(pick_port 6034 "$LISTEN_PORT")
+CONFIG=$WORKDIR/myplex.toml
+cat >"$CONFIG" <<EOF
+listen = "127.0.0.1:$LISTEN_PORT"
+admin_listen = "127.0.0.1:$ADMIN_PORT"
+
+[backend]
+address = $(toml_str "$BACKEND")
+user = $(toml_str "$BACKEND_USER")
+password = $(toml_str "$BACKEND_PASSWORD")
+
+[pool]
+mode = "transaction"
+thread_groups = 2
+oversubscribe = 3
+max_backend_connections = $DEMO_MAX_BACKEND
+
+[[users]]
+name = $(toml_str "$BACKEND_USER")
+password = $(toml_str "$BACKEND_PASSWORD")
+EOF
+
+log "starting myplex on 127.0.0.1:$LISTEN_PORT (admin 127.0.0.1:$ADMIN_PORT)"
+"$MYPLEX_BIN" --config "$CONFIG" </dev/null >"$WORKDIR/myplex.log" 2>&1 &
+MYPLEX_PID=$!
+wait_for_port "$LISTEN_PORT" "$MYPLEX_PID" myplex "$WORKDIR/myplex.log" 30
+
+if ! MYSQL_PWD=$BACKEND_PASSWORD "$MARIADB_CLI" --no-defaults --protocol=TCP \
+    --host=127.0.0.1 --port="$LISTEN_PORT" --user="$BACKEND_USER" --connect-timeout=5 \
+    -N -B -e 'SELECT 1' "$DEMO_DB" >/dev/null; then
+    tail -n 50 "$WORKDIR/myplex.log" >&2 || true
+    die "a simple query through myplex failed (myplex log above)"
+fi
+log "query through myplex ok"
+
+# --- traffic ----------------------------------------------------------------
+
+SYSBENCH=(
+    sysbench oltp_read_write
+    --db-driver=mysql
+    --mysql-host=127.0.0.1
+    --mysql-port="$LISTEN_PORT"
+    --mysql-user="$BACKEND_USER"
+    --mysql-password="$BACKEND_PASSWORD"
+    --mysql-db="$DEMO_DB"
+    --tables=4
+    --table-size=10000
+    --db-ps-mode=disable
+)
+
+log "sysbench cleanup + prepare through myplex (4 tables x 10000 rows)"
+"${SYSBENCH[@]}" cleanup >"$WORKDIR/sysbench-cleanup.log" 2>&1 || true
+if ! "${SYSBENCH[@]}" --threads=4 prepare >"$WORKDIR/sysbench-prepare.log" 2>&1; then
+    cat "$WORKDIR/sysbench-prepare.log" >&2
+    tail -n 50 "$WORKDIR/myplex.log" >&2 || true
+    die "sysbench prepare failed (output and myplex log above)"
+fi
+
+quoted_user=${BACKEND_USER//\'/\'\'}
+PROCESSLIST_SQL="SELECT COUNT(*) FROM information_schema.processlist WHERE user = '$quoted_user' AND id <> CONNECTION_ID()"
+
+# Sample the backend's connection count for the client user while sysbench runs.
+monitor() {
+    local n
+    while [[ ! -e $WORKDIR/monitor.stop ]]; do
+        if n=$(backend_sql "$PROCESSLIST_SQL" 2>/dev/null) && [[ $n =~ ^[0-9]+$ ]]; then
+            echo "$n" >>"$WORKDIR/processlist.samples"
+            printf '    [backend processlist] %s connection(s) from user %s\n' "$n" "$BACKEND_USER" >&2
+        fi
+        sleep "$SAMPLE_INTERVAL"
+    done
+}
+
+log "sysbench run: $DEMO_THREADS client threads for ${DEMO_SECONDS}s through myplex" \
+    "(max_backend_connections = $DEMO_MAX_BACKEND)"
+monitor &
+MONITOR_PID=$!
+run_status=0
+"${SYSBENCH[@]}" --threads="$DEMO_THREADS" --time="$DEMO_SECONDS" --report-interval=5 run \
+    2>&1 | tee "$WORKDIR/sysbench-run.log" || run_status=$?
+touch "$WORKDIR/monitor.stop"
+wait "$MONITOR_PID" 2>/dev/null || true
+MONITOR_PID=""
+
+# --- summary ----------------------------------------------------------------
+
+stat_line() { grep -m1 -E "^[[:space:]]*$1" "$WORKDIR/sysbench-run.log" | sed -E 's/^[[:space:]]+//; s/[[:space:]]+/ /g' || true; }
+
+samples_max="n/a" samples_avg="n/a" samples_n=0
+if [[ -s $WORKDIR/processlist.samples ]]; then
+    read -r samples_n samples_max samples_avg < <(awk '
+        { n++; s += $1; if ($1 > m) m = $1 }
+        END { printf "%d %d %.1f\n", n, m, s / n }' "$WORKDIR/processlist.samples")
+fi
+
+myplex_alive=yes
+kill -0 "$MYPLEX_PID" 2>/dev/null || myplex_alive="NO (crashed; see log below)"
+
+echo
+echo "==================== myplex demo summary ===================="
+printf '  backend                 : %s\n' "$BACKEND"
+printf '  client connections      : %s (sysbench threads)\n' "$DEMO_THREADS"
+printf '  max_backend_connections : %s\n' "$DEMO_MAX_BACKEND"
+printf '  backend connections seen: max %s, avg %s over %s samples (user %s)\n' \
+    "$samples_max" "$samples_avg" "$samples_n" "$BACKEND_USER"
+printf '  %s\n' "$(stat_line 'transactions:')" "$(stat_line 'queries:')" \
+    "$(stat_line 'ignored errors:')" "$(stat_line 'reconnects:')" \
+    "latency $(stat_line '95th percentile:')"
+printf '  myplex still running    : %s\n' "$myplex_alive"
+echo "=============================================================="
+
+if [[ $myplex_alive != yes ]]; then
+    tail -n 50 "$WORKDIR/myplex.log" >&2 || true
+    exit 1
+fi
+if ((run_status != 0)); then
+    tail -n 50 "$WORKDIR/myplex.log" >&2 || true
+    die "sysbench run failed with status $run_status (myplex log above)"
+fi
+log "done"

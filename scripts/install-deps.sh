@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Install the system packages needed by the test suite and the demo
+# (MariaDB server + client, sysbench, openssl) on Debian/Ubuntu.
+# Idempotent: does nothing if everything is already present.
+#
+# A system MariaDB started by the package's postinst is harmless (the tests and
+# the demo run their own servers on free ports); where possible we prevent it
+# from being started at all with a temporary policy-rc.d.
+set -euo pipefail
+
+log() { printf 'install-deps: %s\n' "$*" >&2; }
+die() {
+    log "ERROR: $*"
+    exit 1
+}
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# rustup installs cargo here; non-login shells (CI) may not have it on PATH.
+if [[ -f "${HOME:-/root}/.cargo/env" ]]; then
+    # shellcheck source=/dev/null
+    source "${HOME:-/root}/.cargo/env"
+fi
+
+have_mariadbd() { have mariadbd || [[ -x /usr/sbin/mariadbd ]]; }
+have_install_db() { have mariadb-install-db || [[ -x /usr/bin/mariadb-install-db ]]; }
+
+packages=()
+if ! have_mariadbd || ! have_install_db || ! have mariadb || ! have sysbench; then
+    packages+=(mariadb-server mariadb-client sysbench)
+fi
+if ! have openssl; then
+    packages+=(openssl)
+fi
+
+if ((${#packages[@]} > 0)); then
+    have apt-get || die "missing ${packages[*]} and apt-get is not available; install them manually"
+    sudo=()
+    if [[ $(id -u) -ne 0 ]]; then
+        have sudo || die "need root (or sudo) to install: ${packages[*]}"
+        sudo=(sudo)
+    fi
+
+    # Keep the package's postinst from starting a system-wide MariaDB.
+    policy=/usr/sbin/policy-rc.d
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\n# temporary, created by myplex scripts/install-deps.sh\nexit 101\n' |
+            "${sudo[@]}" tee "$policy" >/dev/null
+        "${sudo[@]}" chmod 755 "$policy"
+        # shellcheck disable=SC2064 # expand now: sudo/policy are fixed
+        trap "${sudo[*]} rm -f '$policy'" EXIT
+    fi
+
+    log "installing: ${packages[*]}"
+    "${sudo[@]}" apt-get update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${packages[@]}"
+fi
+
+# Verify.
+have_mariadbd || die "mariadbd not found after install"
+have_install_db || die "mariadb-install-db not found after install"
+have mariadb || die "mariadb client not found after install"
+have sysbench || die "sysbench not found after install"
+have openssl || die "openssl not found after install"
+have cargo || die "cargo not found on PATH (install Rust via rustup: https://rustup.rs)"
+
+log "ok: $(mariadb --version | head -n1)"
+log "ok: $(sysbench --version | head -n1), $(cargo --version)"

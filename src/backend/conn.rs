@@ -1,0 +1,222 @@
+//! One logged-in backend connection and the internal exchanges the proxy
+//! runs on it (its own commands whose replies are consumed, never relayed).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::time::Instant;
+
+use crate::protocol::command;
+use crate::protocol::packets::{ErrPacket, OkPacket};
+use crate::protocol::response::{Class, Shape, Tracker};
+use crate::session_state::TrackedState;
+use crate::wire::{PacketIo, WireError};
+
+/// Process-unique id of a backend connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BackendId(pub u64);
+
+impl BackendId {
+    /// Issues the next id.
+    pub fn next() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// Why a backend operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The socket failed or closed.
+    #[error("{0}")]
+    Wire(#[from] WireError),
+    /// Dialing timed out.
+    #[error("timed out connecting to backend")]
+    Timeout,
+    /// The server refused (login failure, …).
+    #[error("backend error {}: {}", .0.code, .0.message)]
+    Server(ErrPacket),
+    /// The server sent bytes that break the protocol.
+    #[error("protocol violation by backend: {0}")]
+    Protocol(String),
+    /// The TLS setup failed.
+    #[error("tls: {0}")]
+    Tls(String),
+}
+
+impl BackendError {
+    /// True when the descriptor table is full (EMFILE / ENFILE).
+    pub fn is_out_of_fds(&self) -> bool {
+        match self {
+            BackendError::Wire(WireError::Io(e)) => {
+                matches!(e.raw_os_error(), Some(24) | Some(23))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The outcome of an internal command.
+#[derive(Debug)]
+pub enum InternalReply {
+    /// Final OK (status flags, session-state block copied out).
+    Ok { status: u16, state: Vec<u8> },
+    /// The server answered with an error.
+    Err(ErrPacket),
+}
+
+/// A logged-in backend connection.
+#[derive(Debug)]
+pub struct BackendConn {
+    /// Packet I/O.
+    pub io: PacketIo,
+    /// Our id.
+    pub id: BackendId,
+    /// The server's connection (thread) id.
+    pub thread_id: u32,
+    /// Index of the credential pool this connection belongs to.
+    pub pool: usize,
+    /// Session state currently applied on the server side.
+    pub state: TrackedState,
+    /// Last status flags seen.
+    pub status: u16,
+    /// When the connection was last returned idle / used.
+    pub last_used: Instant,
+    /// Open since.
+    pub opened: Instant,
+}
+
+impl BackendConn {
+    /// Sends one command (seq 0) and reads its whole reply, absorbing any
+    /// session-state changes into `self.state`.
+    pub async fn internal(&mut self, payload: &[u8], shape: Shape) -> Result<InternalReply, BackendError> {
+        self.io.send_packet(0, payload).await?;
+        self.read_internal_reply(shape).await
+    }
+
+    /// Reads the reply of a command already sent.
+    pub async fn read_internal_reply(&mut self, shape: Shape) -> Result<InternalReply, BackendError> {
+        let mut t = Tracker::new(shape);
+        let mut reply = None;
+        let mut state = Vec::new();
+        while !t.done() {
+            let h = self.io.next_chunk().await?;
+            let first = self.io.chunk_payload(h);
+            let class = t.next(first, h.continues());
+            match class {
+                Class::Ok | Class::Terminator => {
+                    if let Some(ok) = OkPacket::parse(first) {
+                        self.status = ok.status;
+                        state.extend_from_slice(ok.session_state);
+                    }
+                    if t.done() {
+                        reply = Some(InternalReply::Ok {
+                            status: self.status,
+                            state: std::mem::take(&mut state),
+                        });
+                    }
+                }
+                Class::Err => {
+                    reply = Some(InternalReply::Err(ErrPacket::parse(first).unwrap_or_else(
+                        || ErrPacket::new(2027, "HY000", "malformed error packet"),
+                    )));
+                }
+                Class::Single => {
+                    reply = Some(InternalReply::Ok {
+                        status: self.status,
+                        state: Vec::new(),
+                    })
+                }
+                Class::Malformed | Class::LocalInfile => {
+                    return Err(BackendError::Protocol(format!(
+                        "unexpected packet 0x{:02x} in internal reply",
+                        first.first().copied().unwrap_or(0)
+                    )));
+                }
+                _ => {}
+            }
+            // Skip continuation chunks of a large packet.
+            let mut last = h;
+            self.io.consume_chunk(h);
+            while last.continues() {
+                last = self.io.next_chunk().await?;
+                self.io.consume_chunk(last);
+            }
+        }
+        let reply = reply.ok_or_else(|| BackendError::Protocol("empty reply".into()))?;
+        if let InternalReply::Ok { state, .. } = &reply {
+            self.state.apply_block(state);
+        }
+        Ok(reply)
+    }
+
+    /// Runs SQL whose result must be OK.
+    pub async fn exec(&mut self, sql: &str) -> Result<(), BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(command::COM_QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        match self.internal(&p, Shape::Query).await? {
+            InternalReply::Ok { .. } => Ok(()),
+            InternalReply::Err(e) => Err(BackendError::Server(e)),
+        }
+    }
+
+    /// Runs a query and returns its first row's text cells (`None` = NULL).
+    pub async fn query_row(&mut self, sql: &str) -> Result<Option<Vec<Option<String>>>, BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(command::COM_QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        self.io.send_packet(0, &p).await?;
+        let mut t = Tracker::new(Shape::Query);
+        let mut row = None;
+        let mut err = None;
+        while !t.done() {
+            let pkt = self.io.read_packet(1 << 26).await?;
+            match t.next(&pkt.payload, false) {
+                Class::Row if row.is_none() => {
+                    let mut r = crate::protocol::lenenc::Reader::new(&pkt.payload);
+                    let mut cells = Vec::new();
+                    while !r.is_empty() {
+                        if r.rest().first() == Some(&0xFB) {
+                            r.u8();
+                            cells.push(None);
+                        } else {
+                            match r.lenenc_bytes() {
+                                Some(b) => cells.push(Some(String::from_utf8_lossy(b).into_owned())),
+                                None => break,
+                            }
+                        }
+                    }
+                    row = Some(cells);
+                }
+                Class::Err => err = ErrPacket::parse(&pkt.payload),
+                Class::Malformed => return Err(BackendError::Protocol("malformed result".into())),
+                _ => {}
+            }
+        }
+        match err {
+            Some(e) => Err(BackendError::Server(e)),
+            None => Ok(row),
+        }
+    }
+
+    /// COM_PING.
+    pub async fn ping(&mut self) -> Result<(), BackendError> {
+        match self.internal(&[command::COM_PING], Shape::Query).await? {
+            InternalReply::Ok { .. } => Ok(()),
+            InternalReply::Err(e) => Err(BackendError::Server(e)),
+        }
+    }
+
+    /// COM_RESET_CONNECTION, then the trackers again (the reset restores
+    /// session variables to their global values).
+    pub async fn reset(&mut self, baseline: &TrackedState) -> Result<(), BackendError> {
+        match self.internal(&[command::COM_RESET_CONNECTION], Shape::Query).await? {
+            InternalReply::Ok { .. } => {}
+            InternalReply::Err(e) => return Err(BackendError::Server(e)),
+        }
+        self.state = baseline.clone();
+        self.exec(crate::backend::connect::TRACKERS_SQL).await?;
+        self.state = baseline.clone();
+        Ok(())
+    }
+}

@@ -1,0 +1,271 @@
+//! Dial and log in to the backend: greeting, optional TLS, handshake response
+//! with the canonical capability profile, `mysql_native_password` and
+//! `caching_sha2_password` (fast path, full auth over TLS or with the
+//! server's RSA key), auth switch, then the session trackers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::HandshakePacket;
+use mysql_common::proto::MyDeserialize;
+use tokio::net::TcpStream;
+use tokio::time::{Instant, timeout};
+
+use super::conn::{BackendConn, BackendError, BackendId};
+use crate::protocol::caps::{BACKEND_PROFILE, flag};
+use crate::protocol::lenenc::put_lenenc_bytes;
+use crate::protocol::packets::{ERR_HEADER, ErrPacket, OK_HEADER};
+use crate::session_state::TrackedState;
+use crate::wire::{PacketIo, Stream};
+
+/// Switched on after login on every backend connection (design §4).
+pub const TRACKERS_SQL: &str = "SET SESSION session_track_schema=ON, session_track_state_change=ON, session_track_system_variables='*'";
+
+/// Collation of backend connections' handshakes (utf8mb4_general_ci).
+pub const BACKEND_COLLATION: u8 = 45;
+
+/// How to reach and log in to the backend.
+#[derive(Clone)]
+pub struct BackendParams {
+    /// host:port.
+    pub address: String,
+    /// Login user.
+    pub user: String,
+    /// Login password.
+    pub password: String,
+    /// TLS toward the server, if configured.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// Dial + login timeout.
+    pub connect_timeout: Duration,
+    /// Credential pool index.
+    pub pool: usize,
+}
+
+impl std::fmt::Debug for BackendParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendParams")
+            .field("address", &self.address)
+            .field("user", &self.user)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+/// What the server told us about itself in its greeting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// Version string, mirrored in our greeting.
+    pub version: Vec<u8>,
+    /// Default collation id, mirrored in our greeting.
+    pub collation: u8,
+    /// Capabilities the server offered.
+    pub capabilities: u32,
+}
+
+/// Opens and logs in one backend connection.
+pub async fn connect(p: &BackendParams) -> Result<(BackendConn, ServerInfo), BackendError> {
+    match timeout(p.connect_timeout, connect_inner(p)).await {
+        Ok(r) => r,
+        Err(_) => Err(BackendError::Timeout),
+    }
+}
+
+async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), BackendError> {
+    let tcp = TcpStream::connect(&p.address)
+        .await
+        .map_err(|e| BackendError::Wire(e.into()))?;
+    tcp.set_nodelay(true).map_err(|e| BackendError::Wire(e.into()))?;
+    let mut io = PacketIo::new(Stream::Plain(tcp));
+    let greeting = io.read_packet(1 << 20).await?;
+    if greeting.payload.first() == Some(&ERR_HEADER) {
+        return Err(server_err(&greeting.payload));
+    }
+    let hs = HandshakePacket::deserialize((), &mut ParseBuf(&greeting.payload))
+        .map_err(|e| BackendError::Protocol(format!("bad greeting: {e}")))?;
+    let server_caps = hs.capabilities().bits();
+    let info = ServerInfo {
+        version: hs.server_version_ref().to_vec(),
+        collation: hs.default_collation(),
+        capabilities: server_caps,
+    };
+    let thread_id = hs.connection_id();
+    let mut nonce = hs.scramble_1_ref().to_vec();
+    if let Some(s2) = hs.scramble_2_ref() {
+        nonce.extend_from_slice(s2);
+    }
+    if nonce.last() == Some(&0) {
+        nonce.pop();
+    }
+    let plugin = hs.auth_plugin_name_ref().unwrap_or(b"mysql_native_password").to_vec();
+    for need in [flag::PROTOCOL_41, flag::SECURE_CONNECTION] {
+        if server_caps & need == 0 {
+            return Err(BackendError::Protocol("server lacks PROTOCOL_41".into()));
+        }
+    }
+    let mut caps = BACKEND_PROFILE & server_caps;
+    let mut seq = greeting.last_seq.wrapping_add(1);
+
+    if let Some(tls) = &p.tls {
+        if server_caps & flag::SSL == 0 {
+            return Err(BackendError::Tls("backend does not offer TLS".into()));
+        }
+        caps |= flag::SSL;
+        let mut req = BytesMut::with_capacity(32);
+        req.put_u32_le(caps);
+        req.put_u32_le(1 << 24);
+        req.put_u8(BACKEND_COLLATION);
+        req.put_slice(&[0u8; 23]);
+        seq = io.send_packet(seq, &req).await?;
+        let Stream::Plain(tcp) = io.take_stream() else {
+            return Err(BackendError::Tls("stream already upgraded".into()));
+        };
+        let host = p.address.rsplit_once(':').map(|(h, _)| h).unwrap_or("localhost");
+        let name = rustls::pki_types::ServerName::try_from(host.to_string())
+            .map_err(|e| BackendError::Tls(e.to_string()))?;
+        let tls_stream = tokio_rustls::TlsConnector::from(tls.clone())
+            .connect(name, tcp)
+            .await
+            .map_err(|e| BackendError::Tls(e.to_string()))?;
+        io = PacketIo::new(Stream::ClientTls(Box::new(tls_stream)));
+    }
+
+    let auth = auth_response(&plugin, &nonce, &p.password, io.stream.is_tls())?;
+    let mut resp = BytesMut::with_capacity(128);
+    resp.put_u32_le(caps);
+    resp.put_u32_le(1 << 24);
+    resp.put_u8(BACKEND_COLLATION);
+    resp.put_slice(&[0u8; 23]);
+    resp.put_slice(p.user.as_bytes());
+    resp.put_u8(0);
+    put_lenenc_bytes(&mut resp, &auth);
+    resp.put_slice(&plugin);
+    resp.put_u8(0);
+    io.send_packet(seq, &resp).await?;
+
+    authenticate(&mut io, p, plugin, nonce).await?;
+
+    let now = Instant::now();
+    let mut conn = BackendConn {
+        io,
+        id: BackendId::next(),
+        thread_id,
+        pool: p.pool,
+        state: TrackedState::default(),
+        status: 0,
+        last_used: now,
+        opened: now,
+    };
+    conn.exec(TRACKERS_SQL).await?;
+    conn.state = TrackedState::for_collation(u16::from(BACKEND_COLLATION));
+    Ok((conn, info))
+}
+
+fn server_err(payload: &[u8]) -> BackendError {
+    BackendError::Server(
+        ErrPacket::parse(payload)
+            .unwrap_or_else(|| ErrPacket::new(2027, "HY000", "malformed error packet")),
+    )
+}
+
+fn auth_response(
+    plugin: &[u8],
+    nonce: &[u8],
+    password: &str,
+    tls: bool,
+) -> Result<Vec<u8>, BackendError> {
+    if password.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pw = password.as_bytes();
+    Ok(match plugin {
+        b"mysql_native_password" => mysql_common::scramble::scramble_native(nonce, pw)
+            .map(|x| x.to_vec())
+            .unwrap_or_default(),
+        b"caching_sha2_password" => mysql_common::scramble::scramble_sha256(nonce, pw)
+            .map(|x| x.to_vec())
+            .unwrap_or_default(),
+        b"mysql_clear_password" if tls => {
+            let mut v = pw.to_vec();
+            v.push(0);
+            v
+        }
+        other => {
+            return Err(BackendError::Protocol(format!(
+                "backend asks for unsupported auth plugin {}",
+                String::from_utf8_lossy(other)
+            )));
+        }
+    })
+}
+
+/// Runs the server's side of the auth conversation to its OK or ERR.
+async fn authenticate(
+    io: &mut PacketIo,
+    p: &BackendParams,
+    mut plugin: Vec<u8>,
+    mut nonce: Vec<u8>,
+) -> Result<(), BackendError> {
+    for _ in 0..8 {
+        let pkt = io.read_packet(1 << 20).await?;
+        let seq = pkt.last_seq.wrapping_add(1);
+        match pkt.payload.first().copied() {
+            Some(OK_HEADER) => return Ok(()),
+            Some(ERR_HEADER) => return Err(server_err(&pkt.payload)),
+            Some(0xFE) => {
+                // Auth switch: plugin name NUL, then the new nonce.
+                let body = &pkt.payload[1..];
+                let end = body.iter().position(|&b| b == 0).unwrap_or(body.len());
+                plugin = body[..end].to_vec();
+                nonce = body.get(end + 1..).unwrap_or_default().to_vec();
+                if nonce.last() == Some(&0) {
+                    nonce.pop();
+                }
+                let resp = auth_response(&plugin, &nonce, &p.password, io.stream.is_tls())?;
+                io.send_packet(seq, &resp).await?;
+            }
+            Some(0x01) if plugin == b"caching_sha2_password" => {
+                match pkt.payload.get(1).copied() {
+                    Some(0x03) => {} // fast auth succeeded; the OK follows
+                    Some(0x04) => {
+                        let mut pw = p.password.as_bytes().to_vec();
+                        pw.push(0);
+                        if io.stream.is_tls() {
+                            io.send_packet(seq, &pw).await?;
+                        } else {
+                            // Ask for the server's RSA public key.
+                            io.send_packet(seq, &[0x02]).await?;
+                            let key = io.read_packet(1 << 20).await?;
+                            if key.payload.first() != Some(&0x01) {
+                                return Err(server_err(&key.payload));
+                            }
+                            for (i, b) in pw.iter_mut().enumerate() {
+                                *b ^= nonce[i % nonce.len().max(1)];
+                            }
+                            let pem = key.payload[1..].to_vec();
+                            let enc = std::panic::catch_unwind(|| {
+                                mysql_common::crypto::encrypt(&pw, &pem)
+                            })
+                            .map_err(|_| {
+                                BackendError::Protocol("unusable RSA public key from backend".into())
+                            })?;
+                            io.send_packet(key.last_seq.wrapping_add(1), &enc).await?;
+                        }
+                    }
+                    _ => {
+                        return Err(BackendError::Protocol(
+                            "unexpected caching_sha2 auth step".into(),
+                        ));
+                    }
+                }
+            }
+            _ => {
+                return Err(BackendError::Protocol(
+                    "unexpected packet during authentication".into(),
+                ));
+            }
+        }
+    }
+    Err(BackendError::Protocol("authentication did not finish".into()))
+}

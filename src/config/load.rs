@@ -1,0 +1,181 @@
+//! Loading and validation. Order: embedded `config/myplex.toml`, then the
+//! file given on the command line, then `MYPLEX_<SECTION>__<KEY>` variables.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use super::model::Config;
+
+/// The shipped default configuration, embedded in the binary.
+pub const DEFAULT_TOML: &str = include_str!("../../config/myplex.toml");
+
+/// A configuration that cannot be used, with every problem found.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The sources could not be read or parsed.
+    #[error("{0}")]
+    Source(#[from] config::ConfigError),
+    /// Values parsed but are not valid.
+    #[error("invalid configuration:\n  {}", .0.join("\n  "))]
+    Invalid(Vec<String>),
+}
+
+/// Loads the configuration from the default, `path` (if any) and the environment.
+pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+    let mut b = config::Config::builder().add_source(config::File::from_str(
+        DEFAULT_TOML,
+        config::FileFormat::Toml,
+    ));
+    if let Some(p) = path {
+        b = b.add_source(config::File::from(p).format(config::FileFormat::Toml));
+    }
+    b = b.add_source(
+        config::Environment::with_prefix("MYPLEX")
+            .prefix_separator("_")
+            .separator("__")
+            .try_parsing(true),
+    );
+    finish(b)
+}
+
+/// Loads from a TOML string only (tests, `check-config` of inline text).
+pub fn load_str(toml: &str) -> Result<Config, ConfigError> {
+    let b = config::Config::builder()
+        .add_source(config::File::from_str(toml, config::FileFormat::Toml));
+    finish(b)
+}
+
+fn finish(
+    b: config::ConfigBuilder<config::builder::DefaultState>,
+) -> Result<Config, ConfigError> {
+    let cfg: Config = b.build()?.try_deserialize()?;
+    validate(&cfg)?;
+    Ok(cfg)
+}
+
+fn validate(c: &Config) -> Result<(), ConfigError> {
+    let mut errs = Vec::new();
+    for (key, v) in [("listen", &c.listen), ("admin_listen", &c.admin_listen)] {
+        if v.parse::<SocketAddr>().is_err() {
+            errs.push(format!("{key}: {v:?} is not an ip:port address"));
+        }
+    }
+    if c.backend.address.is_empty() || !c.backend.address.contains(':') {
+        errs.push(format!(
+            "backend.address: {:?} must be host:port",
+            c.backend.address
+        ));
+    }
+    let p = &c.pool;
+    if p.oversubscribe > 1000 {
+        errs.push("pool.oversubscribe: must be at most 1000".into());
+    }
+    if p.thread_groups > 1024 {
+        errs.push("pool.thread_groups: must be at most 1024".into());
+    }
+    if p.max_backend_connections != 0 && p.max_backend_connections < p.effective_groups() {
+        errs.push(format!(
+            "pool.max_backend_connections: {} is less than one per thread group ({} groups)",
+            p.max_backend_connections,
+            p.effective_groups()
+        ));
+    }
+    if p.stall_limit_ms == 0 {
+        errs.push("pool.stall_limit_ms: must be positive".into());
+    }
+    if p.queue_timeout_ms == 0 {
+        errs.push("pool.queue_timeout_ms: must be positive".into());
+    }
+    if p.max_client_connections == 0 {
+        errs.push("pool.max_client_connections: must be positive".into());
+    }
+    if c.frontend.max_allowed_packet < 1024 || c.frontend.max_allowed_packet > 1 << 30 {
+        errs.push("frontend.max_allowed_packet: must be between 1024 and 1073741824".into());
+    }
+    if c.frontend.tls_cert.is_empty() != c.frontend.tls_key.is_empty() {
+        errs.push("frontend.tls_cert / frontend.tls_key: set both or neither".into());
+    }
+    if c.frontend.require_tls && c.frontend.tls_cert.is_empty() {
+        errs.push("frontend.require_tls: needs frontend.tls_cert and frontend.tls_key".into());
+    }
+    if c.users.is_empty() {
+        errs.push("users: at least one [[users]] entry is needed".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, u) in c.users.iter().enumerate() {
+        let key = format!("users[{i}]");
+        if u.name.is_empty() {
+            errs.push(format!("{key}.name: must not be empty"));
+        }
+        if !seen.insert(u.name.as_str()) {
+            errs.push(format!("{key}.name: duplicate user {:?}", u.name));
+        }
+        let n = [
+            u.password.is_some(),
+            u.password_sha1.is_some(),
+            u.password_sha256.is_some(),
+        ]
+        .iter()
+        .filter(|x| **x)
+        .count();
+        if n != 1 {
+            errs.push(format!(
+                "{key}: set exactly one of password, password_sha1, password_sha256"
+            ));
+        }
+        if let Some(h) = &u.password_sha1
+            && crate::frontend::auth::parse_sha1_hash(h).is_none()
+        {
+            errs.push(format!(
+                "{key}.password_sha1: must be '*' followed by 40 hex digits"
+            ));
+        }
+        if let Some(h) = &u.password_sha256
+            && crate::frontend::auth::parse_sha256_hash(h).is_none()
+        {
+            errs.push(format!("{key}.password_sha256: must be 64 hex digits"));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError::Invalid(errs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_default_is_valid() {
+        let c = load_str(DEFAULT_TOML).expect("default config loads");
+        assert_eq!(c.listen, "127.0.0.1:6033");
+        assert_eq!(c.backend.address, "127.0.0.1:3306");
+    }
+
+    #[test]
+    fn example_is_valid() {
+        let text = include_str!("../../config/myplex.example.toml");
+        load_str(text).expect("example config loads");
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_with_its_name() {
+        let err = load_str("listen = \"127.0.0.1:1\"\n[pool]\nthreads = 3\n")
+            .expect_err("unknown key");
+        assert!(err.to_string().contains("threads"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_all_reported() {
+        let err = load_str(
+            "listen = \"nope\"\n[pool]\nqueue_timeout_ms = 0\n[[users]]\nname = \"a\"\n",
+        )
+        .expect_err("invalid");
+        let s = err.to_string();
+        assert!(s.contains("listen"), "{s}");
+        assert!(s.contains("pool.queue_timeout_ms"), "{s}");
+        assert!(s.contains("users[0]"), "{s}");
+    }
+}

@@ -1,0 +1,9 @@
+//! Configuration: the model (every key with its default), loading from the
+//! embedded default, a TOML file and `MYPLEX_…` environment overrides, and
+//! validation that names the offending key.
+
+mod load;
+mod model;
+
+pub use load::{ConfigError, DEFAULT_TOML, load, load_str};
+pub use model::*;

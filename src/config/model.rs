@@ -1,0 +1,267 @@
+//! The configuration model: every key, its type, its default and what it
+//! means. `config/myplex.example.toml` documents the same keys for operators.
+
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address MySQL clients connect to.
+    pub listen: String,
+    /// Address of the HTTP admin endpoint (/metrics, /status, /healthz, /readyz).
+    pub admin_listen: String,
+    /// Logging.
+    pub log: LogConfig,
+    /// The MySQL/MariaDB server behind the proxy.
+    pub backend: BackendConfig,
+    /// Client-facing protocol settings.
+    pub frontend: FrontendConfig,
+    /// Thread groups, queues and backend connection limits.
+    pub pool: PoolConfig,
+    /// Users allowed to log in.
+    pub users: Vec<UserConfig>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:6033".into(),
+            admin_listen: "127.0.0.1:6034".into(),
+            log: LogConfig::default(),
+            backend: BackendConfig::default(),
+            frontend: FrontendConfig::default(),
+            pool: PoolConfig::default(),
+            users: Vec::new(),
+        }
+    }
+}
+
+/// `[log]`
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `text` or `json`.
+    pub format: LogFormat,
+    /// A `tracing` filter, e.g. `info` or `myplex=debug`.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Text,
+            level: "info".into(),
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[backend]`
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackendConfig {
+    /// `host:port` of the server.
+    pub address: String,
+    /// User of pooled backend connections (unless a `[[users]]` entry overrides it).
+    pub user: String,
+    /// Password of `user`.
+    pub password: String,
+    /// Dial + login timeout.
+    pub connect_timeout_ms: u64,
+    /// Use TLS toward the backend.
+    pub tls: bool,
+    /// PEM CA bundle to verify the backend's certificate (empty = accept any certificate).
+    pub tls_ca: String,
+    /// Idle backend connections are pinged when unused this long.
+    pub ping_interval_s: u64,
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        Self {
+            address: "127.0.0.1:3306".into(),
+            user: "app".into(),
+            password: "secret".into(),
+            connect_timeout_ms: 5000,
+            tls: false,
+            tls_ca: String::new(),
+            ping_interval_s: 30,
+        }
+    }
+}
+
+/// `[frontend]`
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FrontendConfig {
+    /// PEM certificate chain; TLS is offered to clients when set with `tls_key`.
+    pub tls_cert: String,
+    /// PEM private key.
+    pub tls_key: String,
+    /// Refuse clients that do not upgrade to TLS.
+    pub require_tls: bool,
+    /// Auth plugin named in the greeting.
+    pub default_auth_plugin: AuthPluginName,
+    /// Largest client packet accepted (bytes); larger ones get error 1153.
+    pub max_allowed_packet: usize,
+    /// A client must finish the login within this time.
+    pub handshake_timeout_ms: u64,
+}
+
+impl Default for FrontendConfig {
+    fn default() -> Self {
+        Self {
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            require_tls: false,
+            default_auth_plugin: AuthPluginName::MysqlNativePassword,
+            max_allowed_packet: 64 * 1024 * 1024,
+            handshake_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// Authentication plugins myplex speaks.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthPluginName {
+    /// `mysql_native_password`.
+    MysqlNativePassword,
+    /// `caching_sha2_password`.
+    CachingSha2Password,
+}
+
+impl AuthPluginName {
+    /// The plugin's wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MysqlNativePassword => "mysql_native_password",
+            Self::CachingSha2Password => "caching_sha2_password",
+        }
+    }
+}
+
+/// `pool.mode`.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolMode {
+    /// A backend is leased per statement / transaction.
+    Transaction,
+    /// A backend is held for the whole client session.
+    Session,
+}
+
+/// `pool.high_prio_mode`.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HighPrioMode {
+    /// Statements of open transactions / lock holders are high priority.
+    Transactions,
+    /// Everything is high priority.
+    Statements,
+    /// Everything is low priority.
+    None,
+}
+
+/// `[pool]` — names and meanings follow the Percona/MariaDB thread pool.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PoolConfig {
+    /// `transaction` (default) or `session`.
+    pub mode: PoolMode,
+    /// Number of thread groups; 0 = CPUs of the proxy host.
+    pub thread_groups: usize,
+    /// Per group, at most `1 + oversubscribe` statements execute at once.
+    pub oversubscribe: usize,
+    /// Total backend connections, split evenly across groups;
+    /// 0 = 4 × groups × (1 + oversubscribe).
+    pub max_backend_connections: usize,
+    /// Stall detection / kickup timer period.
+    pub stall_limit_ms: u64,
+    /// Which statements go to the high-priority queue.
+    pub high_prio_mode: HighPrioMode,
+    /// Consecutive high-priority admissions per session.
+    pub high_prio_tickets: u32,
+    /// Low-priority requests older than this move to the high queue.
+    pub prio_kickup_ms: u64,
+    /// A request that waited this long fails with an error.
+    pub queue_timeout_ms: u64,
+    /// Clients beyond this get error 1040.
+    pub max_client_connections: usize,
+    /// Idle backend connections above `min_idle_per_group` close after this.
+    pub idle_timeout_s: u64,
+    /// Idle backend connections each group keeps open.
+    pub min_idle_per_group: usize,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            mode: PoolMode::Transaction,
+            thread_groups: 0,
+            oversubscribe: 3,
+            max_backend_connections: 0,
+            stall_limit_ms: 500,
+            high_prio_mode: HighPrioMode::Transactions,
+            high_prio_tickets: u32::MAX,
+            prio_kickup_ms: 1000,
+            queue_timeout_ms: 10_000,
+            max_client_connections: 10_000,
+            idle_timeout_s: 60,
+            min_idle_per_group: 0,
+        }
+    }
+}
+
+impl PoolConfig {
+    /// Thread groups after resolving 0 = CPUs.
+    pub fn effective_groups(&self) -> usize {
+        if self.thread_groups > 0 {
+            self.thread_groups
+        } else {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        }
+    }
+
+    /// Backend connection cap after resolving 0 = default.
+    pub fn effective_max_backend_connections(&self) -> usize {
+        if self.max_backend_connections > 0 {
+            self.max_backend_connections
+        } else {
+            4 * self.effective_groups() * (1 + self.oversubscribe)
+        }
+    }
+}
+
+/// One `[[users]]` entry.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct UserConfig {
+    /// Login name.
+    pub name: String,
+    /// Cleartext password (either this or one of the hashes).
+    pub password: Option<String>,
+    /// `*` + hex SHA1(SHA1(password)), as in `mysql.user` (mysql_native_password only).
+    pub password_sha1: Option<String>,
+    /// hex SHA256(SHA256(password)) (caching_sha2_password only).
+    pub password_sha256: Option<String>,
+    /// Backend user for this user's connections (default: `backend.user`
+    /// when only a hash is known, else the same name).
+    pub backend_user: Option<String>,
+    /// Backend password (default: `backend.password` or this user's password).
+    pub backend_password: Option<String>,
+    /// May use the `SHOW MYPLEX …` admin console.
+    pub admin: bool,
+}

@@ -1,0 +1,217 @@
+//! The client login: greeting (mirroring the backend's version and
+//! collation, random scramble, proxy-issued connection id), optional TLS
+//! upgrade, handshake response, authentication with auth switch, and the
+//! final OK or ER_ACCESS_DENIED_ERROR.
+
+use std::net::SocketAddr;
+
+use bytes::BytesMut;
+use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{HandshakePacket, HandshakeResponse};
+use mysql_common::proto::{MyDeserialize, MySerialize};
+use rand::Rng;
+
+use super::Shared;
+use crate::config::AuthPluginName;
+use crate::protocol::caps::{CLIENT_OFFER, Caps, flag};
+use crate::protocol::errors;
+use crate::protocol::packets::ErrPacket;
+use crate::wire::{PacketIo, Stream, WireError};
+
+/// A logged-in client.
+pub struct Login {
+    /// The client's socket.
+    pub io: PacketIo,
+    /// Index into the configured users.
+    pub user: usize,
+    /// Negotiated capabilities.
+    pub caps: Caps,
+    /// Collation the client asked for.
+    pub collation: u16,
+    /// Schema named at login.
+    pub schema: Option<Vec<u8>>,
+    /// Sequence id for the login's final OK (or ERR), sent by the session
+    /// once the login schema is known to exist.
+    pub ok_seq: u8,
+}
+
+/// Why a login failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    /// Socket trouble.
+    #[error("{0}")]
+    Wire(#[from] WireError),
+    /// The client was refused (the ERR was sent).
+    #[error("login refused: {0}")]
+    Refused(String),
+}
+
+fn scramble() -> [u8; 20] {
+    let mut rng = rand::rng();
+    let mut s = [0u8; 20];
+    for b in &mut s {
+        *b = rng.random_range(33..=126);
+    }
+    s
+}
+
+async fn refuse(io: &mut PacketIo, seq: u8, e: ErrPacket) -> HandshakeError {
+    let mut b = BytesMut::new();
+    e.write(&mut b);
+    let _ = io.send_packet(seq, &b).await;
+    HandshakeError::Refused(e.message)
+}
+
+/// Runs the login on a fresh client socket.
+pub async fn login(
+    shared: &Shared,
+    mut io: PacketIo,
+    conn_id: u32,
+    peer: SocketAddr,
+) -> Result<Login, HandshakeError> {
+    let server = shared.pool.server_info();
+    let nonce = scramble();
+    let mut offer = CLIENT_OFFER;
+    if shared.tls.is_some() {
+        offer |= flag::SSL;
+    }
+    let greeting_plugin = shared.config.frontend.default_auth_plugin;
+    let mut s2 = nonce[8..].to_vec();
+    s2.push(0);
+    let hs = HandshakePacket::new(
+        10,
+        server.version.clone(),
+        conn_id,
+        nonce[..8].try_into().unwrap_or([0u8; 8]),
+        Some(s2),
+        CapabilityFlags::from_bits_truncate(offer),
+        server.collation,
+        StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+        Some(greeting_plugin.as_str().as_bytes().to_vec()),
+    );
+    let mut buf = Vec::new();
+    hs.serialize(&mut buf);
+    io.send_packet(0, &buf).await?;
+
+    let max = 1 << 16;
+    let mut pkt = io.read_packet(max).await?;
+    let client_caps = pkt
+        .payload
+        .get(..4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .unwrap_or(0);
+    if client_caps & flag::SSL != 0 && pkt.payload.len() == 32 {
+        let Some(tls) = shared.tls.clone() else {
+            return Err(refuse(&mut io, pkt.last_seq.wrapping_add(1), errors::bad_handshake()).await);
+        };
+        if io.buffered() != 0 {
+            return Err(refuse(&mut io, pkt.last_seq.wrapping_add(1), errors::bad_handshake()).await);
+        }
+        let Stream::Plain(tcp) = io.take_stream() else {
+            return Err(HandshakeError::Refused("stream already upgraded".into()));
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+        let tls_stream = acceptor
+            .accept(tcp)
+            .await
+            .map_err(|e| HandshakeError::Refused(format!("tls handshake failed: {e}")))?;
+        io = PacketIo::new(Stream::ServerTls(Box::new(tls_stream)));
+        pkt = io.read_packet(max).await?;
+    }
+    let mut seq = pkt.last_seq.wrapping_add(1);
+    if shared.config.frontend.require_tls && !io.stream.is_tls() {
+        let e = ErrPacket::new(
+            errors::ER_ACCESS_DENIED_ERROR,
+            "28000",
+            "myplex: connections must use TLS (frontend.require_tls)",
+        );
+        return Err(refuse(&mut io, seq, e).await);
+    }
+    let resp = match HandshakeResponse::deserialize((), &mut ParseBuf(&pkt.payload)) {
+        Ok(r) if r.capabilities().contains(CapabilityFlags::CLIENT_PROTOCOL_41) => r,
+        _ => return Err(refuse(&mut io, seq, errors::bad_handshake()).await),
+    };
+    let caps = Caps::negotiate(resp.capabilities().bits(), offer);
+    let user_name = String::from_utf8_lossy(resp.user()).into_owned();
+    let host = peer.ip().to_string();
+    let schema = resp.db_name().filter(|d| !d.is_empty()).map(<[u8]>::to_vec);
+    let client_plugin = match resp.auth_plugin() {
+        Some(p) if caps.has(flag::PLUGIN_AUTH) => p.as_bytes().to_vec(),
+        _ => b"mysql_native_password".to_vec(),
+    };
+    let mut response = resp.scramble_buf().to_vec();
+    let collation = u16::from(resp.collation());
+
+    let Some((user_idx, user)) = shared
+        .users
+        .iter()
+        .enumerate()
+        .find(|(_, u)| u.name == user_name)
+    else {
+        let e = errors::access_denied(&user_name, &host, !response.is_empty());
+        return Err(refuse(&mut io, seq, e).await);
+    };
+
+    // The plugin to verify with: the client's, when we sent its challenge and
+    // the stored credential supports it; otherwise switch.
+    let client_plugin = match client_plugin.as_slice() {
+        b"mysql_native_password" => Some(AuthPluginName::MysqlNativePassword),
+        b"caching_sha2_password" => Some(AuthPluginName::CachingSha2Password),
+        _ => None,
+    };
+    let mut plugin = match client_plugin {
+        Some(p) if p == greeting_plugin && user.credential.supports(p) => p,
+        Some(p) if user.credential.supports(p) => switch(&mut io, &mut seq, p, &nonce, &mut response).await?,
+        _ => {
+            let p = if user.credential.supports(greeting_plugin) {
+                greeting_plugin
+            } else if user.credential.supports(AuthPluginName::MysqlNativePassword) {
+                AuthPluginName::MysqlNativePassword
+            } else {
+                AuthPluginName::CachingSha2Password
+            };
+            switch(&mut io, &mut seq, p, &nonce, &mut response).await?
+        }
+    };
+    if !user.credential.supports(plugin) {
+        plugin = AuthPluginName::MysqlNativePassword;
+    }
+    if !user.credential.verify(plugin, &nonce, &response) {
+        let e = errors::access_denied(&user_name, &host, !response.is_empty());
+        return Err(refuse(&mut io, seq, e).await);
+    }
+    if plugin == AuthPluginName::CachingSha2Password && !response.is_empty() {
+        // fast_auth_success, then the OK.
+        seq = io.send_packet(seq, &[0x01, 0x03]).await?;
+    }
+    Ok(Login {
+        io,
+        user: user_idx,
+        caps,
+        collation,
+        schema,
+        ok_seq: seq,
+    })
+}
+
+/// Sends an auth switch to `plugin` with our nonce and reads the response.
+async fn switch(
+    io: &mut PacketIo,
+    seq: &mut u8,
+    plugin: AuthPluginName,
+    nonce: &[u8; 20],
+    response: &mut Vec<u8>,
+) -> Result<AuthPluginName, HandshakeError> {
+    let mut p = Vec::with_capacity(64);
+    p.push(0xFE);
+    p.extend_from_slice(plugin.as_str().as_bytes());
+    p.push(0);
+    p.extend_from_slice(nonce);
+    p.push(0);
+    io.send_packet(*seq, &p).await?;
+    let r = io.read_packet(1 << 16).await?;
+    *seq = r.last_seq.wrapping_add(1);
+    *response = r.payload.to_vec();
+    Ok(plugin)
+}

@@ -1,0 +1,54 @@
+//! The client side: login (`handshake`, `auth`), the per-client command loop
+//! (`session`) and response streaming with capability translation (`relay`).
+
+pub mod auth;
+pub mod handshake;
+pub mod relay;
+pub mod session;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicUsize};
+use std::sync::{Arc, Mutex};
+
+use tokio::time::Instant;
+
+use crate::config::Config;
+use crate::pool::Pool;
+use crate::protocol::session_track::ClientTrackers;
+use crate::shutdown::Shutdown;
+use auth::Credential;
+
+/// A configured user, ready for logins.
+#[derive(Debug, Clone)]
+pub struct User {
+    /// Login name.
+    pub name: String,
+    /// Password verifier.
+    pub credential: Credential,
+    /// Credential pool of this user's backend connections.
+    pub pool: usize,
+    /// May use the admin console.
+    pub admin: bool,
+}
+
+/// What every session shares.
+pub struct Shared {
+    /// Effective configuration.
+    pub config: Config,
+    /// The backend pool.
+    pub pool: Arc<Pool>,
+    /// Users.
+    pub users: Vec<User>,
+    /// TLS acceptor config when TLS is offered.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// What a client's own trackers report (the server's defaults).
+    pub trackers: ClientTrackers,
+    /// Connected clients.
+    pub clients: AtomicUsize,
+    /// Next proxy connection id.
+    pub next_id: AtomicU32,
+    /// Schemas recently verified to exist (name → when).
+    pub known_schemas: Mutex<HashMap<Vec<u8>, Instant>>,
+    /// Shutdown signal.
+    pub shutdown: Shutdown,
+}

@@ -1,0 +1,211 @@
+//! Streams one backend response to the client: chunks are copied through
+//! with only the sequence byte rewritten, and the few control packets a
+//! client with other capabilities needs differently are translated (EOF
+//! insertion and OK→EOF for clients without DEPRECATE_EOF; session-state
+//! blocks filtered or stripped per the client's trackers).
+
+use bytes::BytesMut;
+
+use crate::protocol::caps::Caps;
+use crate::protocol::framing::{self, HEADER_LEN};
+use crate::protocol::packets::{ErrPacket, OkPacket, eof_payload};
+use crate::protocol::response::{Class, Shape, Tracker};
+use crate::protocol::session_track::ClientTrackers;
+use crate::wire::{PacketIo, WireError};
+
+/// Flush to the client once this much is queued, even mid-batch.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// What the response told the proxy.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Status flags of the last OK / terminator.
+    pub status: Option<u16>,
+    /// Session-state blocks of all OKs, concatenated (unfiltered).
+    pub state: Vec<u8>,
+    /// Error code when the response was (or ended with) an ERR.
+    pub error: Option<u16>,
+    /// Prepare-OK statement id, for COM_STMT_PREPARE.
+    pub prepared: Option<u32>,
+    /// Packets relayed.
+    pub packets: u64,
+    /// Bytes relayed to the client.
+    pub bytes: u64,
+}
+
+/// How relaying failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// The backend failed; `sent` tells whether the client already got bytes.
+    #[error("backend failed mid-response: {err}")]
+    Backend {
+        /// The failure.
+        err: WireError,
+        /// Bytes of this response reached the client.
+        sent: bool,
+    },
+    /// The backend broke the protocol.
+    #[error("backend protocol violation")]
+    Malformed {
+        /// Bytes of this response reached the client.
+        sent: bool,
+    },
+    /// The client went away.
+    #[error("client went away: {0}")]
+    Client(WireError),
+}
+
+/// How this client must see control packets.
+#[derive(Debug, Clone)]
+pub struct ClientView<'a> {
+    /// Negotiated capabilities.
+    pub caps: Caps,
+    /// The client's tracker settings.
+    pub trackers: &'a ClientTrackers,
+    /// Status flags to put in inserted EOFs.
+    pub status: u16,
+}
+
+/// Writes one translated control packet.
+fn write_ok(out: &mut PacketIo, seq: &mut u8, ok: &OkPacket<'_>, view: &ClientView<'_>, original: &[u8]) {
+    if !view.caps.deprecate_eof() && ok.header == 0xFE {
+        let mut b = BytesMut::with_capacity(8);
+        eof_payload(&mut b, ok.warnings, ok.status);
+        *seq = out.write_packet(*seq, &b);
+        return;
+    }
+    if view.caps.session_track() {
+        if ok.session_state.is_empty() {
+            *seq = out.write_packet(*seq, original);
+            return;
+        }
+        match view.trackers.filter(ok.session_state) {
+            None => *seq = out.write_packet(*seq, original),
+            Some(filtered) => {
+                let mut b = BytesMut::with_capacity(original.len());
+                OkPacket {
+                    session_state: &filtered,
+                    ..ok.clone()
+                }
+                .write(&mut b, true);
+                *seq = out.write_packet(*seq, &b);
+            }
+        }
+    } else if ok.session_state.is_empty() && ok.status & crate::protocol::packets::status::SESSION_STATE_CHANGED == 0 {
+        *seq = out.write_packet(*seq, original);
+    } else {
+        let mut b = BytesMut::with_capacity(original.len());
+        ok.write(&mut b, false);
+        *seq = out.write_packet(*seq, &b);
+    }
+}
+
+fn insert_eof(out: &mut PacketIo, seq: &mut u8, status: u16) {
+    let mut b = BytesMut::with_capacity(8);
+    eof_payload(&mut b, 0, status);
+    *seq = out.write_packet(*seq, &b);
+}
+
+/// Relays the response to a command already sent to `backend`.
+/// `seq` is the first sequence id to use toward the client.
+pub async fn relay(
+    client: &mut PacketIo,
+    backend: &mut PacketIo,
+    shape: Shape,
+    view: &ClientView<'_>,
+    mut seq: u8,
+) -> Result<Outcome, RelayError> {
+    let mut t = Tracker::new(shape);
+    let mut out = Outcome::default();
+    let mut sent = false;
+    let deprecate = view.caps.deprecate_eof();
+    while !t.done() {
+        if backend.buffered_chunk().is_none() && !client.wbuf.is_empty() {
+            out.bytes += client.wbuf.len() as u64;
+            client.flush().await.map_err(RelayError::Client)?;
+            sent = true;
+        }
+        let h = backend
+            .next_chunk()
+            .await
+            .map_err(|err| RelayError::Backend { err, sent })?;
+        let first = backend.chunk_payload(h);
+        let class = t.next(first, h.continues());
+        out.packets += 1;
+        match class {
+            Class::Ok | Class::Terminator => {
+                let Some(ok) = OkPacket::parse(first) else {
+                    return Err(RelayError::Malformed { sent });
+                };
+                out.status = Some(ok.status);
+                out.state.extend_from_slice(ok.session_state);
+                write_ok(client, &mut seq, &ok, view, first);
+            }
+            Class::Err => {
+                out.error = ErrPacket::parse(first).map(|e| e.code);
+                seq = client.write_packet(seq, first);
+            }
+            Class::Malformed => return Err(RelayError::Malformed { sent }),
+            Class::LocalInfile => {
+                // LOCAL_FILES is never negotiated with backends; a server that
+                // asks anyway gets an empty file and answers OK or ERR.
+                backend.consume_chunk(h);
+                backend
+                    .send_packet(h.seq.wrapping_add(1), &[])
+                    .await
+                    .map_err(|err| RelayError::Backend { err, sent })?;
+                t.resume_after_infile();
+                continue;
+            }
+            Class::PrepareOk { .. } => {
+                out.prepared = first
+                    .get(1..5)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+            }
+            Class::ColumnDef { last } | Class::ParamDef { last } => {
+                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+                let def_block_end = last && shape != Shape::FieldList;
+                if def_block_end && !deprecate {
+                    insert_eof(client, &mut seq, view.status);
+                }
+            }
+            Class::ColumnCount | Class::Row | Class::Single => {
+                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+            }
+        }
+        // Continuation chunks of a large packet pass through as they are.
+        let mut last = h;
+        backend.consume_chunk(h);
+        while last.continues() {
+            if client.wbuf.len() >= FLUSH_AT {
+                out.bytes += client.wbuf.len() as u64;
+                client.flush().await.map_err(RelayError::Client)?;
+                sent = true;
+            }
+            last = backend
+                .next_chunk()
+                .await
+                .map_err(|err| RelayError::Backend { err, sent })?;
+            copy_chunk(client, backend.chunk_bytes(last), &mut seq);
+            backend.consume_chunk(last);
+        }
+        if client.wbuf.len() >= FLUSH_AT {
+            out.bytes += client.wbuf.len() as u64;
+            client.flush().await.map_err(RelayError::Client)?;
+            sent = true;
+        }
+    }
+    out.bytes += client.wbuf.len() as u64;
+    client.flush().await.map_err(RelayError::Client)?;
+    Ok(out)
+}
+
+/// Copies one chunk (header included) with the client's sequence id.
+fn copy_chunk(client: &mut PacketIo, chunk: &[u8], seq: &mut u8) {
+    let start = client.wbuf.len();
+    client.wbuf.extend_from_slice(chunk);
+    client.wbuf[start + HEADER_LEN - 1] = *seq;
+    *seq = seq.wrapping_add(1);
+    debug_assert!(framing::parse_header(chunk).is_some());
+}

@@ -1,0 +1,609 @@
+//! One client's command loop after login: local answers (PING, SET_OPTION,
+//! RESET_CONNECTION), forwarding through the thread group's queues onto a
+//! leased (or pinned) backend, state sync before each lease, and pin/unpin
+//! decisions after each response.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use super::Shared;
+use super::handshake::Login;
+use super::relay::{ClientView, RelayError, relay};
+use crate::backend::{BackendError, InternalReply};
+use crate::config::{HighPrioMode, PoolMode};
+use crate::pool::group::{Group, Leased};
+use crate::pool::scheduler::{Need, Priority};
+use crate::protocol::caps::{Caps, flag};
+use crate::protocol::command::*;
+use crate::protocol::errors;
+use crate::protocol::packets::{ErrPacket, OkPacket, eof_payload, ok_payload, status};
+use crate::protocol::response::Shape;
+use crate::session_state::{PinReason, Pins, SyncPlan, TrackedState, scan_statement};
+use crate::wire::packet_io::Packet;
+use crate::wire::{PacketIo, WireError};
+
+/// Schemas verified at login are trusted this long.
+const KNOWN_SCHEMA_TTL: Duration = Duration::from_secs(30);
+
+/// Why a session ended.
+#[derive(Debug, thiserror::Error)]
+pub enum End {
+    /// The client quit or closed its socket.
+    #[error("client closed the connection")]
+    ClientGone,
+    /// Socket trouble on the client side.
+    #[error("client i/o: {0}")]
+    Client(#[from] WireError),
+    /// The session cannot continue safely (its backend state was lost).
+    #[error("{0}")]
+    Fatal(String),
+    /// The proxy is shutting down.
+    #[error("shutdown")]
+    Shutdown,
+}
+
+/// A logged-in client.
+pub struct Session {
+    shared: Arc<Shared>,
+    id: u32,
+    client: PacketIo,
+    caps: Caps,
+    pool: usize,
+    group: Arc<Group>,
+    /// State the client expects.
+    state: TrackedState,
+    /// State right after login (what COM_RESET_CONNECTION returns to).
+    initial: TrackedState,
+    pins: Pins,
+    backend: Option<Leased>,
+    status: u16,
+    tickets: u32,
+}
+
+impl Session {
+    /// Creates the session for a completed login.
+    pub fn new(shared: Arc<Shared>, login: Login, id: u32) -> (Self, u8, Option<Vec<u8>>) {
+        let user = &shared.users[login.user];
+        let pool = user.pool;
+        let group = shared.pool.group_for(id).clone();
+        let mut initial = TrackedState::for_collation(login.collation);
+        if initial.vars.is_empty() {
+            // Unknown collation id: keep the backend's.
+            initial = TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
+        }
+        initial.multi_statements = login.caps.has(flag::MULTI_STATEMENTS);
+        let mut pins = Pins::default();
+        if shared.pool.mode == PoolMode::Session {
+            pins.add(PinReason::SessionMode);
+        }
+        let tickets = shared.config.pool.high_prio_tickets;
+        let s = Self {
+            id,
+            client: login.io,
+            caps: login.caps,
+            pool,
+            group,
+            state: initial.clone(),
+            initial,
+            pins,
+            backend: None,
+            status: status::AUTOCOMMIT,
+            tickets,
+            shared,
+        };
+        (s, login.ok_seq, login.schema)
+    }
+
+    fn max_packet(&self) -> usize {
+        self.shared.config.frontend.max_allowed_packet
+    }
+
+    async fn send_err(&mut self, seq: u8, e: &ErrPacket) -> Result<(), End> {
+        let mut b = BytesMut::new();
+        e.write(&mut b);
+        self.client.send_packet(seq, &b).await?;
+        Ok(())
+    }
+
+    async fn send_ok(&mut self, seq: u8) -> Result<(), End> {
+        let mut b = BytesMut::new();
+        ok_payload(&mut b, 0, self.status, 0);
+        self.client.send_packet(seq, &b).await?;
+        Ok(())
+    }
+
+    /// Finishes the login (verifying the schema it named), then serves
+    /// commands until the client leaves.
+    pub async fn run(mut self, ok_seq: u8, schema: Option<Vec<u8>>) -> Result<(), End> {
+        if let Some(db) = schema {
+            self.state.schema = Some(db.clone());
+            if !self.schema_known(&db) {
+                // Bring a backend to the login schema; a missing schema fails
+                // the login as the server would.
+                let mut pkt_seq = ok_seq;
+                match self.verify_schema().await {
+                    Ok(()) => {
+                        if let Ok(mut k) = self.shared.known_schemas.lock() {
+                            k.insert(db, Instant::now());
+                        }
+                    }
+                    Err(e) => {
+                        self.send_err(pkt_seq, &e).await?;
+                        pkt_seq = pkt_seq.wrapping_add(1);
+                        let _ = pkt_seq;
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.send_ok(ok_seq).await?;
+        self.serve().await
+    }
+
+    fn schema_known(&self, db: &[u8]) -> bool {
+        self.shared
+            .known_schemas
+            .lock()
+            .map(|k| k.get(db).is_some_and(|t| t.elapsed() < KNOWN_SCHEMA_TTL))
+            .unwrap_or(false)
+    }
+
+    async fn verify_schema(&mut self) -> Result<(), ErrPacket> {
+        let deadline = Instant::now() + self.shared.pool.queue_timeout;
+        let group = self.group.clone();
+        let adm = group
+            .acquire(Need::Lease { pool: self.pool }, Priority::Low, deadline)
+            .await
+            .map_err(|t| queue_timeout_err(&t.to_string()))?;
+        let mut backend = match self.obtain_backend(adm.backend, adm.open).await {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        let plan = self.state.sync_plan(&backend.state);
+        match sync(&mut backend, &plan).await {
+            Ok(None) => {
+                self.finish(adm.slot, backend);
+                Ok(())
+            }
+            Ok(Some(e)) => {
+                adm.slot.finish(Some(backend));
+                Err(e)
+            }
+            Err(e) => Err(errors::backend_lost(&e.to_string())),
+        }
+    }
+
+    async fn serve(&mut self) -> Result<(), End> {
+        let mut shutdown = self.shared.shutdown.clone();
+        loop {
+            let max = self.max_packet();
+            let pinned = self.pins.any();
+            let pkt = tokio::select! {
+                r = self.client.read_packet(max) => r,
+                _ = shutdown.wait(), if !pinned => return Err(End::Shutdown),
+            };
+            let pkt = match pkt {
+                Ok(p) => p,
+                Err(WireError::TooLarge) => {
+                    self.send_err(1, &errors::packet_too_large()).await?;
+                    return Err(End::Fatal("client packet too large".into()));
+                }
+                Err(WireError::Closed) => return Err(End::ClientGone),
+                Err(e) => return Err(End::Client(e)),
+            };
+            if self.command(pkt).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Handles one command; returns true when the client quit.
+    async fn command(&mut self, pkt: Packet) -> Result<bool, End> {
+        let seq = pkt.last_seq.wrapping_add(1);
+        let Some(&cmd) = pkt.payload.first() else {
+            self.send_err(seq, &errors::unknown_command(0)).await?;
+            return Ok(false);
+        };
+        match cmd {
+            COM_QUIT => return Ok(true),
+            COM_PING => self.send_ok(seq).await?,
+            COM_QUERY => {
+                let sql = &pkt.payload[1..];
+                if is_kill(sql) {
+                    let e = ErrPacket::new(
+                        errors::ER_NOT_SUPPORTED_YET,
+                        "42000",
+                        "myplex: KILL through the proxy is not supported yet",
+                    );
+                    self.send_err(seq, &e).await?;
+                } else {
+                    self.forward(&pkt, Shape::Query).await?;
+                }
+            }
+            COM_INIT_DB => self.forward(&pkt, Shape::Query).await?,
+            COM_FIELD_LIST => self.forward(&pkt, Shape::FieldList).await?,
+            COM_STATISTICS => self.forward(&pkt, Shape::Single).await?,
+            COM_SET_OPTION => {
+                match pkt.payload.get(1..3).map(|b| u16::from_le_bytes([b[0], b[1]])) {
+                    Some(0) => self.state.multi_statements = true,
+                    Some(1) => self.state.multi_statements = false,
+                    _ => {
+                        let e = ErrPacket::new(1047, "08S01", "Unknown command");
+                        self.send_err(seq, &e).await?;
+                        return Ok(false);
+                    }
+                }
+                let mut b = BytesMut::new();
+                if self.caps.deprecate_eof() {
+                    OkPacket {
+                        header: 0xFE,
+                        status: self.status,
+                        ..Default::default()
+                    }
+                    .write(&mut b, false);
+                } else {
+                    eof_payload(&mut b, 0, self.status);
+                }
+                self.client.send_packet(seq, &b).await?;
+            }
+            COM_RESET_CONNECTION => self.reset_connection(seq).await?,
+            COM_STMT_PREPARE => self.forward(&pkt, Shape::Prepare).await?,
+            COM_STMT_EXECUTE | COM_STMT_RESET | COM_STMT_FETCH => {
+                if self.backend.is_none() || !self.pins.has(PinReason::PreparedStatement) {
+                    let e = unknown_stmt(&pkt.payload, cmd);
+                    self.send_err(seq, &e).await?;
+                } else {
+                    let shape = if cmd == COM_STMT_FETCH {
+                        Shape::Fetch
+                    } else {
+                        Shape::Query
+                    };
+                    self.forward(&pkt, shape).await?;
+                }
+            }
+            COM_STMT_CLOSE | COM_STMT_SEND_LONG_DATA => {
+                // No reply; only meaningful on the backend holding the statement.
+                if let Some(b) = self.backend.as_mut()
+                    && self.pins.has(PinReason::PreparedStatement)
+                    && b.io.send_packet(0, &pkt.payload).await.is_err()
+                {
+                    self.backend = None;
+                    return Err(End::Fatal("backend lost while holding statements".into()));
+                }
+            }
+            COM_CHANGE_USER | COM_PROCESS_KILL => {
+                let e = ErrPacket::new(
+                    errors::ER_NOT_SUPPORTED_YET,
+                    "42000",
+                    format!("myplex: {} is not supported yet", name(cmd)),
+                );
+                self.send_err(seq, &e).await?;
+            }
+            _ => self.send_err(seq, &errors::unknown_command(cmd)).await?,
+        }
+        Ok(false)
+    }
+
+    async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
+        if let Some(mut b) = self.backend.take() {
+            let baseline = TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
+            if b.reset(&baseline).await.is_ok() {
+                b.return_idle();
+            }
+        }
+        let schema = self.state.schema.take();
+        self.state = self.initial.clone();
+        self.state.schema = schema;
+        self.pins.clear_state();
+        self.status = status::AUTOCOMMIT;
+        self.send_ok(seq).await
+    }
+
+    fn priority(&mut self) -> Priority {
+        let max = self.shared.config.pool.high_prio_tickets;
+        match self.shared.config.pool.high_prio_mode {
+            HighPrioMode::Statements => Priority::High,
+            HighPrioMode::None => Priority::Low,
+            HighPrioMode::Transactions => {
+                if self.pins.holds_lock() && self.tickets > 0 {
+                    self.tickets -= 1;
+                    Priority::High
+                } else {
+                    self.tickets = max;
+                    Priority::Low
+                }
+            }
+        }
+    }
+
+    /// Turns an admission's backend part into a usable connection: checks an
+    /// idle one (replacing it when the server closed it) or dials.
+    async fn obtain_backend(
+        &mut self,
+        idle: Option<Leased>,
+        open: Option<crate::pool::group::OpenReservation>,
+    ) -> Result<Leased, ErrPacket> {
+        let deadline = Instant::now() + self.shared.pool.queue_timeout;
+        let ping_after = self.shared.pool.ping_interval;
+        let open = match (idle, open) {
+            (Some(mut b), _) => {
+                let healthy = b.io.idle_is_healthy()
+                    && (b.last_used.elapsed() < ping_after || b.ping().await.is_ok());
+                if healthy {
+                    return Ok(b);
+                }
+                debug!(backend = b.id.0, "discarding dead idle backend connection");
+                let group = b.group().clone();
+                drop(b);
+                group.reserve_open()
+            }
+            (None, open) => open,
+        };
+        let Some(res) = open else {
+            return Err(errors::backend_unavailable("no room for a new backend connection"));
+        };
+        match self.shared.pool.dial(self.pool, deadline).await {
+            Ok(conn) => Ok(res.fulfil(conn)),
+            Err(e) if e.is_out_of_fds() => Err(errors::out_of_resources("no file descriptors for a backend connection")),
+            Err(e) => {
+                warn!(error = %e, "backend connection failed");
+                Err(errors::backend_unavailable(&e.to_string()))
+            }
+        }
+    }
+
+    /// Returns the backend idle unless the session stays pinned to it.
+    fn finish(&mut self, slot: crate::pool::group::SlotGuard, backend: Leased) {
+        if self.pins.any() {
+            self.backend = Some(backend);
+            slot.finish(None);
+        } else {
+            slot.finish(Some(backend));
+        }
+    }
+
+    /// Runs one command on a backend and streams the answer back.
+    async fn forward(&mut self, pkt: &Packet, shape: Shape) -> Result<(), End> {
+        let seq = pkt.last_seq.wrapping_add(1);
+        let scan = if pkt.payload[0] == COM_QUERY {
+            scan_statement(&pkt.payload[1..])
+        } else {
+            Default::default()
+        };
+        let prio = self.priority();
+        let need = if self.backend.is_some() {
+            Need::Slot
+        } else {
+            Need::Lease { pool: self.pool }
+        };
+        let was_pinned = need == Need::Slot && !self.only_session_mode();
+        let deadline = Instant::now() + self.shared.pool.queue_timeout;
+        let group = self.group.clone();
+        let acquire = group.acquire(need, prio, deadline);
+        tokio::pin!(acquire);
+        let adm = loop {
+            tokio::select! {
+                r = &mut acquire => break r,
+                r = self.client.watch_peer() => {
+                    if r.is_err() {
+                        // Left while queued: dropping `acquire` leaves the queue.
+                        return Err(End::ClientGone);
+                    }
+                }
+            }
+        };
+        let adm = match adm {
+            Ok(a) => a,
+            Err(t) => {
+                debug!(group = t.group, waited_ms = t.waited_ms as u64, "queue timeout");
+                return self.send_err(seq, &queue_timeout_err(&t.to_string())).await;
+            }
+        };
+        let mut backend = match (adm.backend, adm.open) {
+            (None, None) => match self.backend.take() {
+                Some(b) => b,
+                None => {
+                    return self
+                        .send_err(seq, &errors::backend_unavailable("pinned backend missing"))
+                        .await;
+                }
+            },
+            (idle, open) => match self.obtain_backend(idle, open).await {
+                Ok(b) => b,
+                Err(e) => return self.send_err(seq, &e).await,
+            },
+        };
+        let slot = adm.slot;
+
+        // Bring the backend to the session's state.
+        let plan = self.state.sync_plan(&backend.state);
+        if !plan.is_empty() {
+            match sync(&mut backend, &plan).await {
+                Ok(None) => {}
+                Ok(Some(e)) => {
+                    // The state could not be applied (e.g. the schema is gone):
+                    // the client sees the server's error; the backend is closed
+                    // since it may be half-changed.
+                    drop(backend);
+                    drop(slot);
+                    return self.lost_backend(seq, &e, was_pinned).await;
+                }
+                Err(e) => {
+                    drop(backend);
+                    drop(slot);
+                    let e = errors::backend_lost(&e.to_string());
+                    return self.lost_backend(seq, &e, was_pinned).await;
+                }
+            }
+        }
+
+        if let Err(e) = backend.io.send_packet(0, &pkt.payload).await {
+            drop(backend);
+            drop(slot);
+            let e = errors::backend_lost(&e.to_string());
+            return self.lost_backend(seq, &e, was_pinned).await;
+        }
+        let view = ClientView {
+            caps: self.caps,
+            trackers: &self.shared.trackers,
+            status: self.status,
+        };
+        let result = relay(&mut self.client, &mut backend.io, shape, &view, seq).await;
+        match result {
+            Ok(out) => {
+                if let Some(st) = out.status {
+                    self.status = st;
+                    backend.status = st;
+                }
+                let fx = self.state.apply_block(&out.state);
+                backend.state.apply_block(&out.state);
+                if let Some(st) = out.status {
+                    if st & status::IN_TRANS != 0 {
+                        self.pins.add(PinReason::Transaction);
+                    } else {
+                        self.pins.remove(PinReason::Transaction);
+                    }
+                }
+                if out.error.is_none() {
+                    for r in [
+                        PinReason::UserVariable,
+                        PinReason::TemporaryTable,
+                        PinReason::UserLock,
+                        PinReason::LockTables,
+                        PinReason::TextPrepare,
+                        PinReason::FoundRows,
+                    ] {
+                        if scan.adds.has(r) {
+                            self.pins.add(r);
+                        }
+                    }
+                    if scan.unlock_tables {
+                        self.pins.remove(PinReason::LockTables);
+                    }
+                    if out.prepared.is_some() {
+                        self.pins.add(PinReason::PreparedStatement);
+                    }
+                }
+                if fx.unexplained {
+                    self.pins.add(PinReason::UnknownState);
+                }
+                if fx.trackers_touched {
+                    self.pins.add(PinReason::Trackers);
+                }
+                self.finish(slot, backend);
+                Ok(())
+            }
+            Err(RelayError::Client(e)) => {
+                // The backend may be mid-response or mid-transaction: close it.
+                drop(backend);
+                drop(slot);
+                Err(End::Client(e))
+            }
+            Err(RelayError::Backend { sent, .. }) | Err(RelayError::Malformed { sent }) => {
+                let detail = "backend connection failed";
+                drop(backend);
+                drop(slot);
+                if sent {
+                    return Err(End::Fatal("backend failed mid-response".into()));
+                }
+                self.lost_backend(seq, &errors::backend_lost(detail), was_pinned || self.pins.holds_lock())
+                    .await
+            }
+        }
+    }
+
+    fn only_session_mode(&self) -> bool {
+        let mut p = self.pins;
+        p.remove(PinReason::SessionMode);
+        !p.any()
+    }
+
+    /// Reports a lost backend. When it held session state (an open
+    /// transaction, variables, temporary tables), that state is gone and the
+    /// client must not go on as if it were not: the connection is closed
+    /// after the error, as a server crash would.
+    async fn lost_backend(&mut self, seq: u8, e: &ErrPacket, held_state: bool) -> Result<(), End> {
+        self.send_err(seq, e).await?;
+        if held_state {
+            return Err(End::Fatal("backend holding session state was lost".into()));
+        }
+        self.pins.clear_state();
+        Ok(())
+    }
+}
+
+/// Sends the sync commands pipelined (one round trip) and reads the replies.
+/// `Ok(Some(err))` is the server refusing one of them.
+async fn sync(backend: &mut Leased, plan: &SyncPlan) -> Result<Option<ErrPacket>, BackendError> {
+    let mut n = 0;
+    if let Some(db) = &plan.init_db {
+        let mut p = Vec::with_capacity(db.len() + 1);
+        p.push(COM_INIT_DB);
+        p.extend_from_slice(db);
+        backend.io.write_packet(0, &p);
+        n += 1;
+    }
+    if let Some(on) = plan.set_option {
+        backend
+            .io
+            .write_packet(0, &[COM_SET_OPTION, if on { 0 } else { 1 }, 0]);
+        n += 1;
+    }
+    if let Some(sql) = &plan.set_sql {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(COM_QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        backend.io.write_packet(0, &p);
+        n += 1;
+    }
+    backend.io.flush().await?;
+    let mut first_err = None;
+    for i in 0..n {
+        let reply = backend.read_internal_reply(Shape::Query).await?;
+        let is_option = plan.set_option.is_some() && i == usize::from(plan.init_db.is_some());
+        match reply {
+            InternalReply::Ok { .. } => {
+                if is_option && let Some(on) = plan.set_option {
+                    backend.state.multi_statements = on;
+                }
+            }
+            InternalReply::Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    Ok(first_err)
+}
+
+fn queue_timeout_err(msg: &str) -> ErrPacket {
+    ErrPacket::new(errors::ER_QUERY_INTERRUPTED, "70100", msg)
+}
+
+fn unknown_stmt(payload: &[u8], cmd: u8) -> ErrPacket {
+    let id = payload
+        .get(1..5)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .unwrap_or(0);
+    let what = match cmd {
+        COM_STMT_EXECUTE => "mysqld_stmt_execute",
+        COM_STMT_FETCH => "mysqld_stmt_fetch",
+        _ => "mysqld_stmt_reset",
+    };
+    ErrPacket::new(
+        1243,
+        "HY000",
+        format!("Unknown prepared statement handler ({id}) given to {what}"),
+    )
+}
+
+fn is_kill(sql: &[u8]) -> bool {
+    let t: &[u8] = {
+        let start = sql.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(sql.len());
+        &sql[start..]
+    };
+    t.len() > 4 && t[..4].eq_ignore_ascii_case(b"kill") && t[4].is_ascii_whitespace()
+}

@@ -1,0 +1,76 @@
+//! The `myplex` binary: parse the command line, load the config, set up
+//! logging, and run the proxy until SIGTERM / SIGINT.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tokio::net::TcpListener;
+
+#[derive(Parser)]
+#[command(name = "myplex", version, about = "MySQL-protocol pooling proxy")]
+struct Cli {
+    /// Configuration file (TOML); the embedded default applies when omitted.
+    #[arg(long, short, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Validate the configuration and print the effective values.
+    CheckConfig,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let cfg = myplex::config::load(cli.config.as_deref()).context("loading configuration")?;
+    if let Some(Cmd::CheckConfig) = cli.cmd {
+        println!("{}", toml_like(&cfg));
+        eprintln!("configuration OK");
+        return Ok(());
+    }
+    myplex::telemetry::init(&cfg.log);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(serve(cfg))
+}
+
+fn toml_like(cfg: &myplex::config::Config) -> String {
+    format!("{cfg:#?}")
+}
+
+async fn serve(cfg: myplex::config::Config) -> anyhow::Result<()> {
+    match myplex::server::raise_fd_limit() {
+        Some(n) => tracing::info!(limit = n, "open-files limit raised to the hard limit"),
+        None => tracing::warn!("could not read or raise the open-files limit"),
+    }
+    let listener = TcpListener::bind(&cfg.listen)
+        .await
+        .with_context(|| format!("binding listen address {}", cfg.listen))?;
+    tracing::info!(listen = %cfg.listen, backend = %cfg.backend.address, "myplex listening");
+    let (trigger, shutdown) = myplex::shutdown::channel();
+    let shared = myplex::server::build(cfg, shutdown).await?;
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown requested; draining sessions at transaction boundaries");
+        trigger.trigger();
+    });
+    myplex::server::run(listener, shared, Duration::from_secs(30)).await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return std::future::pending().await;
+    };
+    let Ok(mut int) = signal(SignalKind::interrupt()) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

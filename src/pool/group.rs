@@ -1,0 +1,316 @@
+//! One thread group at run time: the scheduler state behind a mutex (never
+//! held across `.await`), cancel-safe waiting with a deadline, and guards
+//! that give slots and backend connections back on every path.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::oneshot;
+use tokio::time::{Duration, Instant};
+
+use super::scheduler::{Admission, Grant, GroupState, Limits, Need, Pooled, Priority, Snapshot};
+use crate::backend::BackendConn;
+
+impl Pooled for BackendConn {
+    fn pool(&self) -> usize {
+        self.pool
+    }
+}
+
+/// A thread group.
+pub struct Group {
+    /// Group number.
+    pub id: usize,
+    state: Mutex<GroupState<BackendConn>>,
+}
+
+/// Why waiting for a slot or backend failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "myplex: statement waited {waited_ms} ms in thread group {group} queue (in-flight {in_flight}/{cap}, {queued} queued, backend connections {owned}/{max_owned}); raise pool.oversubscribe, pool.max_backend_connections or pool.queue_timeout_ms"
+)]
+pub struct QueueTimeout {
+    /// Group number.
+    pub group: usize,
+    /// How long it waited.
+    pub waited_ms: u128,
+    /// In-flight statements then.
+    pub in_flight: usize,
+    /// The cap.
+    pub cap: usize,
+    /// Requests queued then.
+    pub queued: usize,
+    /// Backend connections owned.
+    pub owned: usize,
+    /// Share of backend connections.
+    pub max_owned: usize,
+}
+
+/// An admitted request: an execution slot, plus what the lease gave.
+pub struct Admitted {
+    /// The slot; free it with [`SlotGuard::finish`] or by dropping.
+    pub slot: SlotGuard,
+    /// For a lease: an idle backend, or `None` when a new one must be opened
+    /// (the group already counts it; drop the reservation on failure).
+    pub backend: Option<Leased>,
+    /// For a lease that must open a connection: the reservation.
+    pub open: Option<OpenReservation>,
+    /// Time spent queued.
+    pub waited: Duration,
+}
+
+impl Group {
+    /// A new group.
+    pub fn new(id: usize, limits: Limits) -> Arc<Self> {
+        Arc::new(Self {
+            id,
+            state: Mutex::new(GroupState::new(limits)),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, GroupState<BackendConn>> {
+        // A panic while holding the lock cannot leave the plain-data state
+        // half-updated in a way worse than refusing service, so keep going.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Current view.
+    pub fn snapshot(&self) -> Snapshot {
+        self.lock().snapshot()
+    }
+
+    /// Waits for `need` at `prio` until `deadline`. Cancel-safe: dropping the
+    /// future removes the request or gives back what was granted.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        need: Need,
+        prio: Priority,
+        deadline: Instant,
+    ) -> Result<Admitted, QueueTimeout> {
+        let start = Instant::now();
+        let adm = self.lock().request(need, prio, start);
+        let grant = match adm {
+            Admission::Now(g) => g,
+            Admission::Queued(id, rx) => {
+                let mut w = Waiting {
+                    group: self,
+                    id,
+                    rx: Some(rx),
+                };
+                w.wait(deadline, start).await?
+            }
+        };
+        Ok(self.admitted(grant, start.elapsed()))
+    }
+
+    fn admitted(self: &Arc<Self>, grant: Grant<BackendConn>, waited: Duration) -> Admitted {
+        let slot = SlotGuard {
+            group: Some(self.clone()),
+        };
+        match grant {
+            Grant::Slot => Admitted {
+                slot,
+                backend: None,
+                open: None,
+                waited,
+            },
+            Grant::Backend(b) => Admitted {
+                slot,
+                backend: Some(Leased::new(self.clone(), b)),
+                open: None,
+                waited,
+            },
+            Grant::Open => Admitted {
+                slot,
+                backend: None,
+                open: Some(OpenReservation {
+                    group: Some(self.clone()),
+                }),
+                waited,
+            },
+        }
+    }
+
+    /// Timer tick (stall detection, kickup).
+    pub fn tick(&self) {
+        self.lock().tick(Instant::now());
+    }
+
+    /// Reserves room for a connection opened outside a request.
+    pub fn reserve_open(self: &Arc<Self>) -> Option<OpenReservation> {
+        self.lock().try_reserve_open().then(|| OpenReservation {
+            group: Some(self.clone()),
+        })
+    }
+
+    /// Takes idle connections matching `pred` out (they stay owned; wrap
+    /// them so dropping closes them and returning puts them back).
+    pub fn take_idle_where(self: &Arc<Self>, pred: impl FnMut(&BackendConn) -> bool) -> Vec<Leased> {
+        let taken = self.lock().take_idle_where(pred);
+        taken
+            .into_iter()
+            .map(|b| Leased::new(self.clone(), b))
+            .collect()
+    }
+
+    /// Oldest queued request's age.
+    pub fn oldest_wait(&self) -> Option<Duration> {
+        self.lock().oldest_wait(Instant::now())
+    }
+}
+
+struct Waiting<'a> {
+    group: &'a Arc<Group>,
+    id: u64,
+    rx: Option<oneshot::Receiver<Grant<BackendConn>>>,
+}
+
+impl Waiting<'_> {
+    async fn wait(&mut self, deadline: Instant, start: Instant) -> Result<Grant<BackendConn>, QueueTimeout> {
+        let Some(rx) = self.rx.as_mut() else {
+            return Err(self.timeout(start));
+        };
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(g)) => {
+                self.rx = None;
+                Ok(g)
+            }
+            // Sender dropped (cannot happen while queued) or deadline passed.
+            _ => Err(self.timeout(start)),
+        }
+    }
+
+    fn timeout(&mut self, start: Instant) -> QueueTimeout {
+        let mut st = self.group.lock();
+        let s = st.snapshot();
+        // Leave the queue; if we were granted in the meantime, give it back.
+        if !st.cancel(self.id)
+            && let Some(mut rx) = self.rx.take()
+            && let Ok(g) = rx.try_recv()
+        {
+            st.undo(g);
+            st.dispatch();
+        }
+        self.rx = None;
+        QueueTimeout {
+            group: self.group.id,
+            waited_ms: start.elapsed().as_millis(),
+            in_flight: s.in_flight,
+            cap: s.cap + s.extra,
+            queued: s.high + s.low,
+            owned: s.owned,
+            max_owned: s.max_owned,
+        }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take() {
+            let mut st = self.group.lock();
+            if !st.cancel(self.id)
+                && let Ok(g) = rx.try_recv()
+            {
+                st.undo(g);
+                st.dispatch();
+            }
+        }
+    }
+}
+
+/// An execution slot. Dropping it frees the slot.
+pub struct SlotGuard {
+    group: Option<Arc<Group>>,
+}
+
+impl SlotGuard {
+    /// Frees the slot and, in the same step, returns `backend` idle.
+    pub fn finish(mut self, backend: Option<Leased>) {
+        if let Some(g) = self.group.take() {
+            let conn = backend.and_then(|mut l| l.conn.take()).map(|mut c| {
+                c.last_used = Instant::now();
+                c
+            });
+            g.lock().complete(conn);
+        }
+    }
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        if let Some(g) = self.group.take() {
+            g.lock().complete(None);
+        }
+    }
+}
+
+/// Room reserved for a backend connection being opened. Dropping it (the
+/// dial failed) releases the room.
+pub struct OpenReservation {
+    group: Option<Arc<Group>>,
+}
+
+impl OpenReservation {
+    /// The dial succeeded: the connection now carries the reservation.
+    pub fn fulfil(mut self, conn: BackendConn) -> Leased {
+        let g = self.group.take().expect("reservation used once");
+        Leased::new(g, conn)
+    }
+}
+
+impl Drop for OpenReservation {
+    fn drop(&mut self) {
+        if let Some(g) = self.group.take() {
+            g.lock().closed();
+        }
+    }
+}
+
+/// A backend connection checked out of its group. Dropping it closes the
+/// connection and frees its place; [`Leased::return_idle`] puts it back.
+pub struct Leased {
+    group: Arc<Group>,
+    conn: Option<BackendConn>,
+}
+
+impl Leased {
+    fn new(group: Arc<Group>, conn: BackendConn) -> Self {
+        Self {
+            group,
+            conn: Some(conn),
+        }
+    }
+
+    /// Puts the connection back on the idle stack (outside a statement).
+    pub fn return_idle(mut self) {
+        if let Some(mut c) = self.conn.take() {
+            c.last_used = Instant::now();
+            self.group.lock().return_idle(c);
+        }
+    }
+
+    /// The group this connection belongs to.
+    pub fn group(&self) -> &Arc<Group> {
+        &self.group
+    }
+}
+
+impl std::ops::Deref for Leased {
+    type Target = BackendConn;
+    fn deref(&self) -> &BackendConn {
+        self.conn.as_ref().expect("leased connection present until consumed")
+    }
+}
+
+impl std::ops::DerefMut for Leased {
+    fn deref_mut(&mut self) -> &mut BackendConn {
+        self.conn.as_mut().expect("leased connection present until consumed")
+    }
+}
+
+impl Drop for Leased {
+    fn drop(&mut self) {
+        if self.conn.take().is_some() {
+            self.group.lock().closed();
+        }
+    }
+}

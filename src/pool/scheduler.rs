@@ -1,0 +1,514 @@
+//! The dispatch rules of one thread group (design §6.1) as a pure state
+//! machine: two FIFO queues, the in-flight cap, stall extra slots, kickup,
+//! an idle-backend stack and the count of owned backend connections.
+//!
+//! No I/O and no locking here: [`super::group::Group`] wraps this in a mutex
+//! and delivers grants through channels. Generic over the backend type so the
+//! rules are tested with plain values on paused time.
+
+use std::collections::VecDeque;
+
+use tokio::sync::oneshot;
+use tokio::time::{Duration, Instant};
+
+/// What a backend connection must tell the scheduler.
+pub trait Pooled {
+    /// Credential pool the connection belongs to.
+    fn pool(&self) -> usize;
+}
+
+/// Queue priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// Sessions in a transaction or holding a lock (by `high_prio_mode`).
+    High,
+    /// Everything else.
+    Low,
+}
+
+/// What a waiter needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// A backend connection of this credential pool, and an execution slot.
+    Lease { pool: usize },
+    /// Only an execution slot (the session is pinned to its backend).
+    Slot,
+}
+
+/// What a waiter gets.
+#[derive(Debug)]
+pub enum Grant<B> {
+    /// An execution slot.
+    Slot,
+    /// A slot and an idle backend connection.
+    Backend(B),
+    /// A slot and permission to open a new backend connection (already
+    /// counted as owned; report failure with `open_failed`).
+    Open,
+}
+
+/// Scheduler limits of one group.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// `1 + oversubscribe`.
+    pub cap: usize,
+    /// This group's share of `max_backend_connections`.
+    pub max_owned: usize,
+    /// `prio_kickup_ms`.
+    pub kickup: Duration,
+}
+
+struct Waiter<B> {
+    id: u64,
+    need: Need,
+    since: Instant,
+    tx: oneshot::Sender<Grant<B>>,
+}
+
+/// Counters exported as metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Requests granted.
+    pub dispatched: u64,
+    /// Timer ticks that found the group stalled.
+    pub stalls: u64,
+    /// Low-priority requests moved to the high queue.
+    pub kickups: u64,
+    /// Idle connections closed to make room for another credential pool.
+    pub evictions: u64,
+}
+
+/// A point-in-time view of the group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Statements executing.
+    pub in_flight: usize,
+    /// The in-flight cap (without stall extras).
+    pub cap: usize,
+    /// Extra slots granted by stall detection.
+    pub extra: usize,
+    /// High-priority queue length.
+    pub high: usize,
+    /// Low-priority queue length.
+    pub low: usize,
+    /// Idle backend connections.
+    pub idle: usize,
+    /// Backend connections owned (idle + busy + pinned + opening).
+    pub owned: usize,
+    /// The group's share of backend connections.
+    pub max_owned: usize,
+    /// Counters.
+    pub counters: Counters,
+}
+
+/// State of one thread group.
+pub struct GroupState<B> {
+    limits: Limits,
+    in_flight: usize,
+    extra: usize,
+    owned: usize,
+    idle: Vec<B>,
+    high: VecDeque<Waiter<B>>,
+    low: VecDeque<Waiter<B>>,
+    dispatched_since_tick: u64,
+    next_id: u64,
+    counters: Counters,
+}
+
+/// Result of [`GroupState::request`].
+pub enum Admission<B> {
+    /// Granted at once.
+    Now(Grant<B>),
+    /// Queued: wait on the receiver, cancel with the id.
+    Queued(u64, oneshot::Receiver<Grant<B>>),
+}
+
+impl<B: Pooled> GroupState<B> {
+    /// An empty group.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            in_flight: 0,
+            extra: 0,
+            owned: 0,
+            idle: Vec::new(),
+            high: VecDeque::new(),
+            low: VecDeque::new(),
+            dispatched_since_tick: 0,
+            next_id: 1,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Current view.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            in_flight: self.in_flight,
+            cap: self.limits.cap,
+            extra: self.extra,
+            high: self.high.len(),
+            low: self.low.len(),
+            idle: self.idle.len(),
+            owned: self.owned,
+            max_owned: self.limits.max_owned,
+            counters: self.counters,
+        }
+    }
+
+    fn limit(&self) -> usize {
+        self.limits.cap + self.extra
+    }
+
+    /// True when `need` could be granted now (ignoring the in-flight cap).
+    fn runnable(&self, need: Need) -> bool {
+        match need {
+            Need::Slot => true,
+            Need::Lease { .. } => !self.idle.is_empty() || self.owned < self.limits.max_owned,
+        }
+    }
+
+    /// Takes what a lease needs; evicts an idle connection of another pool
+    /// when the group is full.
+    fn take(&mut self, need: Need) -> Grant<B> {
+        match need {
+            Need::Slot => Grant::Slot,
+            Need::Lease { pool } => {
+                if let Some(i) = self.idle.iter().rposition(|b| b.pool() == pool) {
+                    return Grant::Backend(self.idle.remove(i));
+                }
+                if self.owned < self.limits.max_owned {
+                    self.owned += 1;
+                    return Grant::Open;
+                }
+                // Full, and only other pools' connections are idle: close the
+                // least recently used one and open ours in its place.
+                self.idle.remove(0);
+                self.counters.evictions += 1;
+                Grant::Open
+            }
+        }
+    }
+
+    fn admit(&mut self, need: Need) -> Grant<B> {
+        self.in_flight += 1;
+        self.dispatched_since_tick += 1;
+        self.counters.dispatched += 1;
+        self.take(need)
+    }
+
+    /// Asks for `need` at `prio`. Granted at once when the queues are empty
+    /// (or hold nothing runnable ahead of it) and there is room; else queued.
+    pub fn request(&mut self, need: Need, prio: Priority, now: Instant) -> Admission<B> {
+        let ahead = match prio {
+            Priority::High => self.high.iter().any(|w| self.runnable(w.need)),
+            Priority::Low => {
+                self.high.iter().chain(self.low.iter()).any(|w| self.runnable(w.need))
+            }
+        };
+        if !ahead && self.in_flight < self.limit() && self.runnable(need) {
+            return Admission::Now(self.admit(need));
+        }
+        let (tx, rx) = oneshot::channel();
+        let id = self.next_id;
+        self.next_id += 1;
+        let w = Waiter {
+            id,
+            need,
+            since: now,
+            tx,
+        };
+        match prio {
+            Priority::High => self.high.push_back(w),
+            Priority::Low => self.low.push_back(w),
+        }
+        Admission::Queued(id, rx)
+    }
+
+    /// Grants queued requests while there is room. Call after anything that
+    /// frees a slot or a backend.
+    pub fn dispatch(&mut self) {
+        while self.in_flight < self.limit() {
+            let pick = match self.high.iter().position(|w| self.runnable(w.need)) {
+                Some(i) => self.high.remove(i),
+                None => match self.low.iter().position(|w| self.runnable(w.need)) {
+                    Some(i) => self.low.remove(i),
+                    None => None,
+                },
+            };
+            let Some(w) = pick else { break };
+            let grant = self.admit(w.need);
+            if let Err(grant) = w.tx.send(grant) {
+                // The waiter went away between queueing and now.
+                self.undo(grant);
+            }
+        }
+    }
+
+    /// Returns what a grant held (a waiter that vanished, or a cancelled one).
+    pub fn undo(&mut self, grant: Grant<B>) {
+        self.in_flight -= 1;
+        match grant {
+            Grant::Slot => {}
+            Grant::Backend(b) => self.idle.push(b),
+            Grant::Open => self.owned -= 1,
+        }
+    }
+
+    /// Removes a queued waiter (it timed out or its client left). Returns
+    /// false when it was no longer queued (it has been granted).
+    pub fn cancel(&mut self, id: u64) -> bool {
+        for q in [&mut self.high, &mut self.low] {
+            if let Some(i) = q.iter().position(|w| w.id == id) {
+                q.remove(i);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A statement finished; `backend` goes back idle unless the session keeps it.
+    pub fn complete(&mut self, backend: Option<B>) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if let Some(b) = backend {
+            self.idle.push(b);
+        }
+        self.dispatch();
+    }
+
+    /// A pinned session returns its backend outside a statement.
+    pub fn return_idle(&mut self, backend: B) {
+        self.idle.push(backend);
+        self.dispatch();
+    }
+
+    /// A backend connection owned by this group was closed (or failed to open).
+    pub fn closed(&mut self) {
+        self.owned = self.owned.saturating_sub(1);
+        self.dispatch();
+    }
+
+    /// Counts a connection opened outside a grant (pre-warming).
+    pub fn try_reserve_open(&mut self) -> bool {
+        if self.owned < self.limits.max_owned {
+            self.owned += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Takes idle connections matching `pred` out of the group (for
+    /// closing or health checks); they stay counted as owned.
+    pub fn take_idle_where(&mut self, mut pred: impl FnMut(&B) -> bool) -> Vec<B> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.idle.len() {
+            if pred(&self.idle[i]) {
+                out.push(self.idle.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// Timer tick: kick up old low-priority requests, detect a stall.
+    pub fn tick(&mut self, now: Instant) {
+        while let Some(w) = self.low.front() {
+            if now.duration_since(w.since) < self.limits.kickup {
+                break;
+            }
+            if let Some(w) = self.low.pop_front() {
+                self.high.push_back(w);
+                self.counters.kickups += 1;
+            }
+        }
+        let waiting = !self.high.is_empty() || !self.low.is_empty();
+        if waiting && self.dispatched_since_tick == 0 && self.in_flight >= self.limit() {
+            // Nothing moved for a whole period while work waits: the running
+            // statements may be waiting on a queued one (a lock holder's
+            // COMMIT). Allow one more.
+            self.extra = (self.extra + 1).min(self.limits.max_owned.max(1));
+            self.counters.stalls += 1;
+        } else if self.dispatched_since_tick > 0 || !waiting {
+            self.extra = 0;
+        }
+        self.dispatched_since_tick = 0;
+        self.dispatch();
+    }
+
+    /// Age of the oldest queued request.
+    pub fn oldest_wait(&self, now: Instant) -> Option<Duration> {
+        self.high
+            .iter()
+            .chain(self.low.iter())
+            .map(|w| now.duration_since(w.since))
+            .max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, Eq)]
+    struct Conn(usize, u32);
+    impl Pooled for Conn {
+        fn pool(&self) -> usize {
+            self.0
+        }
+    }
+
+    fn group(cap: usize, max_owned: usize) -> GroupState<Conn> {
+        GroupState::new(Limits {
+            cap,
+            max_owned,
+            kickup: Duration::from_millis(1000),
+        })
+    }
+
+    fn now_grant(a: Admission<Conn>) -> Grant<Conn> {
+        match a {
+            Admission::Now(g) => g,
+            Admission::Queued(..) => panic!("expected an immediate grant"),
+        }
+    }
+
+    fn queued(a: Admission<Conn>) -> (u64, oneshot::Receiver<Grant<Conn>>) {
+        match a {
+            Admission::Queued(id, rx) => (id, rx),
+            Admission::Now(_) => panic!("expected to queue"),
+        }
+    }
+
+    const LEASE: Need = Need::Lease { pool: 0 };
+
+    #[tokio::test(start_paused = true)]
+    async fn cap_limits_in_flight_and_opens_up_to_share() {
+        let mut g = group(2, 3);
+        let t = Instant::now();
+        assert!(matches!(now_grant(g.request(LEASE, Priority::Low, t)), Grant::Open));
+        assert!(matches!(now_grant(g.request(LEASE, Priority::Low, t)), Grant::Open));
+        let (_, mut rx) = queued(g.request(LEASE, Priority::Low, t));
+        assert_eq!(g.snapshot().in_flight, 2);
+        assert_eq!(g.snapshot().owned, 2);
+        // One completes and returns its backend: the queued lease gets it.
+        g.complete(Some(Conn(0, 1)));
+        assert!(matches!(rx.try_recv(), Ok(Grant::Backend(Conn(0, 1)))));
+        assert_eq!(g.snapshot().in_flight, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn high_queue_first_then_fifo_low() {
+        let mut g = group(1, 10);
+        let t = Instant::now();
+        let _first = now_grant(g.request(Need::Slot, Priority::Low, t));
+        let (_, mut l1) = queued(g.request(Need::Slot, Priority::Low, t));
+        let (_, mut l2) = queued(g.request(Need::Slot, Priority::Low, t));
+        let (_, mut h1) = queued(g.request(Need::Slot, Priority::High, t));
+        g.complete(None);
+        assert!(h1.try_recv().is_ok(), "high first");
+        assert!(l1.try_recv().is_err());
+        g.complete(None);
+        assert!(l1.try_recv().is_ok(), "then oldest low");
+        assert!(l2.try_recv().is_err());
+        g.complete(None);
+        assert!(l2.try_recv().is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn blocked_lease_does_not_block_slots_behind_it() {
+        let mut g = group(4, 1);
+        let t = Instant::now();
+        let _a = now_grant(g.request(LEASE, Priority::Low, t)); // owns the only backend
+        let (_, mut lease) = queued(g.request(LEASE, Priority::Low, t));
+        // A pinned session's slot request runs even though a lease waits ahead.
+        assert!(matches!(now_grant(g.request(Need::Slot, Priority::Low, t)), Grant::Slot));
+        assert!(lease.try_recv().is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn kickup_moves_old_low_requests_to_high() {
+        let mut g = group(1, 10);
+        let t0 = Instant::now();
+        let _run = now_grant(g.request(Need::Slot, Priority::Low, t0));
+        let (_, mut old_low) = queued(g.request(Need::Slot, Priority::Low, t0));
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        let t1 = Instant::now();
+        let (_, mut new_high) = queued(g.request(Need::Slot, Priority::High, t1));
+        g.dispatched_since_tick = 1; // not a stall
+        g.tick(t1);
+        assert_eq!(g.snapshot().counters.kickups, 1);
+        assert_eq!(g.snapshot().high, 2);
+        g.complete(None);
+        // The kicked-up request is at the high tail, behind the newer high one.
+        assert!(new_high.try_recv().is_ok());
+        assert!(old_low.try_recv().is_err());
+        g.complete(None);
+        assert!(old_low.try_recv().is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stall_grants_an_extra_slot_each_silent_tick() {
+        let mut g = group(1, 10);
+        let t = Instant::now();
+        let _running = now_grant(g.request(Need::Slot, Priority::Low, t));
+        let (_, mut commit) = queued(g.request(Need::Slot, Priority::High, t));
+        let (_, mut other) = queued(g.request(Need::Slot, Priority::Low, t));
+        g.tick(t); // dispatches happened since start: not a stall
+        assert!(commit.try_recv().is_err());
+        g.tick(t); // silent period while work waits: stalled
+        assert_eq!(g.snapshot().counters.stalls, 1);
+        assert!(commit.try_recv().is_ok(), "the queued COMMIT gets the extra slot");
+        assert!(other.try_recv().is_err());
+        assert_eq!(g.snapshot().in_flight, 2);
+        g.tick(t); // a dispatch happened in the last period: extra cleared
+        assert_eq!(g.snapshot().extra, 0);
+        assert!(other.try_recv().is_err());
+        g.complete(None);
+        g.complete(None);
+        assert!(other.try_recv().is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancel_and_vanished_waiters_leak_nothing() {
+        let mut g = group(1, 1);
+        let t = Instant::now();
+        let _a = now_grant(g.request(LEASE, Priority::Low, t));
+        let (id, rx) = queued(g.request(LEASE, Priority::Low, t));
+        assert!(g.cancel(id));
+        assert!(!g.cancel(id));
+        drop(rx);
+        let (_, rx2) = queued(g.request(LEASE, Priority::Low, t));
+        drop(rx2); // client vanished without cancelling
+        g.complete(Some(Conn(0, 1)));
+        let s = g.snapshot();
+        assert_eq!(s.in_flight, 0, "grant to a vanished waiter is undone");
+        assert_eq!(s.idle, 1, "and its backend is back idle");
+        assert_eq!(s.low, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn full_group_evicts_other_pools_idle() {
+        let mut g = group(2, 1);
+        let t = Instant::now();
+        assert!(g.try_reserve_open());
+        g.return_idle(Conn(1, 9));
+        assert!(matches!(
+            now_grant(g.request(Need::Lease { pool: 0 }, Priority::Low, t)),
+            Grant::Open
+        ));
+        let s = g.snapshot();
+        assert_eq!((s.owned, s.idle, s.counters.evictions), (1, 0, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_stack_is_lifo() {
+        let mut g = group(4, 4);
+        let t = Instant::now();
+        g.owned = 2;
+        g.return_idle(Conn(0, 1));
+        g.return_idle(Conn(0, 2));
+        assert!(matches!(now_grant(g.request(LEASE, Priority::Low, t)), Grant::Backend(Conn(0, 2))));
+    }
+}

@@ -1,0 +1,95 @@
+//! Errors myplex itself originates, with the MySQL codes and SQLSTATEs a
+//! server would use for the same situation (design §7).
+
+use super::packets::ErrPacket;
+
+pub const ER_CON_COUNT_ERROR: u16 = 1040;
+pub const ER_HANDSHAKE_ERROR: u16 = 1043;
+pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
+pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
+pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
+pub const ER_NET_READ_ERROR: u16 = 1158;
+pub const ER_NET_READ_INTERRUPTED: u16 = 1159;
+pub const ER_NET_ERROR_ON_WRITE: u16 = 1160;
+pub const ER_NET_WRITE_INTERRUPTED: u16 = 1161;
+pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
+pub const ER_SERVER_SHUTDOWN: u16 = 1053;
+pub const ER_OUT_OF_RESOURCES: u16 = 1041;
+pub const ER_QUERY_INTERRUPTED: u16 = 1317;
+pub const CR_SERVER_LOST: u16 = 2013;
+
+/// ER_CON_COUNT_ERROR as a server phrases it.
+pub fn too_many_connections() -> ErrPacket {
+    ErrPacket::new(ER_CON_COUNT_ERROR, "08004", "Too many connections")
+}
+
+/// ER_ACCESS_DENIED_ERROR as a server phrases it.
+pub fn access_denied(user: &str, host: &str, using_password: bool) -> ErrPacket {
+    ErrPacket::new(
+        ER_ACCESS_DENIED_ERROR,
+        "28000",
+        format!(
+            "Access denied for user '{user}'@'{host}' (using password: {})",
+            if using_password { "YES" } else { "NO" }
+        ),
+    )
+}
+
+/// ER_UNKNOWN_COM_ERROR for a command the proxy does not serve.
+pub fn unknown_command(cmd: u8) -> ErrPacket {
+    ErrPacket::new(
+        ER_UNKNOWN_COM_ERROR,
+        "08S01",
+        format!("Unknown command (myplex does not serve command 0x{cmd:02x})"),
+    )
+}
+
+/// ER_NET_PACKET_TOO_LARGE as a server phrases it.
+pub fn packet_too_large() -> ErrPacket {
+    ErrPacket::new(
+        ER_NET_PACKET_TOO_LARGE,
+        "08S01",
+        "Got a packet bigger than 'max_allowed_packet' bytes",
+    )
+}
+
+/// The handshake could not be completed.
+pub fn bad_handshake() -> ErrPacket {
+    ErrPacket::new(ER_HANDSHAKE_ERROR, "08S01", "Bad handshake")
+}
+
+/// The backend connection failed while serving this client.
+pub fn backend_lost(detail: &str) -> ErrPacket {
+    ErrPacket::new(
+        CR_SERVER_LOST,
+        "HY000",
+        format!("myplex: lost connection to backend during query ({detail})"),
+    )
+}
+
+/// No backend connection could be opened.
+pub fn backend_unavailable(detail: &str) -> ErrPacket {
+    ErrPacket::new(
+        ER_NET_READ_ERROR,
+        "08S01",
+        format!("myplex: cannot reach backend server ({detail}); check backend.address and that the server is up"),
+    )
+}
+
+/// The proxy ran out of file descriptors or memory for this request.
+pub fn out_of_resources(detail: &str) -> ErrPacket {
+    ErrPacket::new(
+        ER_OUT_OF_RESOURCES,
+        "HY000",
+        format!("myplex: out of resources ({detail}); raise the open-files limit or lower pool.max_client_connections"),
+    )
+}
+
+/// The proxy is shutting down.
+pub fn shutting_down() -> ErrPacket {
+    ErrPacket::new(
+        ER_SERVER_SHUTDOWN,
+        "08S01",
+        "myplex: proxy is shutting down",
+    )
+}

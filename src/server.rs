@@ -1,0 +1,288 @@
+//! The accept loop and process setup: build the shared context from the
+//! config, raise the open-files limit, accept clients (with the connection
+//! limit and a reserve descriptor for refusing clients when descriptors run
+//! out), and run one task per client.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::backend::{self, BackendParams, ServerInfo};
+use crate::config::Config;
+use crate::frontend::auth::Credential;
+use crate::frontend::handshake;
+use crate::frontend::session::{End, Session};
+use crate::frontend::{Shared, User};
+use crate::pool::Pool;
+use crate::protocol::errors;
+use crate::protocol::session_track::ClientTrackers;
+use crate::shutdown::Shutdown;
+use crate::wire::{PacketIo, Stream};
+
+/// Errors that stop the proxy from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A config value could not be turned into a running part.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Raises the soft open-files limit to the hard limit; returns the new soft limit.
+pub fn raise_fd_limit() -> Option<u64> {
+    let (soft, hard) = rlimit::Resource::NOFILE.get().ok()?;
+    if soft < hard {
+        rlimit::Resource::NOFILE.set(hard, hard).ok()?;
+    }
+    Some(hard.max(soft))
+}
+
+fn load_server_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>, StartError> {
+    let f = &cfg.frontend;
+    if f.tls_cert.is_empty() {
+        return Ok(None);
+    }
+    let certs = std::fs::read(&f.tls_cert)
+        .map_err(|e| StartError::Setup(format!("frontend.tls_cert {}: {e}", f.tls_cert)))?;
+    let certs = rustls_pemfile::certs(&mut certs.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| StartError::Setup(format!("frontend.tls_cert {}: {e}", f.tls_cert)))?;
+    let key = std::fs::read(&f.tls_key)
+        .map_err(|e| StartError::Setup(format!("frontend.tls_key {}: {e}", f.tls_key)))?;
+    let key = rustls_pemfile::private_key(&mut key.as_slice())
+        .map_err(|e| StartError::Setup(format!("frontend.tls_key {}: {e}", f.tls_key)))?
+        .ok_or_else(|| StartError::Setup(format!("frontend.tls_key {}: no private key", f.tls_key)))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let sc = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StartError::Setup(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| StartError::Setup(format!("frontend TLS: {e}")))?;
+    Ok(Some(Arc::new(sc)))
+}
+
+/// Builds users and credential pools: one pool per distinct backend login.
+fn users_and_pools(cfg: &Config) -> Result<(Vec<User>, Vec<(String, String)>), StartError> {
+    let mut pools: Vec<(String, String)> = Vec::new();
+    let mut users = Vec::new();
+    for u in &cfg.users {
+        let credential = Credential::from_user(u)
+            .ok_or_else(|| StartError::Setup(format!("user {}: no usable password", u.name)))?;
+        let (bu, bp) = match (&u.backend_user, &u.backend_password, &u.password) {
+            (Some(bu), Some(bp), _) => (bu.clone(), bp.clone()),
+            (Some(bu), None, Some(pw)) => (bu.clone(), pw.clone()),
+            (None, Some(bp), _) => (u.name.clone(), bp.clone()),
+            (None, None, Some(pw)) => (u.name.clone(), pw.clone()),
+            _ => (cfg.backend.user.clone(), cfg.backend.password.clone()),
+        };
+        let idx = match pools.iter().position(|p| *p == (bu.clone(), bp.clone())) {
+            Some(i) => i,
+            None => {
+                pools.push((bu, bp));
+                pools.len() - 1
+            }
+        };
+        users.push(User {
+            name: u.name.clone(),
+            credential,
+            pool: idx,
+            admin: u.admin,
+        });
+    }
+    Ok((users, pools))
+}
+
+/// Everything `run` needs, built from a config.
+pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, StartError> {
+    let tls = load_server_tls(&cfg)?;
+    let backend_tls = if cfg.backend.tls {
+        Some(backend::tls::client_config(&cfg.backend.tls_ca).map_err(StartError::Setup)?)
+    } else {
+        None
+    };
+    let (users, pool_creds) = users_and_pools(&cfg)?;
+    let params: Vec<BackendParams> = pool_creds
+        .into_iter()
+        .enumerate()
+        .map(|(i, (user, password))| BackendParams {
+            address: cfg.backend.address.clone(),
+            user,
+            password,
+            tls: backend_tls.clone(),
+            connect_timeout: Duration::from_millis(cfg.backend.connect_timeout_ms),
+            pool: i,
+        })
+        .collect();
+    // Learn the server's version and collation to mirror them; if the
+    // backend is down at start, use a neutral greeting until it is up.
+    let mut server = ServerInfo {
+        version: b"5.5.5-10.11.0-MariaDB-myplex".to_vec(),
+        collation: 45,
+        capabilities: 0,
+    };
+    let mut trackers = default_trackers();
+    match backend::connect(&params[0]).await {
+        Ok((mut conn, info)) => {
+            info!(version = %String::from_utf8_lossy(&info.version), "backend reachable");
+            server = info;
+            if let Some(t) = probe_trackers(&mut conn).await {
+                trackers = t;
+            }
+        }
+        Err(e) => warn!(error = %e, address = %cfg.backend.address, "backend not reachable at start; will retry per request"),
+    }
+    let pool = Pool::new(&cfg, params, server);
+    pool.spawn_maintenance();
+    Ok(Arc::new(Shared {
+        config: cfg,
+        pool,
+        users,
+        tls,
+        trackers,
+        clients: Default::default(),
+        next_id: std::sync::atomic::AtomicU32::new(1),
+        known_schemas: Default::default(),
+        shutdown,
+    }))
+}
+
+/// MariaDB / MySQL defaults for a client's own trackers.
+fn default_trackers() -> ClientTrackers {
+    ClientTrackers {
+        schema: true,
+        state_change: false,
+        system_variables: Some(
+            [
+                "autocommit",
+                "character_set_client",
+                "character_set_connection",
+                "character_set_results",
+                "time_zone",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ),
+        transaction_info: false,
+    }
+}
+
+/// Reads the server's global tracker settings: what a direct client sees.
+async fn probe_trackers(conn: &mut backend::BackendConn) -> Option<ClientTrackers> {
+    let row = conn
+        .query_row("SELECT @@global.session_track_schema, @@global.session_track_state_change, @@global.session_track_system_variables, @@global.session_track_transaction_info")
+        .await
+        .ok()??;
+    let get = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+    let on = |v: String| v == "1" || v.eq_ignore_ascii_case("on");
+    let vars = get(2);
+    Some(ClientTrackers {
+        schema: on(get(0)),
+        state_change: on(get(1)),
+        system_variables: if vars.trim() == "*" {
+            None
+        } else {
+            Some(
+                vars.split(',')
+                    .map(|s| s.trim().to_ascii_lowercase())
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            )
+        },
+        transaction_info: !get(3).eq_ignore_ascii_case("off"),
+    })
+}
+
+/// Accepts clients on `listener` until shutdown, then waits for sessions to
+/// drain (bounded by `drain`).
+pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
+    let mut shutdown = shared.shutdown.clone();
+    // Kept open so that when descriptors run out one can be freed to accept
+    // and refuse a client with a proper error instead of leaving it hanging.
+    let mut reserve = std::fs::File::open("/dev/null").ok();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.wait() => break,
+        };
+        match accepted {
+            Ok((tcp, peer)) => {
+                let shared = shared.clone();
+                let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+                let span = info_span!("client", client.id = id, client.addr = %peer);
+                tokio::spawn(client(shared, tcp, peer, id).instrument(span));
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
+                warn!("out of file descriptors; refusing a client");
+                reserve.take();
+                if let Ok((tcp, _)) = listener.accept().await {
+                    refuse(tcp, errors::out_of_resources("proxy has no free file descriptors")).await;
+                }
+                reserve = std::fs::File::open("/dev/null").ok();
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    info!(clients = shared.clients.load(Ordering::Relaxed), "draining");
+    let until = Instant::now() + drain;
+    while shared.clients.load(Ordering::Relaxed) > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn refuse(tcp: TcpStream, e: crate::protocol::packets::ErrPacket) {
+    let mut io = PacketIo::new(Stream::Plain(tcp));
+    let mut b = BytesMut::new();
+    e.write(&mut b);
+    let _ = tokio::time::timeout(Duration::from_secs(1), io.send_packet(0, &b)).await;
+}
+
+struct ClientCount<'a>(&'a Shared);
+impl Drop for ClientCount<'_> {
+    fn drop(&mut self) {
+        self.0.clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) {
+    let n = shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
+    let _count = ClientCount(&shared);
+    if n > shared.config.pool.max_client_connections {
+        debug!("too many connections");
+        refuse(tcp, errors::too_many_connections()).await;
+        return;
+    }
+    if shared.shutdown.is_triggered() {
+        refuse(tcp, errors::shutting_down()).await;
+        return;
+    }
+    let _ = tcp.set_nodelay(true);
+    let io = PacketIo::new(Stream::Plain(tcp));
+    let timeout = Duration::from_millis(shared.config.frontend.handshake_timeout_ms);
+    let login = match tokio::time::timeout(timeout, handshake::login(&shared, io, id, peer)).await {
+        Ok(Ok(l)) => l,
+        Ok(Err(e)) => {
+            debug!(error = %e, "login failed");
+            return;
+        }
+        Err(_) => {
+            debug!("login timed out");
+            return;
+        }
+    };
+    let (session, ok_seq, schema) = Session::new(shared.clone(), login, id);
+    match session.run(ok_seq, schema).await {
+        Ok(()) | Err(End::ClientGone) => debug!("client left"),
+        Err(e) => debug!(reason = %e, "session ended"),
+    }
+}

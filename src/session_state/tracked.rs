@@ -1,0 +1,257 @@
+//! Tracked, replayable session state and the diff that brings a backend to it.
+
+use std::collections::BTreeMap;
+
+use mysql_common::collations::{Collation, CollationId};
+
+use crate::protocol::session_track::{Change, entries};
+
+/// Schema and changed session variables, as the server reported them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrackedState {
+    /// Default schema (`None` = no schema selected).
+    pub schema: Option<Vec<u8>>,
+    /// Session variables set away from a fresh connection's values, by name
+    /// (lowercase), with the value text the tracker reported.
+    pub vars: BTreeMap<String, String>,
+    /// The multi-statements option (login capability or COM_SET_OPTION).
+    pub multi_statements: bool,
+}
+
+/// What applying a tracker block changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApplyEffects {
+    /// A state-change flag came with nothing replayable to explain it
+    /// (user variables, temporary tables, text PREPARE …).
+    pub unexplained: bool,
+    /// The client changed a `session_track_*` variable.
+    pub trackers_touched: bool,
+}
+
+/// Commands that bring a backend to a session's state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncPlan {
+    /// COM_INIT_DB payload (schema name) when the schema differs.
+    pub init_db: Option<Vec<u8>>,
+    /// One `SET SESSION …` statement for the variables that differ.
+    pub set_sql: Option<String>,
+    /// COM_SET_OPTION to send (true = multi-statements on).
+    pub set_option: Option<bool>,
+}
+
+impl SyncPlan {
+    /// True when nothing needs to be sent.
+    pub fn is_empty(&self) -> bool {
+        self.init_db.is_none() && self.set_sql.is_none() && self.set_option.is_none()
+    }
+}
+
+/// The four variables a handshake collation (or SET NAMES) determines, in
+/// the order they must be set.
+const CHARSET_VARS: [&str; 4] = [
+    "character_set_client",
+    "character_set_connection",
+    "character_set_results",
+    "collation_connection",
+];
+
+/// Variables that follow from others and must not be replayed themselves.
+fn derived(name: &str) -> bool {
+    matches!(
+        name,
+        "character_set_database" | "collation_database" | "last_insert_id" | "insert_id"
+    ) || name.starts_with("session_track_")
+}
+
+impl TrackedState {
+    /// State of a connection whose handshake named `collation`.
+    pub fn for_collation(collation: u16) -> Self {
+        let mut s = Self::default();
+        let c = Collation::resolve(CollationId::from(collation));
+        if c.id != CollationId::UNKNOWN_COLLATION_ID {
+            for name in &CHARSET_VARS[..3] {
+                s.vars.insert((*name).to_string(), c.charset.to_string());
+            }
+            s.vars
+                .insert(CHARSET_VARS[3].to_string(), c.collation.to_string());
+        }
+        s
+    }
+
+    /// Absorbs a session-state block from an OK packet.
+    pub fn apply_block(&mut self, block: &[u8]) -> ApplyEffects {
+        let mut fx = ApplyEffects::default();
+        let mut state_changed = false;
+        let mut explained = false;
+        for e in entries(block) {
+            match e.change() {
+                Some(Change::Schema(s)) => {
+                    self.schema = (!s.is_empty()).then(|| s.to_vec());
+                    explained = true;
+                }
+                Some(Change::SystemVariable { name, value }) => {
+                    explained = true;
+                    let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+                    if name.starts_with("session_track_") {
+                        fx.trackers_touched = true;
+                    }
+                    if !derived(&name) {
+                        self.vars
+                            .insert(name, String::from_utf8_lossy(value).into_owned());
+                    }
+                }
+                Some(Change::StateChanged) => state_changed = true,
+                _ => {}
+            }
+        }
+        fx.unexplained = state_changed && !explained;
+        fx
+    }
+
+    /// What to send to a backend in state `backend` to bring it to `self`.
+    /// Variables the backend has but the session lacks are set to DEFAULT.
+    pub fn sync_plan(&self, backend: &TrackedState) -> SyncPlan {
+        let mut plan = SyncPlan::default();
+        if self.schema != backend.schema
+            && let Some(s) = &self.schema
+        {
+            plan.init_db = Some(s.clone());
+        }
+        if self.multi_statements != backend.multi_statements {
+            plan.set_option = Some(self.multi_statements);
+        }
+        let charset_differs = CHARSET_VARS
+            .iter()
+            .any(|n| self.vars.get(*n) != backend.vars.get(*n));
+        let mut assigns: Vec<String> = Vec::new();
+        if charset_differs {
+            for n in CHARSET_VARS {
+                if let Some(v) = self.vars.get(n) {
+                    assigns.push(assign(n, v));
+                }
+            }
+        }
+        for (n, v) in &self.vars {
+            if CHARSET_VARS.contains(&n.as_str()) {
+                continue;
+            }
+            if backend.vars.get(n) != Some(v) {
+                assigns.push(assign(n, v));
+            }
+        }
+        for n in backend.vars.keys() {
+            if !self.vars.contains_key(n) && !CHARSET_VARS.contains(&n.as_str()) {
+                assigns.push(format!("{n}=DEFAULT"));
+            }
+        }
+        if !assigns.is_empty() {
+            plan.set_sql = Some(format!("SET SESSION {}", assigns.join(", ")));
+        }
+        plan
+    }
+}
+
+/// `name=value`, quoting text values and passing numbers bare.
+fn assign(name: &str, value: &str) -> String {
+    let numeric = !value.is_empty()
+        && value
+            .bytes()
+            .enumerate()
+            .all(|(i, b)| b.is_ascii_digit() || b == b'.' || (i == 0 && b == b'-'));
+    if numeric {
+        return format!("{name}={value}");
+    }
+    if name == "character_set_results" && (value.is_empty() || value == "NULL") {
+        return format!("{name}=NULL");
+    }
+    let mut q = String::with_capacity(value.len() + 2);
+    q.push('\'');
+    for c in value.chars() {
+        match c {
+            '\'' => q.push_str("''"),
+            '\\' => q.push_str("\\\\"),
+            _ => q.push(c),
+        }
+    }
+    q.push('\'');
+    format!("{name}={q}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::lenenc::put_lenenc_bytes;
+    use bytes::{BufMut, BytesMut};
+
+    fn sysvar(b: &mut BytesMut, name: &str, value: &str) {
+        let mut d = BytesMut::new();
+        put_lenenc_bytes(&mut d, name.as_bytes());
+        put_lenenc_bytes(&mut d, value.as_bytes());
+        b.put_u8(0);
+        put_lenenc_bytes(b, &d);
+    }
+
+    #[test]
+    fn collation_maps_to_charset_vars() {
+        let s = TrackedState::for_collation(45);
+        assert_eq!(s.vars["character_set_client"], "utf8mb4");
+        assert_eq!(s.vars["collation_connection"], "utf8mb4_general_ci");
+        let l1 = TrackedState::for_collation(8);
+        let plan = l1.sync_plan(&s);
+        assert_eq!(
+            plan.set_sql.as_deref(),
+            Some(
+                "SET SESSION character_set_client='latin1', character_set_connection='latin1', \
+                 character_set_results='latin1', collation_connection='latin1_swedish_ci'"
+            )
+        );
+    }
+
+    #[test]
+    fn applies_tracker_block_and_plans_sync() {
+        let base = TrackedState::for_collation(45);
+        let mut s = base.clone();
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "sql_mode", "ANSI_QUOTES");
+        sysvar(&mut b, "wait_timeout", "100");
+        sysvar(&mut b, "character_set_database", "latin1");
+        b.put_u8(1);
+        put_lenenc_bytes(&mut b, b"\x04test");
+        b.put_u8(2);
+        put_lenenc_bytes(&mut b, b"\x011");
+        let fx = s.apply_block(&b);
+        assert!(!fx.unexplained);
+        assert_eq!(s.schema.as_deref(), Some(&b"test"[..]));
+        assert!(!s.vars.contains_key("character_set_database"));
+        let plan = s.sync_plan(&base);
+        assert_eq!(plan.init_db.as_deref(), Some(&b"test"[..]));
+        assert_eq!(
+            plan.set_sql.as_deref(),
+            Some("SET SESSION sql_mode='ANSI_QUOTES', wait_timeout=100")
+        );
+        // The reverse direction restores defaults.
+        let back = base.sync_plan(&s);
+        assert_eq!(
+            back.set_sql.as_deref(),
+            Some("SET SESSION sql_mode=DEFAULT, wait_timeout=DEFAULT")
+        );
+        assert!(s.sync_plan(&s).is_empty());
+    }
+
+    #[test]
+    fn bare_state_change_is_unexplained() {
+        let mut s = TrackedState::default();
+        let mut b = BytesMut::new();
+        b.put_u8(2);
+        put_lenenc_bytes(&mut b, b"\x011");
+        assert!(s.apply_block(&b).unexplained);
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(assign("a", "it's"), "a='it''s'");
+        assert_eq!(assign("a", "-5"), "a=-5");
+        assert_eq!(assign("a", ""), "a=''");
+        assert_eq!(assign("time_zone", "+01:00"), "time_zone='+01:00'");
+    }
+}

@@ -1,0 +1,9 @@
+//! Socket I/O for both sides of the proxy: a TCP-or-TLS stream and a packet
+//! reader/writer with one read buffer and one write buffer per connection.
+//! Knows framing, nothing about commands or sessions.
+
+pub mod packet_io;
+pub mod stream;
+
+pub use packet_io::{PacketIo, WireError};
+pub use stream::Stream;

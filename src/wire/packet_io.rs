@@ -1,0 +1,210 @@
+//! Buffered packet I/O over a [`Stream`]: chunk-level access for forwarding
+//! (no reassembly, no copies beyond the buffers) and whole-packet reads for
+//! the small control packets the proxy must understand.
+
+use std::io;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::stream::Stream;
+use crate::protocol::framing::{self, ChunkHeader, HEADER_LEN};
+
+/// Read buffers grow in steps of this size.
+const READ_STEP: usize = 16 * 1024;
+/// A buffer that grew past this is released once empty, so idle
+/// connections stay small.
+const SHRINK_ABOVE: usize = 256 * 1024;
+
+/// Failures of the wire layer.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// The socket failed.
+    #[error("i/o error: {0}")]
+    Io(#[from] io::Error),
+    /// The peer closed the connection between packets.
+    #[error("connection closed by peer")]
+    Closed,
+    /// The peer closed the connection in the middle of a packet.
+    #[error("connection closed in the middle of a packet")]
+    Truncated,
+    /// A logical packet exceeded the allowed size.
+    #[error("packet larger than max_allowed_packet")]
+    TooLarge,
+}
+
+/// A reassembled logical packet.
+#[derive(Debug)]
+pub struct Packet {
+    /// Sequence id of the first chunk.
+    pub seq: u8,
+    /// Sequence id of the last chunk.
+    pub last_seq: u8,
+    /// The payload without headers.
+    pub payload: BytesMut,
+}
+
+/// Packet reader/writer for one connection.
+#[derive(Debug)]
+pub struct PacketIo {
+    /// The socket.
+    pub stream: Stream,
+    rbuf: BytesMut,
+    /// Bytes queued for the peer; sent by [`PacketIo::flush`].
+    pub wbuf: BytesMut,
+}
+
+impl PacketIo {
+    /// Wraps a stream.
+    pub fn new(stream: Stream) -> Self {
+        Self {
+            stream,
+            rbuf: BytesMut::new(),
+            wbuf: BytesMut::new(),
+        }
+    }
+
+    /// Bytes already read but not consumed (must be empty before a TLS upgrade).
+    pub fn buffered(&self) -> usize {
+        self.rbuf.len()
+    }
+
+    async fn fill(&mut self, want: usize) -> Result<(), WireError> {
+        if self.rbuf.capacity() - self.rbuf.len() < want.min(READ_STEP).max(1024) {
+            self.rbuf.reserve(want.max(READ_STEP));
+        }
+        let n = self.stream.read_buf(&mut self.rbuf).await?;
+        if n == 0 {
+            return Err(if self.rbuf.is_empty() {
+                WireError::Closed
+            } else {
+                WireError::Truncated
+            });
+        }
+        Ok(())
+    }
+
+    /// The header of the next chunk when it is completely buffered.
+    pub fn buffered_chunk(&self) -> Option<ChunkHeader> {
+        let h = framing::parse_header(&self.rbuf)?;
+        (self.rbuf.len() >= HEADER_LEN + h.len).then_some(h)
+    }
+
+    /// Waits until a complete chunk is buffered and returns its header.
+    pub async fn next_chunk(&mut self) -> Result<ChunkHeader, WireError> {
+        loop {
+            if let Some(h) = framing::parse_header(&self.rbuf) {
+                let total = HEADER_LEN + h.len;
+                if self.rbuf.len() >= total {
+                    return Ok(h);
+                }
+                let missing = total - self.rbuf.len();
+                self.fill(missing).await?;
+            } else {
+                self.fill(HEADER_LEN).await?;
+            }
+        }
+    }
+
+    /// Payload of the buffered chunk described by `h` (from [`Self::next_chunk`]).
+    pub fn chunk_payload(&self, h: ChunkHeader) -> &[u8] {
+        &self.rbuf[HEADER_LEN..HEADER_LEN + h.len]
+    }
+
+    /// The whole buffered chunk, header included.
+    pub fn chunk_bytes(&self, h: ChunkHeader) -> &[u8] {
+        &self.rbuf[..HEADER_LEN + h.len]
+    }
+
+    /// Drops the chunk described by `h` from the read buffer.
+    pub fn consume_chunk(&mut self, h: ChunkHeader) {
+        self.rbuf.advance(HEADER_LEN + h.len);
+        if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
+            self.rbuf = BytesMut::new();
+        }
+    }
+
+    /// Reads one logical packet, reassembling continuation chunks, refusing
+    /// payloads above `max_len` (the rest of an oversize packet is not read).
+    pub async fn read_packet(&mut self, max_len: usize) -> Result<Packet, WireError> {
+        let h = self.next_chunk().await?;
+        if h.len > max_len {
+            return Err(WireError::TooLarge);
+        }
+        let seq = h.seq;
+        let mut payload = BytesMut::from(self.chunk_payload(h));
+        let mut last = h;
+        self.consume_chunk(h);
+        while last.continues() {
+            let h = self.next_chunk().await?;
+            if payload.len() + h.len > max_len {
+                return Err(WireError::TooLarge);
+            }
+            payload.extend_from_slice(self.chunk_payload(h));
+            last = h;
+            self.consume_chunk(h);
+        }
+        Ok(Packet {
+            seq,
+            last_seq: last.seq,
+            payload,
+        })
+    }
+
+    /// Queues one logical packet; returns the next sequence id.
+    pub fn write_packet(&mut self, seq: u8, payload: &[u8]) -> u8 {
+        framing::write_packet(&mut self.wbuf, seq, payload)
+    }
+
+    /// Sends everything queued.
+    pub async fn flush(&mut self) -> Result<(), WireError> {
+        if !self.wbuf.is_empty() {
+            self.stream.write_all(&self.wbuf).await?;
+            self.wbuf.clear();
+            if self.wbuf.capacity() > SHRINK_ABOVE {
+                self.wbuf = BytesMut::new();
+            }
+        }
+        self.stream.flush().await?;
+        Ok(())
+    }
+
+    /// Queues and sends one packet.
+    pub async fn send_packet(&mut self, seq: u8, payload: &[u8]) -> Result<u8, WireError> {
+        let next = self.write_packet(seq, payload);
+        self.flush().await?;
+        Ok(next)
+    }
+
+    /// Waits for more bytes from the peer (buffering them) and fails when
+    /// the peer closes; used to notice a client leaving while it waits.
+    /// Stops reading once a lot is buffered.
+    pub async fn watch_peer(&mut self) -> Result<(), WireError> {
+        if self.rbuf.len() >= 1 << 20 {
+            return std::future::pending().await;
+        }
+        let n = self.stream.read_buf(&mut self.rbuf).await?;
+        if n == 0 {
+            return Err(WireError::Closed);
+        }
+        Ok(())
+    }
+
+    /// Non-blocking check that an idle connection is still usable: no bytes
+    /// pending and not closed by the peer.
+    pub fn idle_is_healthy(&self) -> bool {
+        if !self.rbuf.is_empty() {
+            return false;
+        }
+        let Some(tcp) = self.stream.tcp() else {
+            return false;
+        };
+        let mut probe = [0u8; 1];
+        matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
+    /// Takes the stream out for a TLS upgrade.
+    pub fn take_stream(&mut self) -> Stream {
+        std::mem::replace(&mut self.stream, Stream::Closed)
+    }
+}

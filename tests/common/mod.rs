@@ -1,0 +1,11 @@
+//! Shared helpers for integration tests.
+//!
+//! Every test binary that needs them declares `mod common;`. Not every binary
+//! uses every helper, hence the `dead_code` allowances.
+
+#![allow(dead_code)]
+
+pub mod mariadb;
+
+#[allow(unused_imports)]
+pub use mariadb::{MariaDb, free_port, mariadb_bin};
