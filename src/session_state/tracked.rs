@@ -83,6 +83,7 @@ impl TrackedState {
         let mut fx = ApplyEffects::default();
         let mut state_changed = false;
         let mut explained = false;
+        let (mut cs_conn, mut coll_conn) = (false, false);
         for e in entries(block) {
             match e.change() {
                 Some(Change::Schema(s)) => {
@@ -95,6 +96,8 @@ impl TrackedState {
                     if name.starts_with("session_track_") {
                         fx.trackers_touched = true;
                     }
+                    cs_conn |= name == "character_set_connection";
+                    coll_conn |= name == "collation_connection";
                     if !derived(&name) {
                         self.vars
                             .insert(name, String::from_utf8_lossy(value).into_owned());
@@ -103,6 +106,12 @@ impl TrackedState {
                 Some(Change::StateChanged) => state_changed = true,
                 _ => {}
             }
+        }
+        if cs_conn && !coll_conn {
+            // SET NAMES without COLLATE: the server reports the character
+            // sets but not the collation it reset to the charset default.
+            // Forget the old one; replaying the character set restores it.
+            self.vars.remove("collation_connection");
         }
         fx.unexplained = state_changed && !explained;
         fx
@@ -236,6 +245,26 @@ mod tests {
             Some("SET SESSION sql_mode=DEFAULT, wait_timeout=DEFAULT")
         );
         assert!(s.sync_plan(&s).is_empty());
+    }
+
+    #[test]
+    fn set_names_without_collation_forgets_old_collation() {
+        // What MariaDB 10.11 reports for `SET NAMES latin1`.
+        let base = TrackedState::for_collation(45);
+        let mut s = base.clone();
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "character_set_connection", "latin1");
+        sysvar(&mut b, "character_set_client", "latin1");
+        sysvar(&mut b, "character_set_results", "latin1");
+        s.apply_block(&b);
+        assert!(!s.vars.contains_key("collation_connection"));
+        assert_eq!(
+            s.sync_plan(&base).set_sql.as_deref(),
+            Some(
+                "SET SESSION character_set_client='latin1', character_set_connection='latin1', \
+                 character_set_results='latin1'"
+            )
+        );
     }
 
     #[test]

@@ -9,3 +9,8 @@ pub mod mariadb;
 
 #[allow(unused_imports)]
 pub use mariadb::{MariaDb, free_port, mariadb_bin};
+
+pub mod proxy;
+
+#[allow(unused_imports)]
+pub use proxy::Proxy;

@@ -1,0 +1,121 @@
+//! An in-process myplex in front of a test MariaDB, configured like a
+//! sentence: `Proxy::builder(db).groups(2).max_backend(4).start().await`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use myplex::config::{Config, PoolMode, UserConfig};
+use myplex::frontend::Shared;
+use myplex::shutdown::{self, ShutdownTrigger};
+use tokio::net::TcpListener;
+
+use super::mariadb::{APP_PASSWORD, APP_USER, MariaDb, OTHER_PASSWORD, OTHER_USER};
+
+/// A running proxy; stops when dropped.
+pub struct Proxy {
+    /// Where clients connect.
+    pub addr: SocketAddr,
+    /// The shared context (pool snapshots for assertions).
+    pub shared: Arc<Shared>,
+    trigger: ShutdownTrigger,
+}
+
+/// Builds a proxy config.
+pub struct ProxyBuilder {
+    cfg: Config,
+}
+
+impl Proxy {
+    /// A proxy in front of `db` with users app/secret and other/otherpw.
+    pub fn builder(db: &MariaDb) -> ProxyBuilder {
+        let mut cfg = Config::default();
+        cfg.listen = "127.0.0.1:0".into();
+        cfg.backend.address = db.addr();
+        cfg.backend.user = APP_USER.into();
+        cfg.backend.password = APP_PASSWORD.into();
+        cfg.pool.thread_groups = 2;
+        cfg.pool.max_backend_connections = 8;
+        cfg.users = vec![
+            UserConfig {
+                name: APP_USER.into(),
+                password: Some(APP_PASSWORD.into()),
+                ..Default::default()
+            },
+            UserConfig {
+                name: OTHER_USER.into(),
+                password: Some(OTHER_PASSWORD.into()),
+                ..Default::default()
+            },
+        ];
+        ProxyBuilder { cfg }
+    }
+
+    /// `mysql://user:pw@proxy/db`.
+    pub fn url(&self, user: &str, password: &str, db: &str) -> String {
+        format!("mysql://{user}:{password}@{}/{db}", self.addr)
+    }
+
+    /// The app user's URL for database `test`.
+    pub fn app_url(&self) -> String {
+        self.url(APP_USER, APP_PASSWORD, "test")
+    }
+
+    /// Backend connections owned across all groups.
+    pub fn backends_owned(&self) -> usize {
+        self.shared.pool.groups.iter().map(|g| g.snapshot().owned).sum()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.trigger.trigger();
+    }
+}
+
+impl ProxyBuilder {
+    /// Thread groups.
+    pub fn groups(mut self, n: usize) -> Self {
+        self.cfg.pool.thread_groups = n;
+        self
+    }
+    /// Total backend connections.
+    pub fn max_backend(mut self, n: usize) -> Self {
+        self.cfg.pool.max_backend_connections = n;
+        self
+    }
+    /// In-flight cap = 1 + n.
+    pub fn oversubscribe(mut self, n: usize) -> Self {
+        self.cfg.pool.oversubscribe = n;
+        self
+    }
+    /// Queue timeout.
+    pub fn queue_timeout_ms(mut self, ms: u64) -> Self {
+        self.cfg.pool.queue_timeout_ms = ms;
+        self
+    }
+    /// Session pooling.
+    pub fn session_mode(mut self) -> Self {
+        self.cfg.pool.mode = PoolMode::Session;
+        self
+    }
+    /// Any other change.
+    pub fn with(mut self, f: impl FnOnce(&mut Config)) -> Self {
+        f(&mut self.cfg);
+        self
+    }
+
+    /// Binds 127.0.0.1:0 and serves in the current runtime.
+    pub async fn start(self) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy addr");
+        let (trigger, sd) = shutdown::channel();
+        let shared = myplex::server::build(self.cfg, sd).await.expect("proxy builds");
+        tokio::spawn(myplex::server::run(listener, shared.clone(), Duration::from_secs(1)));
+        Proxy {
+            addr,
+            shared,
+            trigger,
+        }
+    }
+}
