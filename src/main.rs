@@ -33,7 +33,9 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     myplex::telemetry::init(&cfg.log);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(serve(cfg))
 }
 

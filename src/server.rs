@@ -56,7 +56,9 @@ fn load_server_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>, St
         .map_err(|e| StartError::Setup(format!("frontend.tls_key {}: {e}", f.tls_key)))?;
     let key = rustls_pemfile::private_key(&mut key.as_slice())
         .map_err(|e| StartError::Setup(format!("frontend.tls_key {}: {e}", f.tls_key)))?
-        .ok_or_else(|| StartError::Setup(format!("frontend.tls_key {}: no private key", f.tls_key)))?;
+        .ok_or_else(|| {
+            StartError::Setup(format!("frontend.tls_key {}: no private key", f.tls_key))
+        })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let sc = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -135,7 +137,9 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
                 trackers = t;
             }
         }
-        Err(e) => warn!(error = %e, address = %cfg.backend.address, "backend not reachable at start; will retry per request"),
+        Err(e) => {
+            warn!(error = %e, address = %cfg.backend.address, "backend not reachable at start; will retry per request")
+        }
     }
     let pool = Pool::new(&cfg, params, server);
     pool.spawn_maintenance();
@@ -222,7 +226,11 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
                 warn!("out of file descriptors; refusing a client");
                 reserve.take();
                 if let Ok((tcp, _)) = listener.accept().await {
-                    refuse(tcp, errors::out_of_resources("proxy has no free file descriptors")).await;
+                    refuse(
+                        tcp,
+                        errors::out_of_resources("proxy has no free file descriptors"),
+                    )
+                    .await;
                 }
                 reserve = std::fs::File::open("/dev/null").ok();
                 tokio::time::sleep(Duration::from_millis(10)).await;

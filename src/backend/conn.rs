@@ -88,13 +88,20 @@ pub struct BackendConn {
 impl BackendConn {
     /// Sends one command (seq 0) and reads its whole reply, absorbing any
     /// session-state changes into `self.state`.
-    pub async fn internal(&mut self, payload: &[u8], shape: Shape) -> Result<InternalReply, BackendError> {
+    pub async fn internal(
+        &mut self,
+        payload: &[u8],
+        shape: Shape,
+    ) -> Result<InternalReply, BackendError> {
         self.io.send_packet(0, payload).await?;
         self.read_internal_reply(shape).await
     }
 
     /// Reads the reply of a command already sent.
-    pub async fn read_internal_reply(&mut self, shape: Shape) -> Result<InternalReply, BackendError> {
+    pub async fn read_internal_reply(
+        &mut self,
+        shape: Shape,
+    ) -> Result<InternalReply, BackendError> {
         let mut t = Tracker::new(shape);
         let mut reply = None;
         let mut state = Vec::new();
@@ -161,7 +168,10 @@ impl BackendConn {
     }
 
     /// Runs a query and returns its first row's text cells (`None` = NULL).
-    pub async fn query_row(&mut self, sql: &str) -> Result<Option<Vec<Option<String>>>, BackendError> {
+    pub async fn query_row(
+        &mut self,
+        sql: &str,
+    ) -> Result<Option<Vec<Option<String>>>, BackendError> {
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(command::COM_QUERY);
         p.extend_from_slice(sql.as_bytes());
@@ -181,7 +191,9 @@ impl BackendConn {
                             cells.push(None);
                         } else {
                             match r.lenenc_bytes() {
-                                Some(b) => cells.push(Some(String::from_utf8_lossy(b).into_owned())),
+                                Some(b) => {
+                                    cells.push(Some(String::from_utf8_lossy(b).into_owned()))
+                                }
                                 None => break,
                             }
                         }
@@ -210,7 +222,10 @@ impl BackendConn {
     /// COM_RESET_CONNECTION, then the trackers again (the reset restores
     /// session variables to their global values).
     pub async fn reset(&mut self, baseline: &TrackedState) -> Result<(), BackendError> {
-        match self.internal(&[command::COM_RESET_CONNECTION], Shape::Query).await? {
+        match self
+            .internal(&[command::COM_RESET_CONNECTION], Shape::Query)
+            .await?
+        {
             InternalReply::Ok { .. } => {}
             InternalReply::Err(e) => return Err(BackendError::Server(e)),
         }

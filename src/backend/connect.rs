@@ -76,7 +76,8 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
     let tcp = TcpStream::connect(&p.address)
         .await
         .map_err(|e| BackendError::Wire(e.into()))?;
-    tcp.set_nodelay(true).map_err(|e| BackendError::Wire(e.into()))?;
+    tcp.set_nodelay(true)
+        .map_err(|e| BackendError::Wire(e.into()))?;
     let mut io = PacketIo::new(Stream::Plain(tcp));
     let greeting = io.read_packet(1 << 20).await?;
     if greeting.payload.first() == Some(&ERR_HEADER) {
@@ -98,7 +99,10 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
     if nonce.last() == Some(&0) {
         nonce.pop();
     }
-    let plugin = hs.auth_plugin_name_ref().unwrap_or(b"mysql_native_password").to_vec();
+    let plugin = hs
+        .auth_plugin_name_ref()
+        .unwrap_or(b"mysql_native_password")
+        .to_vec();
     for need in [flag::PROTOCOL_41, flag::SECURE_CONNECTION] {
         if server_caps & need == 0 {
             return Err(BackendError::Protocol("server lacks PROTOCOL_41".into()));
@@ -121,7 +125,11 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         let Stream::Plain(tcp) = io.take_stream() else {
             return Err(BackendError::Tls("stream already upgraded".into()));
         };
-        let host = p.address.rsplit_once(':').map(|(h, _)| h).unwrap_or("localhost");
+        let host = p
+            .address
+            .rsplit_once(':')
+            .map(|(h, _)| h)
+            .unwrap_or("localhost");
         let name = rustls::pki_types::ServerName::try_from(host.to_string())
             .map_err(|e| BackendError::Tls(e.to_string()))?;
         let tls_stream = tokio_rustls::TlsConnector::from(tls.clone())
@@ -248,7 +256,9 @@ async fn authenticate(
                                 mysql_common::crypto::encrypt(&pw, &pem)
                             })
                             .map_err(|_| {
-                                BackendError::Protocol("unusable RSA public key from backend".into())
+                                BackendError::Protocol(
+                                    "unusable RSA public key from backend".into(),
+                                )
                             })?;
                             io.send_packet(key.last_seq.wrapping_add(1), &enc).await?;
                         }
@@ -267,5 +277,7 @@ async fn authenticate(
             }
         }
     }
-    Err(BackendError::Protocol("authentication did not finish".into()))
+    Err(BackendError::Protocol(
+        "authentication did not finish".into(),
+    ))
 }

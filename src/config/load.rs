@@ -45,9 +45,7 @@ pub fn load_str(toml: &str) -> Result<Config, ConfigError> {
     finish(b)
 }
 
-fn finish(
-    b: config::ConfigBuilder<config::builder::DefaultState>,
-) -> Result<Config, ConfigError> {
+fn finish(b: config::ConfigBuilder<config::builder::DefaultState>) -> Result<Config, ConfigError> {
     let cfg: Config = b.build()?.try_deserialize()?;
     validate(&cfg)?;
     Ok(cfg)
@@ -162,17 +160,16 @@ mod tests {
 
     #[test]
     fn unknown_key_is_rejected_with_its_name() {
-        let err = load_str("listen = \"127.0.0.1:1\"\n[pool]\nthreads = 3\n")
-            .expect_err("unknown key");
+        let err =
+            load_str("listen = \"127.0.0.1:1\"\n[pool]\nthreads = 3\n").expect_err("unknown key");
         assert!(err.to_string().contains("threads"), "{err}");
     }
 
     #[test]
     fn bad_values_are_all_reported() {
-        let err = load_str(
-            "listen = \"nope\"\n[pool]\nqueue_timeout_ms = 0\n[[users]]\nname = \"a\"\n",
-        )
-        .expect_err("invalid");
+        let err =
+            load_str("listen = \"nope\"\n[pool]\nqueue_timeout_ms = 0\n[[users]]\nname = \"a\"\n")
+                .expect_err("invalid");
         let s = err.to_string();
         assert!(s.contains("listen"), "{s}");
         assert!(s.contains("pool.queue_timeout_ms"), "{s}");

@@ -189,9 +189,11 @@ mod tests {
     fn empty_password() {
         let c = Credential::from_user(&user("")).expect("cred");
         assert!(c.verify(AuthPluginName::MysqlNativePassword, b"x", &[]));
-        assert!(!Credential::from_user(&user("a"))
-            .expect("cred")
-            .verify(AuthPluginName::MysqlNativePassword, b"x", &[]));
+        assert!(!Credential::from_user(&user("a")).expect("cred").verify(
+            AuthPluginName::MysqlNativePassword,
+            b"x",
+            &[]
+        ));
     }
 
     #[test]

@@ -103,10 +103,20 @@ pub async fn login(
         .unwrap_or(0);
     if client_caps & flag::SSL != 0 && pkt.payload.len() == 32 {
         let Some(tls) = shared.tls.clone() else {
-            return Err(refuse(&mut io, pkt.last_seq.wrapping_add(1), errors::bad_handshake()).await);
+            return Err(refuse(
+                &mut io,
+                pkt.last_seq.wrapping_add(1),
+                errors::bad_handshake(),
+            )
+            .await);
         };
         if io.buffered() != 0 {
-            return Err(refuse(&mut io, pkt.last_seq.wrapping_add(1), errors::bad_handshake()).await);
+            return Err(refuse(
+                &mut io,
+                pkt.last_seq.wrapping_add(1),
+                errors::bad_handshake(),
+            )
+            .await);
         }
         let Stream::Plain(tcp) = io.take_stream() else {
             return Err(HandshakeError::Refused("stream already upgraded".into()));
@@ -129,7 +139,12 @@ pub async fn login(
         return Err(refuse(&mut io, seq, e).await);
     }
     let resp = match HandshakeResponse::deserialize((), &mut ParseBuf(&pkt.payload)) {
-        Ok(r) if r.capabilities().contains(CapabilityFlags::CLIENT_PROTOCOL_41) => r,
+        Ok(r)
+            if r.capabilities()
+                .contains(CapabilityFlags::CLIENT_PROTOCOL_41) =>
+        {
+            r
+        }
         _ => return Err(refuse(&mut io, seq, errors::bad_handshake()).await),
     };
     let caps = Caps::negotiate(resp.capabilities().bits(), offer);
@@ -162,11 +177,16 @@ pub async fn login(
     };
     let mut plugin = match client_plugin {
         Some(p) if p == greeting_plugin && user.credential.supports(p) => p,
-        Some(p) if user.credential.supports(p) => switch(&mut io, &mut seq, p, &nonce, &mut response).await?,
+        Some(p) if user.credential.supports(p) => {
+            switch(&mut io, &mut seq, p, &nonce, &mut response).await?
+        }
         _ => {
             let p = if user.credential.supports(greeting_plugin) {
                 greeting_plugin
-            } else if user.credential.supports(AuthPluginName::MysqlNativePassword) {
+            } else if user
+                .credential
+                .supports(AuthPluginName::MysqlNativePassword)
+            {
                 AuthPluginName::MysqlNativePassword
             } else {
                 AuthPluginName::CachingSha2Password

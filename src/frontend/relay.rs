@@ -67,7 +67,13 @@ pub struct ClientView<'a> {
 }
 
 /// Writes one translated control packet.
-fn write_ok(out: &mut PacketIo, seq: &mut u8, ok: &OkPacket<'_>, view: &ClientView<'_>, original: &[u8]) {
+fn write_ok(
+    out: &mut PacketIo,
+    seq: &mut u8,
+    ok: &OkPacket<'_>,
+    view: &ClientView<'_>,
+    original: &[u8],
+) {
     if !view.caps.deprecate_eof() && ok.header == 0xFE {
         let mut b = BytesMut::with_capacity(8);
         eof_payload(&mut b, ok.warnings, ok.status);
@@ -91,7 +97,9 @@ fn write_ok(out: &mut PacketIo, seq: &mut u8, ok: &OkPacket<'_>, view: &ClientVi
                 *seq = out.write_packet(*seq, &b);
             }
         }
-    } else if ok.session_state.is_empty() && ok.status & crate::protocol::packets::status::SESSION_STATE_CHANGED == 0 {
+    } else if ok.session_state.is_empty()
+        && ok.status & crate::protocol::packets::status::SESSION_STATE_CHANGED == 0
+    {
         *seq = out.write_packet(*seq, original);
     } else {
         let mut b = BytesMut::with_capacity(original.len());

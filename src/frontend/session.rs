@@ -73,7 +73,8 @@ impl Session {
         let mut initial = TrackedState::for_collation(login.collation);
         if initial.vars.is_empty() {
             // Unknown collation id: keep the backend's.
-            initial = TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
+            initial =
+                TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
         }
         initial.multi_statements = login.caps.has(flag::MULTI_STATEMENTS);
         let mut pins = Pins::default();
@@ -228,7 +229,11 @@ impl Session {
             COM_FIELD_LIST => self.forward(&pkt, Shape::FieldList).await?,
             COM_STATISTICS => self.forward(&pkt, Shape::Single).await?,
             COM_SET_OPTION => {
-                match pkt.payload.get(1..3).map(|b| u16::from_le_bytes([b[0], b[1]])) {
+                match pkt
+                    .payload
+                    .get(1..3)
+                    .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                {
                     Some(0) => self.state.multi_statements = true,
                     Some(1) => self.state.multi_statements = false,
                     _ => {
@@ -290,7 +295,8 @@ impl Session {
 
     async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
         if let Some(mut b) = self.backend.take() {
-            let baseline = TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
+            let baseline =
+                TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
             if b.reset(&baseline).await.is_ok() {
                 b.return_idle();
             }
@@ -344,11 +350,15 @@ impl Session {
             (None, open) => open,
         };
         let Some(res) = open else {
-            return Err(errors::backend_unavailable("no room for a new backend connection"));
+            return Err(errors::backend_unavailable(
+                "no room for a new backend connection",
+            ));
         };
         match self.shared.pool.dial(self.pool, deadline).await {
             Ok(conn) => Ok(res.fulfil(conn)),
-            Err(e) if e.is_out_of_fds() => Err(errors::out_of_resources("no file descriptors for a backend connection")),
+            Err(e) if e.is_out_of_fds() => Err(errors::out_of_resources(
+                "no file descriptors for a backend connection",
+            )),
             Err(e) => {
                 warn!(error = %e, "backend connection failed");
                 Err(errors::backend_unavailable(&e.to_string()))
@@ -399,7 +409,11 @@ impl Session {
         let adm = match adm {
             Ok(a) => a,
             Err(t) => {
-                debug!(group = t.group, waited_ms = t.waited_ms as u64, "queue timeout");
+                debug!(
+                    group = t.group,
+                    waited_ms = t.waited_ms as u64,
+                    "queue timeout"
+                );
                 return self.send_err(seq, &queue_timeout_err(&t.to_string())).await;
             }
         };
@@ -510,8 +524,12 @@ impl Session {
                 if sent {
                     return Err(End::Fatal("backend failed mid-response".into()));
                 }
-                self.lost_backend(seq, &errors::backend_lost(detail), was_pinned || self.pins.holds_lock())
-                    .await
+                self.lost_backend(
+                    seq,
+                    &errors::backend_lost(detail),
+                    was_pinned || self.pins.holds_lock(),
+                )
+                .await
             }
         }
     }
@@ -602,7 +620,10 @@ fn unknown_stmt(payload: &[u8], cmd: u8) -> ErrPacket {
 
 fn is_kill(sql: &[u8]) -> bool {
     let t: &[u8] = {
-        let start = sql.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(sql.len());
+        let start = sql
+            .iter()
+            .position(|c| !c.is_ascii_whitespace())
+            .unwrap_or(sql.len());
         &sql[start..]
     };
     t.len() > 4 && t[..4].eq_ignore_ascii_case(b"kill") && t[4].is_ascii_whitespace()

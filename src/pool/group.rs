@@ -144,7 +144,10 @@ impl Group {
 
     /// Takes idle connections matching `pred` out (they stay owned; wrap
     /// them so dropping closes them and returning puts them back).
-    pub fn take_idle_where(self: &Arc<Self>, pred: impl FnMut(&BackendConn) -> bool) -> Vec<Leased> {
+    pub fn take_idle_where(
+        self: &Arc<Self>,
+        pred: impl FnMut(&BackendConn) -> bool,
+    ) -> Vec<Leased> {
         let taken = self.lock().take_idle_where(pred);
         taken
             .into_iter()
@@ -165,7 +168,11 @@ struct Waiting<'a> {
 }
 
 impl Waiting<'_> {
-    async fn wait(&mut self, deadline: Instant, start: Instant) -> Result<Grant<BackendConn>, QueueTimeout> {
+    async fn wait(
+        &mut self,
+        deadline: Instant,
+        start: Instant,
+    ) -> Result<Grant<BackendConn>, QueueTimeout> {
         let Some(rx) = self.rx.as_mut() else {
             return Err(self.timeout(start));
         };
@@ -297,13 +304,17 @@ impl Leased {
 impl std::ops::Deref for Leased {
     type Target = BackendConn;
     fn deref(&self) -> &BackendConn {
-        self.conn.as_ref().expect("leased connection present until consumed")
+        self.conn
+            .as_ref()
+            .expect("leased connection present until consumed")
     }
 }
 
 impl std::ops::DerefMut for Leased {
     fn deref_mut(&mut self) -> &mut BackendConn {
-        self.conn.as_mut().expect("leased connection present until consumed")
+        self.conn
+            .as_mut()
+            .expect("leased connection present until consumed")
     }
 }
 

@@ -158,7 +158,11 @@ impl Pool {
                 }
             });
             if !expired.is_empty() {
-                tracing::debug!(group = g.id, closed = expired.len(), "closed idle backend connections");
+                tracing::debug!(
+                    group = g.id,
+                    closed = expired.len(),
+                    "closed idle backend connections"
+                );
             }
             drop(expired);
             let idle = g.snapshot().idle;

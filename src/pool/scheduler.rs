@@ -201,9 +201,11 @@ impl<B: Pooled> GroupState<B> {
     pub fn request(&mut self, need: Need, prio: Priority, now: Instant) -> Admission<B> {
         let ahead = match prio {
             Priority::High => self.high.iter().any(|w| self.runnable(w.need)),
-            Priority::Low => {
-                self.high.iter().chain(self.low.iter()).any(|w| self.runnable(w.need))
-            }
+            Priority::Low => self
+                .high
+                .iter()
+                .chain(self.low.iter())
+                .any(|w| self.runnable(w.need)),
         };
         if !ahead && self.in_flight < self.limit() && self.runnable(need) {
             return Admission::Now(self.admit(need));
@@ -387,8 +389,14 @@ mod tests {
     async fn cap_limits_in_flight_and_opens_up_to_share() {
         let mut g = group(2, 3);
         let t = Instant::now();
-        assert!(matches!(now_grant(g.request(LEASE, Priority::Low, t)), Grant::Open));
-        assert!(matches!(now_grant(g.request(LEASE, Priority::Low, t)), Grant::Open));
+        assert!(matches!(
+            now_grant(g.request(LEASE, Priority::Low, t)),
+            Grant::Open
+        ));
+        assert!(matches!(
+            now_grant(g.request(LEASE, Priority::Low, t)),
+            Grant::Open
+        ));
         let (_, mut rx) = queued(g.request(LEASE, Priority::Low, t));
         assert_eq!(g.snapshot().in_flight, 2);
         assert_eq!(g.snapshot().owned, 2);
@@ -423,7 +431,10 @@ mod tests {
         let _a = now_grant(g.request(LEASE, Priority::Low, t)); // owns the only backend
         let (_, mut lease) = queued(g.request(LEASE, Priority::Low, t));
         // A pinned session's slot request runs even though a lease waits ahead.
-        assert!(matches!(now_grant(g.request(Need::Slot, Priority::Low, t)), Grant::Slot));
+        assert!(matches!(
+            now_grant(g.request(Need::Slot, Priority::Low, t)),
+            Grant::Slot
+        ));
         assert!(lease.try_recv().is_err());
     }
 
@@ -459,7 +470,10 @@ mod tests {
         assert!(commit.try_recv().is_err());
         g.tick(t); // silent period while work waits: stalled
         assert_eq!(g.snapshot().counters.stalls, 1);
-        assert!(commit.try_recv().is_ok(), "the queued COMMIT gets the extra slot");
+        assert!(
+            commit.try_recv().is_ok(),
+            "the queued COMMIT gets the extra slot"
+        );
         assert!(other.try_recv().is_err());
         assert_eq!(g.snapshot().in_flight, 2);
         g.tick(t); // a dispatch happened in the last period: extra cleared
@@ -509,6 +523,9 @@ mod tests {
         g.owned = 2;
         g.return_idle(Conn(0, 1));
         g.return_idle(Conn(0, 2));
-        assert!(matches!(now_grant(g.request(LEASE, Priority::Low, t)), Grant::Backend(Conn(0, 2))));
+        assert!(matches!(
+            now_grant(g.request(LEASE, Priority::Low, t)),
+            Grant::Backend(Conn(0, 2))
+        ));
     }
 }

@@ -72,7 +72,9 @@ pub fn backend_unavailable(detail: &str) -> ErrPacket {
     ErrPacket::new(
         ER_NET_READ_ERROR,
         "08S01",
-        format!("myplex: cannot reach backend server ({detail}); check backend.address and that the server is up"),
+        format!(
+            "myplex: cannot reach backend server ({detail}); check backend.address and that the server is up"
+        ),
     )
 }
 
@@ -81,7 +83,9 @@ pub fn out_of_resources(detail: &str) -> ErrPacket {
     ErrPacket::new(
         ER_OUT_OF_RESOURCES,
         "HY000",
-        format!("myplex: out of resources ({detail}); raise the open-files limit or lower pool.max_client_connections"),
+        format!(
+            "myplex: out of resources ({detail}); raise the open-files limit or lower pool.max_client_connections"
+        ),
     )
 }
 

@@ -47,7 +47,8 @@ impl<'a> Reader<'a> {
 
     /// Reads a little-endian u32.
     pub fn u32(&mut self) -> Option<u32> {
-        self.bytes(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        self.bytes(4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     /// Reads a length-encoded integer.
@@ -113,7 +114,16 @@ mod tests {
 
     #[test]
     fn lenenc_roundtrip() {
-        for v in [0u64, 250, 251, 0xFFFF, 0x1_0000, 0xFF_FFFF, 0x100_0000, u64::MAX] {
+        for v in [
+            0u64,
+            250,
+            251,
+            0xFFFF,
+            0x1_0000,
+            0xFF_FFFF,
+            0x100_0000,
+            u64::MAX,
+        ] {
             let mut b = BytesMut::new();
             put_lenenc_int(&mut b, v);
             let mut r = Reader::new(&b);

@@ -213,7 +213,10 @@ mod tests {
         let ok = OkPacket::parse(OK_USE_TEST).expect("parse");
         assert_eq!(ok.status, 0x4002);
         assert_eq!(ok.info, b"");
-        assert_eq!(ok.session_state, &[0x01, 0x05, 0x04, b't', b'e', b's', b't']);
+        assert_eq!(
+            ok.session_state,
+            &[0x01, 0x05, 0x04, b't', b'e', b's', b't']
+        );
         let mut out = BytesMut::new();
         ok.write(&mut out, true);
         assert_eq!(&out[..], OK_USE_TEST, "re-serialization is byte-exact");

@@ -164,18 +164,16 @@ impl Tracker {
                     }
                 },
                 Some(LOCAL_INFILE_HEADER) if self.shape == Shape::Query => Class::LocalInfile,
-                Some(_) if self.shape == Shape::Query => {
-                    match Reader::new(first).lenenc_int() {
-                        Some(n) if n > 0 => {
-                            self.state = State::Columns { left: n };
-                            Class::ColumnCount
-                        }
-                        _ => {
-                            self.state = State::Done;
-                            Class::Malformed
-                        }
+                Some(_) if self.shape == Shape::Query => match Reader::new(first).lenenc_int() {
+                    Some(n) if n > 0 => {
+                        self.state = State::Columns { left: n };
+                        Class::ColumnCount
                     }
-                }
+                    _ => {
+                        self.state = State::Done;
+                        Class::Malformed
+                    }
+                },
                 _ => {
                     self.state = State::Done;
                     Class::Malformed
@@ -189,9 +187,7 @@ impl Tracker {
                         columns,
                     },
                     (true, 0) => State::Done,
-                    (true, c) => State::Columns {
-                        left: u64::from(c),
-                    },
+                    (true, c) => State::Columns { left: u64::from(c) },
                 };
                 Class::ParamDef { last }
             }
@@ -246,7 +242,8 @@ impl Tracker {
 mod tests {
     use super::*;
 
-    const COLDEF: &[u8] = b"\x03def\x00\x00\x00\x011\x00\x0c\x3f\x00\x01\x00\x00\x00\x08\x81\x00\x00\x00\x00";
+    const COLDEF: &[u8] =
+        b"\x03def\x00\x00\x00\x011\x00\x0c\x3f\x00\x01\x00\x00\x00\x08\x81\x00\x00\x00\x00";
 
     fn term(status: u16) -> Vec<u8> {
         let mut v = vec![0xFE, 0, 0];

@@ -88,9 +88,9 @@ impl ClientTrackers {
             TRACK_STATE_CHANGE => self.state_change,
             TRACK_SYSTEM_VARIABLES => match (&self.system_variables, e.change()) {
                 (None, _) => true,
-                (Some(list), Some(Change::SystemVariable { name, .. })) => list
-                    .iter()
-                    .any(|n| n.as_bytes().eq_ignore_ascii_case(name)),
+                (Some(list), Some(Change::SystemVariable { name, .. })) => {
+                    list.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(name))
+                }
                 _ => false,
             },
             TRACK_TRANSACTION_CHARACTERISTICS | TRACK_TRANSACTION_STATE => self.transaction_info,

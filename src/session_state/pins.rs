@@ -120,7 +120,8 @@ pub struct Scan {
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
+    hay.windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 fn starts_with_word(sql: &[u8], word: &[u8]) -> bool {
@@ -136,9 +137,9 @@ fn uses_user_variable(sql: &[u8]) -> bool {
     sql.iter().enumerate().any(|(i, &c)| {
         c == b'@'
             && (i == 0 || sql[i - 1] != b'@')
-            && sql
-                .get(i + 1)
-                .is_some_and(|n| n.is_ascii_alphanumeric() || *n == b'_' || *n == b'`' || *n == b'\'' || *n == b'"')
+            && sql.get(i + 1).is_some_and(|n| {
+                n.is_ascii_alphanumeric() || *n == b'_' || *n == b'`' || *n == b'\'' || *n == b'"'
+            })
     })
 }
 
@@ -183,18 +184,44 @@ mod tests {
 
     #[test]
     fn scans() {
-        assert!(scan_statement(b"SET @x = 1").adds.has(PinReason::UserVariable));
-        assert!(scan_statement(b"select 1 into @v").adds.has(PinReason::UserVariable));
+        assert!(
+            scan_statement(b"SET @x = 1")
+                .adds
+                .has(PinReason::UserVariable)
+        );
+        assert!(
+            scan_statement(b"select 1 into @v")
+                .adds
+                .has(PinReason::UserVariable)
+        );
         assert!(!scan_statement(b"SELECT @@version").adds.any());
-        assert!(!scan_statement(b"SELECT 'a@b'").adds.has(PinReason::UserLock));
-        assert!(scan_statement(b"select GET_LOCK('a', 1)").adds.has(PinReason::UserLock));
-        assert!(scan_statement(b"CREATE TEMPORARY TABLE t (a int)")
-            .adds
-            .has(PinReason::TemporaryTable));
-        assert!(scan_statement(b" LOCK TABLES t WRITE").adds.has(PinReason::LockTables));
+        assert!(
+            !scan_statement(b"SELECT 'a@b'")
+                .adds
+                .has(PinReason::UserLock)
+        );
+        assert!(
+            scan_statement(b"select GET_LOCK('a', 1)")
+                .adds
+                .has(PinReason::UserLock)
+        );
+        assert!(
+            scan_statement(b"CREATE TEMPORARY TABLE t (a int)")
+                .adds
+                .has(PinReason::TemporaryTable)
+        );
+        assert!(
+            scan_statement(b" LOCK TABLES t WRITE")
+                .adds
+                .has(PinReason::LockTables)
+        );
         assert!(scan_statement(b"unlock tables").unlock_tables);
         assert!(!scan_statement(b"SELECT * FROM locks").adds.any());
-        assert!(scan_statement(b"PREPARE s FROM 'select 1'").adds.has(PinReason::TextPrepare));
+        assert!(
+            scan_statement(b"PREPARE s FROM 'select 1'")
+                .adds
+                .has(PinReason::TextPrepare)
+        );
         assert!(!scan_statement(b"SELECT 1").adds.any());
     }
 

@@ -51,9 +51,15 @@ impl Proxy {
         ProxyBuilder { cfg }
     }
 
-    /// `mysql://user:pw@proxy/db`.
+    /// `mysql://user:pw@proxy/db`. `prefer_socket=false` matters: by
+    /// default mysql_async asks for `@@socket` after login and, seeing a
+    /// local server, silently reconnects over that unix socket, bypassing
+    /// the proxy.
     pub fn url(&self, user: &str, password: &str, db: &str) -> String {
-        format!("mysql://{user}:{password}@{}/{db}", self.addr)
+        format!(
+            "mysql://{user}:{password}@{}/{db}?prefer_socket=false",
+            self.addr
+        )
     }
 
     /// The app user's URL for database `test`.
@@ -63,7 +69,12 @@ impl Proxy {
 
     /// Backend connections owned across all groups.
     pub fn backends_owned(&self) -> usize {
-        self.shared.pool.groups.iter().map(|g| g.snapshot().owned).sum()
+        self.shared
+            .pool
+            .groups
+            .iter()
+            .map(|g| g.snapshot().owned)
+            .sum()
     }
 }
 
@@ -110,8 +121,14 @@ impl ProxyBuilder {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
         let (trigger, sd) = shutdown::channel();
-        let shared = myplex::server::build(self.cfg, sd).await.expect("proxy builds");
-        tokio::spawn(myplex::server::run(listener, shared.clone(), Duration::from_secs(1)));
+        let shared = myplex::server::build(self.cfg, sd)
+            .await
+            .expect("proxy builds");
+        tokio::spawn(myplex::server::run(
+            listener,
+            shared.clone(),
+            Duration::from_secs(1),
+        ));
         Proxy {
             addr,
             shared,
