@@ -70,8 +70,11 @@ fn load_server_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>, St
 }
 
 /// Builds users and credential pools: one pool per distinct backend login.
-fn users_and_pools(cfg: &Config) -> Result<(Vec<User>, Vec<(String, String)>), StartError> {
-    let mut pools: Vec<(String, String)> = Vec::new();
+/// A backend login: (user, password).
+type BackendLogin = (String, String);
+
+fn users_and_pools(cfg: &Config) -> Result<(Vec<User>, Vec<BackendLogin>), StartError> {
+    let mut pools: Vec<BackendLogin> = Vec::new();
     let mut users = Vec::new();
     for u in &cfg.users {
         let credential = Credential::from_user(u)

@@ -410,6 +410,7 @@ impl Session {
             Ok(a) => a,
             Err(t) => {
                 debug!(
+                    client = self.id,
                     group = t.group,
                     waited_ms = t.waited_ms as u64,
                     "queue timeout"

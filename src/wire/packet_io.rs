@@ -70,7 +70,7 @@ impl PacketIo {
     }
 
     async fn fill(&mut self, want: usize) -> Result<(), WireError> {
-        if self.rbuf.capacity() - self.rbuf.len() < want.min(READ_STEP).max(1024) {
+        if self.rbuf.capacity() - self.rbuf.len() < want.clamp(1024, READ_STEP) {
             self.rbuf.reserve(want.max(READ_STEP));
         }
         let n = self.stream.read_buf(&mut self.rbuf).await?;

@@ -29,8 +29,10 @@ pub struct ProxyBuilder {
 impl Proxy {
     /// A proxy in front of `db` with users app/secret and other/otherpw.
     pub fn builder(db: &MariaDb) -> ProxyBuilder {
-        let mut cfg = Config::default();
-        cfg.listen = "127.0.0.1:0".into();
+        let mut cfg = Config {
+            listen: "127.0.0.1:0".into(),
+            ..Default::default()
+        };
         cfg.backend.address = db.addr();
         cfg.backend.user = APP_USER.into();
         cfg.backend.password = APP_PASSWORD.into();
