@@ -24,7 +24,17 @@ enum Cmd {
     CheckConfig,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match real_main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("myplex: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let cfg = myplex::config::load(cli.config.as_deref()).context("loading configuration")?;
     if let Some(Cmd::CheckConfig) = cli.cmd {
@@ -39,8 +49,24 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(serve(cfg))
 }
 
+/// The effective configuration as TOML, with passwords masked.
 fn toml_like(cfg: &myplex::config::Config) -> String {
-    format!("{cfg:#?}")
+    let mut c = cfg.clone();
+    let mask = |s: &mut String| {
+        if !s.is_empty() {
+            *s = "********".into();
+        }
+    };
+    mask(&mut c.backend.password);
+    for u in &mut c.users {
+        if let Some(p) = u.password.as_mut() {
+            mask(p);
+        }
+        if let Some(p) = u.backend_password.as_mut() {
+            mask(p);
+        }
+    }
+    toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot render: {e}\n{c:#?}"))
 }
 
 async fn serve(cfg: myplex::config::Config) -> anyhow::Result<()> {

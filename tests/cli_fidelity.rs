@@ -132,6 +132,10 @@ SHOW CREATE TABLE t;
 SHOW COLUMNS FROM t;
 DROP PROCEDURE p;
 DROP DATABASE {schema};
+SELECT DATABASE();
+CREATE TABLE after_drop (a INT);
+USE test;
+SELECT DATABASE();
 SELECT 'done';
 "#
     ));
@@ -184,7 +188,11 @@ fn line_diff(direct: &[u8], proxied: &[u8]) -> String {
             }
         }
         let (di, dj) = resync.unwrap_or((1, 1));
-        out.push_str(&format!("@@ direct line {} / proxy line {} @@\n", i + 1, j + 1));
+        out.push_str(&format!(
+            "@@ direct line {} / proxy line {} @@\n",
+            i + 1,
+            j + 1
+        ));
         for line in a.iter().skip(i).take(di) {
             out.push_str(&format!("-{}\n", clip(line)));
             shown += 1;
@@ -271,6 +279,7 @@ async fn compare(db: &MariaDb, proxy: &Proxy, tag: &str, mode_args: &[&str]) {
         "ERROR 1064 (42000)",
         "ERROR 1062 (23000)",
         "ERROR 1049 (42000)",
+        "ERROR 1046 (3D000)",
     ] {
         assert!(
             err.contains(needle),
@@ -320,7 +329,6 @@ async fn cli_login_variants_match_direct() {
         vec!["-t".into(), "test".into()],
         vec!["-t".into(), "--ssl=0".into(), "test".into()],
         vec!["-t".into(), "--skip-ssl".into(), "test".into()],
-        vec!["-t".into()],
         vec!["-N".into(), "-B".into(), "--database=test".into()],
         vec!["-t".into(), "--compress".into(), "test".into()],
     ];
@@ -352,11 +360,7 @@ async fn cli_login_failures_match_direct() {
         // Unknown schema.
         vec!["no_such_schema_cli".into()],
         // Unknown user.
-        vec![
-            "--user=nobody".into(),
-            "--password=x".into(),
-            "test".into(),
-        ],
+        vec!["--user=nobody".into(), "--password=x".into(), "test".into()],
     ];
     for args in cases {
         let direct = run_cli_async(db.port, args.clone(), query.clone()).await;
@@ -383,4 +387,128 @@ async fn show_warnings_option_matches_direct() {
     );
     let proxied = run_cli_async(proxy.addr.port(), args, input).await;
     assert_same("--show-warnings", &direct, &proxied);
+}
+
+/// A client that names no schema at login has none (`DATABASE()` is NULL,
+/// unqualified table names fail with 1046), even when the pooled backend it
+/// lands on was left in a schema by an earlier client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_without_schema_has_no_schema() {
+    let db = MariaDb::shared();
+    // One backend, so the second client certainly reuses the first's.
+    let proxy = Proxy::builder(db).groups(1).max_backend(1).start().await;
+    let first = run_cli_async(
+        proxy.addr.port(),
+        vec!["-N".into(), "-B".into(), "test".into()],
+        b"SELECT DATABASE();\n".to_vec(),
+    )
+    .await;
+    assert_eq!(
+        String::from_utf8_lossy(&first.stdout),
+        "test\n",
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let input =
+        b"SELECT DATABASE() AS d;\nSELECT COUNT(*) FROM t_unqualified;\nSELECT 'end';\n".to_vec();
+    let args: Vec<String> = vec!["-t".into(), "--force".into()];
+    let direct = run_cli_async(db.port, args.clone(), input.clone()).await;
+    assert!(
+        String::from_utf8_lossy(&direct.stderr).contains("ERROR 1046 (3D000)"),
+        "{}",
+        String::from_utf8_lossy(&direct.stderr)
+    );
+    let proxied = run_cli_async(proxy.addr.port(), args, input).await;
+    assert_same("login without schema", &direct, &proxied);
+}
+
+/// After `DROP DATABASE` of the current schema the session has no schema,
+/// also on the next statement (which, through a pool, may run on another
+/// backend connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_current_schema_leaves_no_schema() {
+    let db = MariaDb::shared();
+    let proxy = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let schema = unique_schema("dropcur");
+    let input = format!(
+        "CREATE DATABASE {schema};\nUSE {schema};\nDROP DATABASE {schema};\nSELECT DATABASE() AS d;\nSELECT 1 AS one;\nSELECT DATABASE() AS d;\nCREATE TABLE x (a INT);\nSELECT 'end';\n"
+    )
+    .into_bytes();
+    let args: Vec<String> = vec!["-t".into(), "--force".into(), "test".into()];
+    let direct = run_cli_async(db.port, args.clone(), input.clone()).await;
+    assert!(
+        String::from_utf8_lossy(&direct.stderr).contains("ERROR 1046 (3D000)"),
+        "{}",
+        String::from_utf8_lossy(&direct.stderr)
+    );
+    let proxied = run_cli_async(proxy.addr.port(), args, input).await;
+    assert_same("drop current schema", &direct, &proxied);
+}
+
+/// Several CLI sessions at once through a proxy with fewer backend
+/// connections than clients: each must see exactly what it sees alone
+/// against the server (no state or result leaking between clients).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_scripts_match_direct() {
+    let db = MariaDb::shared();
+    let proxy = Proxy::builder(db).groups(1).max_backend(4).start().await;
+    let port = proxy.addr.port();
+    let mut runs = Vec::new();
+    for k in 0..4 {
+        let schema = unique_schema(&format!("conc{k}"));
+        let input = script(&schema);
+        let args: Vec<String> = vec![
+            "-t".into(),
+            "--force".into(),
+            "--max-allowed-packet=64M".into(),
+            "--default-character-set=utf8mb4".into(),
+            "test".into(),
+        ];
+        let direct = run_cli_async(db.port, args.clone(), input.clone()).await;
+        runs.push((k, direct, tokio::spawn(run_cli_async(port, args, input))));
+    }
+    for (k, direct, proxied) in runs {
+        let proxied = proxied.await.expect("proxied CLI task");
+        assert!(
+            String::from_utf8_lossy(&direct.stdout).contains("done"),
+            "client {k}: direct run incomplete"
+        );
+        assert_same(&format!("concurrent client {k}"), &direct, &proxied);
+    }
+}
+
+/// `--show-warnings` with several clients at once: each client's separate
+/// `SHOW WARNINGS` must report its own previous statement's warnings, not
+/// those of whichever client last used the backend connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_warnings_option_concurrent_matches_direct() {
+    let db = MariaDb::shared();
+    let proxy = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let port = proxy.addr.port();
+    let mut runs = Vec::new();
+    for k in 0..6 {
+        let mut input = String::new();
+        for i in 0..40 {
+            input.push_str(&format!(
+                "SELECT CAST('c{k}_{i}' AS SIGNED) AS v;\nSELECT 'c{k}', {i};\n"
+            ));
+        }
+        let input = input.into_bytes();
+        let args: Vec<String> = vec!["-t".into(), "--show-warnings".into(), "test".into()];
+        let direct = run_cli_async(db.port, args.clone(), input.clone()).await;
+        assert!(
+            String::from_utf8_lossy(&direct.stdout)
+                .contains(&format!("Truncated incorrect INTEGER value: 'c{k}_39'")),
+            "direct run printed no warnings"
+        );
+        runs.push((k, direct, tokio::spawn(run_cli_async(port, args, input))));
+    }
+    for (k, direct, proxied) in runs {
+        let proxied = proxied.await.expect("proxied CLI task");
+        assert_same(
+            &format!("--show-warnings, concurrent client {k}"),
+            &direct,
+            &proxied,
+        );
+    }
 }
