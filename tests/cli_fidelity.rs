@@ -270,6 +270,11 @@ async fn compare(db: &MariaDb, proxy: &Proxy, tag: &str, mode_args: &[&str]) {
             "{tag}: direct run lacks {needle:?}; stderr:\n{err}"
         );
     }
+    if mode_args.contains(&"--column-type-info") {
+        for needle in ["Org_table:", "Catalog:", "Collation:", "Decimals:", "Flags:"] {
+            assert!(out.contains(needle), "{tag}: no column metadata ({needle})");
+        }
+    }
     assert!(
         direct.stdout.len() > 16_777_300,
         "{tag}: the big row is missing"
