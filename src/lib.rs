@@ -25,6 +25,7 @@ pub mod backend;
 pub mod config;
 pub mod frontend;
 pub mod pool;
+pub mod prepared;
 pub mod protocol;
 pub mod server;
 pub mod session_state;

@@ -1,0 +1,184 @@
+//! The prepared-statement registry: one entry per (credential pool, schema,
+//! SQL) holding the server's prepare response, shared by every client that
+//! prepares the same text. Bounded: entries no client holds are evicted,
+//! least recently used first, above the configured capacity.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Identity of a statement across backends.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StmtKey {
+    /// Credential pool (privileges differ between backend users).
+    pub pool: usize,
+    /// Schema the statement was prepared in (name resolution depends on it).
+    pub schema: Option<Vec<u8>>,
+    /// Statement text.
+    pub sql: Vec<u8>,
+}
+
+/// A registered statement.
+#[derive(Debug)]
+pub struct StmtEntry {
+    /// Process-unique id; backend connections map it to their own ids.
+    pub id: u64,
+    /// What it is.
+    pub key: StmtKey,
+    /// Parameter count.
+    pub num_params: u16,
+    /// Result column count.
+    pub num_columns: u16,
+    /// The prepare response as the server sent it (payloads, in order:
+    /// prepare-OK, parameter definitions, column definitions).
+    pub response: Vec<Vec<u8>>,
+}
+
+impl StmtEntry {
+    /// Approximate memory held.
+    pub fn bytes(&self) -> usize {
+        self.key.sql.len()
+            + self.key.schema.as_ref().map_or(0, Vec::len)
+            + self.response.iter().map(|p| p.len() + 24).sum::<usize>()
+            + 96
+    }
+}
+
+/// The registry.
+#[derive(Debug)]
+pub struct Registry {
+    map: HashMap<StmtKey, (Arc<StmtEntry>, u64)>,
+    clock: u64,
+    capacity: usize,
+    bytes: usize,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Registry {
+    /// An empty registry keeping at most `capacity` unreferenced entries.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            map: HashMap::new(),
+            clock: 0,
+            capacity,
+            bytes: 0,
+        }
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Approximate memory held by entries.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Looks a statement up.
+    pub fn get(&mut self, key: &StmtKey) -> Option<Arc<StmtEntry>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.map.get_mut(key).map(|(e, used)| {
+            *used = clock;
+            e.clone()
+        })
+    }
+
+    /// Registers a statement's prepare response (or returns the existing
+    /// entry when another client registered it first).
+    pub fn insert(
+        &mut self,
+        key: StmtKey,
+        num_params: u16,
+        num_columns: u16,
+        response: Vec<Vec<u8>>,
+    ) -> Arc<StmtEntry> {
+        if let Some(e) = self.get(&key) {
+            return e;
+        }
+        self.clock += 1;
+        let e = Arc::new(StmtEntry {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            key: key.clone(),
+            num_params,
+            num_columns,
+            response,
+        });
+        self.bytes += e.bytes();
+        self.map.insert(key, (e.clone(), self.clock));
+        self.evict();
+        e
+    }
+
+    /// Drops least recently used entries no client holds while above capacity.
+    fn evict(&mut self) {
+        while self.map.len() > self.capacity {
+            let victim = self
+                .map
+                .iter()
+                .filter(|(_, (e, _))| Arc::strong_count(e) == 1)
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone());
+            let Some(k) = victim else { break };
+            if let Some((e, _)) = self.map.remove(&k) {
+                self.bytes -= e.bytes();
+            }
+        }
+    }
+
+    /// Runs eviction again (after clients released entries).
+    pub fn trim(&mut self) {
+        self.evict();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(sql: &str) -> StmtKey {
+        StmtKey {
+            pool: 0,
+            schema: Some(b"test".to_vec()),
+            sql: sql.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn same_text_shares_one_entry() {
+        let mut r = Registry::new(10);
+        let a = r.insert(key("SELECT ?"), 1, 1, vec![vec![0; 12]]);
+        let b = r.insert(key("SELECT ?"), 1, 1, vec![vec![0; 12]]);
+        assert_eq!(a.id, b.id);
+        assert_eq!(r.len(), 1);
+        let mut other_schema = key("SELECT ?");
+        other_schema.schema = None;
+        let c = r.insert(other_schema, 1, 1, vec![]);
+        assert_ne!(a.id, c.id);
+    }
+
+    #[test]
+    fn evicts_only_unreferenced_lru() {
+        let mut r = Registry::new(2);
+        let held = r.insert(key("a"), 0, 0, vec![]);
+        drop(r.insert(key("b"), 0, 0, vec![]));
+        drop(r.insert(key("c"), 0, 0, vec![]));
+        assert_eq!(r.len(), 2);
+        assert!(r.get(&key("a")).is_some(), "held entries stay");
+        assert!(r.get(&key("b")).is_none(), "LRU unreferenced entry went");
+        drop(r.insert(key("d"), 0, 0, vec![]));
+        assert!(r.get(&key("a")).is_some());
+        assert_eq!(r.len(), 2);
+        drop(held);
+        r.trim();
+        assert_eq!(r.len(), 2);
+        assert!(r.bytes() > 0);
+    }
+}
