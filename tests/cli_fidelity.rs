@@ -6,9 +6,10 @@
 //! The script covers multi-statements, a procedure returning two result
 //! sets, warnings, errors (with `--force`), `USE`, character-set changes,
 //! user variables, transactions, NULLs, binary data and a row larger than
-//! one 16 MB wire chunk. It is run in table mode (`-t`) and with
-//! `--column-type-info` (full column metadata), in transaction and session
-//! pooling mode.
+//! one 16 MB wire chunk. It is run in table mode (`-t`), batch mode and
+//! with `--column-type-info` (full column metadata), in transaction and
+//! session pooling mode; further tests cover logins, login character sets,
+//! concurrent clients and the CLI's own `SHOW WARNINGS` round trip.
 
 mod common;
 
@@ -271,7 +272,13 @@ async fn compare(db: &MariaDb, proxy: &Proxy, tag: &str, mode_args: &[&str]) {
         );
     }
     if mode_args.contains(&"--column-type-info") {
-        for needle in ["Org_table:", "Catalog:", "Collation:", "Decimals:", "Flags:"] {
+        for needle in [
+            "Org_table:",
+            "Catalog:",
+            "Collation:",
+            "Decimals:",
+            "Flags:",
+        ] {
             assert!(out.contains(needle), "{tag}: no column metadata ({needle})");
         }
     }
@@ -305,7 +312,14 @@ async fn table_output_matches_direct() {
 async fn column_type_info_matches_direct() {
     let db = MariaDb::shared();
     let proxy = Proxy::builder(db).start().await;
-    compare(db, &proxy, "coltype", &["--column-type-info"]).await;
+    compare(db, &proxy, "coltype", &["-t", "--column-type-info"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_output_matches_direct() {
+    let db = MariaDb::shared();
+    let proxy = Proxy::builder(db).start().await;
+    compare(db, &proxy, "batch", &["--batch"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -515,5 +529,31 @@ async fn show_warnings_option_concurrent_matches_direct() {
             &direct,
             &proxied,
         );
+    }
+}
+
+/// The character set named at login (the handshake collation) must give the
+/// same session character set variables and conversions as direct.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_character_sets_match_direct() {
+    let db = MariaDb::shared();
+    let proxy = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let query = "SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection;\nSELECT 'é' AS e, HEX('é') AS h, CHARSET('é') AS c, COLLATION('é') AS k;\nSELECT 1;\nSELECT @@collation_connection;\n".as_bytes().to_vec();
+    for cs in [
+        "latin1", "utf8mb4", "utf8mb3", "utf8", "binary", "cp1250", "ascii",
+    ] {
+        let args: Vec<String> = vec![
+            "-t".into(),
+            format!("--default-character-set={cs}"),
+            "test".into(),
+        ];
+        let direct = run_cli_async(db.port, args.clone(), query.clone()).await;
+        assert!(
+            direct.status.success(),
+            "{cs}: {}",
+            String::from_utf8_lossy(&direct.stderr)
+        );
+        let proxied = run_cli_async(proxy.addr.port(), args, query.clone()).await;
+        assert_same(&format!("--default-character-set={cs}"), &direct, &proxied);
     }
 }

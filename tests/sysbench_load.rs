@@ -38,6 +38,15 @@ fn app_sessions(db: &MariaDb) -> usize {
         .unwrap_or_else(|e| panic!("processlist count {out:?}: {e}"))
 }
 
+/// The server's `Innodb_deadlocks` counter.
+fn innodb_deadlocks(db: &MariaDb) -> u64 {
+    let out = db.sql("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'");
+    out.split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("Innodb_deadlocks: {out:?}"))
+}
+
 /// Polls the processlist until no `app` session is left (returns how long
 /// that took); panics with the processlist after `limit`.
 fn wait_no_app_sessions(db: &MariaDb, limit: Duration) -> Duration {
@@ -225,6 +234,8 @@ struct SbStats {
     latency_avg_ms: f64,
     latency_p95_ms: f64,
     latency_max_ms: f64,
+    /// Per-thread events: (avg, stddev) -- the fairness line.
+    events_per_thread: (f64, f64),
 }
 
 /// `"    transactions:   1234   (82.20 per sec.)"` → (1234, 82.20).
@@ -265,6 +276,13 @@ fn parse_stats(out: &str) -> Option<SbStats> {
             "avg" => s.latency_avg_ms = first_number(rest),
             "95th percentile" => s.latency_p95_ms = first_number(rest),
             "max" => s.latency_max_ms = first_number(rest),
+            "events (avg/stddev)" => {
+                let (avg, sd) = rest.trim().split_once('/').unwrap_or(("", ""));
+                s.events_per_thread = (
+                    avg.parse().unwrap_or(f64::NAN),
+                    sd.parse().unwrap_or(f64::NAN),
+                );
+            }
             _ => {}
         }
     }
@@ -298,8 +316,9 @@ struct LoadSpec {
 
 /// Prepares `spec.schema` directly on the server, starts a proxy, runs
 /// `oltp_read_write` through it while sampling the processlist, and asserts:
-/// sysbench exited cleanly, no errors (ignored or not), no reconnects, some
-/// transactions, and never more than `max_backend` backend sessions.
+/// sysbench exited cleanly, no errors except retried InnoDB deadlocks that the
+/// server confirms, no reconnects, some transactions, and never more than
+/// `max_backend` backend sessions of user `app`.
 async fn oltp_through_proxy(spec: LoadSpec) {
     let _serial = SERIAL.lock().await;
     myplex::server::raise_fd_limit();
@@ -349,6 +368,7 @@ async fn oltp_through_proxy(spec: LoadSpec) {
         "the pool owns connections before any client"
     );
 
+    let deadlocks_before = innodb_deadlocks(db);
     let samplers = Samplers::start(db, proxy.shared.clone());
     let mut run = oltp_args(proxy.addr.port(), APP_USER, APP_PASSWORD, spec.schema);
     run.extend([
@@ -356,6 +376,9 @@ async fn oltp_through_proxy(spec: LoadSpec) {
         format!("--time={}", spec.time_s),
         "--report-interval=0".into(),
         "--percentile=95".into(),
+        // Only InnoDB deadlocks may be retried (sysbench's default also
+        // ignores 1020 and 1205); anything else aborts sysbench.
+        "--mysql-ignore-errors=1213".into(),
         "run".into(),
     ]);
     // --time plus thread startup (sysbench gives up after 30 s), the last
@@ -363,6 +386,7 @@ async fn oltp_through_proxy(spec: LoadSpec) {
     let limit = Duration::from_secs(spec.time_s + 90);
     let sb = sysbench_async(run, limit).await;
     let sampled = samplers.finish().await;
+    let deadlocks = innodb_deadlocks(db) - deadlocks_before;
 
     let stats = parse_stats(&sb.stdout);
     let pl_max = sampled.processlist_max();
@@ -375,7 +399,7 @@ async fn oltp_through_proxy(spec: LoadSpec) {
         .collect();
     eprintln!(
         "[{}] threads={} groups={} max_backend={} | settle={settle:?} app sessions at proxy start={at_start} (probe gone after {probe_gone_after:?}) \
-         | sysbench {:?} in {:?} | {stats:?} | processlist max={pl_max} over {} samples, owned max={} | groups after: {snapshot:?}",
+         | sysbench {:?} in {:?} | {stats:?} | innodb deadlocks={deadlocks} | processlist max={pl_max} over {} samples, owned max={} | groups after: {snapshot:?}",
         spec.schema,
         spec.threads,
         spec.groups,
@@ -397,7 +421,16 @@ async fn oltp_through_proxy(spec: LoadSpec) {
     let stats = stats.unwrap_or_else(|| panic!("no sysbench report:\n{}", sb.transcript()));
     assert!(stats.transactions > 0, "no transactions:\n{}", sb.stdout);
     assert_eq!(stats.errors.unwrap_or(0), 0, "errors:\n{}", sb.stdout);
-    assert_eq!(stats.ignored_errors, 0, "ignored errors:\n{}", sb.stdout);
+    // oltp_read_write on 2 × 2,000 rows with sysbench's default hot-spot
+    // distribution (`--rand-type=special`) deadlocks now and then even
+    // directly against MariaDB at 8 threads (~4/s there), and sysbench
+    // retries those transactions. Each such ignored error must be one the
+    // server reports as an InnoDB deadlock; the proxy adds none.
+    assert_eq!(
+        stats.ignored_errors, deadlocks,
+        "sysbench ignored {} errors but InnoDB detected {deadlocks} deadlocks:\n{}",
+        stats.ignored_errors, sb.stdout
+    );
     assert_eq!(stats.reconnects, 0, "reconnects:\n{}", sb.stdout);
 
     assert!(
@@ -471,6 +504,10 @@ Latency (ms):
          max:                                   99.00
          95th percentile:                       30.26
          sum:                                  125.00
+
+Threads fairness:
+    events (avg/stddev):           21.5170/0.50
+    execution time (avg/stddev):   20.5800/0.34
 ";
     let s = parse_stats(out).expect("parsed");
     assert_eq!(s.transactions, 10);
@@ -481,5 +518,6 @@ Latency (ms):
     assert_eq!(s.reconnects, 0);
     assert!((s.latency_p95_ms - 30.26).abs() < 1e-9);
     assert!((s.latency_max_ms - 99.0).abs() < 1e-9);
+    assert_eq!(s.events_per_thread, (21.517, 0.5));
     assert!(parse_stats("FATAL: nothing").is_none());
 }

@@ -26,10 +26,9 @@ impl BackendStmts {
     pub fn get_mut(&mut self, entry: u64) -> Option<&mut BackendStmt> {
         self.clock += 1;
         let clock = self.clock;
-        self.map.get_mut(&entry).map(|s| {
-            s.used = clock;
-            s
-        })
+        let s = self.map.get_mut(&entry)?;
+        s.used = clock;
+        Some(s)
     }
 
     /// Records a fresh prepare; returns backend ids to close to stay within `cap`.
