@@ -144,6 +144,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
             warn!(error = %e, address = %cfg.backend.address, "backend not reachable at start; will retry per request")
         }
     }
+    let cfg_registry_size = cfg.pool.prepared_registry_size;
     let pool = Pool::new(&cfg, params, server);
     pool.spawn_maintenance();
     Ok(Arc::new(Shared {
@@ -155,6 +156,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         clients: Default::default(),
         next_id: std::sync::atomic::AtomicU32::new(1),
         known_schemas: Default::default(),
+        registry: std::sync::Mutex::new(crate::prepared::Registry::new(cfg_registry_size)),
         shutdown,
     }))
 }

@@ -83,6 +83,21 @@ pub struct BackendConn {
     pub last_used: Instant,
     /// Open since.
     pub opened: Instant,
+    /// Prepared statements open on this connection.
+    pub stmts: crate::prepared::BackendStmts,
+}
+
+/// A successful COM_STMT_PREPARE reply.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The backend's statement id.
+    pub id: u32,
+    /// Parameter count.
+    pub params: u16,
+    /// Column count.
+    pub columns: u16,
+    /// The reply's payloads (prepare-OK and definitions).
+    pub packets: Vec<Vec<u8>>,
 }
 
 impl BackendConn {
@@ -211,6 +226,55 @@ impl BackendConn {
         }
     }
 
+    /// COM_STMT_PREPARE; the whole reply is read and kept.
+    pub async fn prepare(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<Result<Prepared, ErrPacket>, BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(command::COM_STMT_PREPARE);
+        p.extend_from_slice(sql);
+        self.io.send_packet(0, &p).await?;
+        let mut t = Tracker::new(Shape::Prepare);
+        let mut packets = Vec::new();
+        let mut head = None;
+        while !t.done() {
+            let pkt = self.io.read_packet(1 << 24).await?;
+            match t.next(&pkt.payload, false) {
+                Class::Err => {
+                    return Ok(Err(ErrPacket::parse(&pkt.payload).unwrap_or_else(|| {
+                        ErrPacket::new(2027, "HY000", "malformed error packet")
+                    })));
+                }
+                Class::PrepareOk { params, columns } => {
+                    let id = crate::prepared::execute::stmt_id(&pkt.payload).unwrap_or(0);
+                    head = Some((id, params, columns));
+                }
+                Class::Malformed => {
+                    return Err(BackendError::Protocol("malformed prepare reply".into()));
+                }
+                _ => {}
+            }
+            packets.push(pkt.payload.to_vec());
+        }
+        let (id, params, columns) =
+            head.ok_or_else(|| BackendError::Protocol("prepare reply without OK".into()))?;
+        Ok(Ok(Prepared {
+            id,
+            params,
+            columns,
+            packets,
+        }))
+    }
+
+    /// COM_STMT_CLOSE (no reply).
+    pub async fn close_stmt(&mut self, id: u32) -> Result<(), BackendError> {
+        let mut p = vec![command::COM_STMT_CLOSE];
+        p.extend_from_slice(&id.to_le_bytes());
+        self.io.send_packet(0, &p).await?;
+        Ok(())
+    }
+
     /// COM_PING.
     pub async fn ping(&mut self) -> Result<(), BackendError> {
         match self.internal(&[command::COM_PING], Shape::Query).await? {
@@ -230,6 +294,7 @@ impl BackendConn {
             InternalReply::Err(e) => return Err(BackendError::Server(e)),
         }
         self.state = baseline.clone();
+        self.stmts.clear();
         self.exec(crate::backend::connect::TRACKERS_SQL).await?;
         self.state = baseline.clone();
         Ok(())

@@ -164,6 +164,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         status: 0,
         last_used: now,
         opened: now,
+        stmts: Default::default(),
     };
     conn.exec(TRACKERS_SQL).await?;
     conn.state = TrackedState::for_collation(u16::from(BACKEND_COLLATION));

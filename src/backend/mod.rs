@@ -7,5 +7,5 @@ pub mod conn;
 pub mod connect;
 pub mod tls;
 
-pub use conn::{BackendConn, BackendError, BackendId, InternalReply};
+pub use conn::{BackendConn, BackendError, BackendId, InternalReply, Prepared};
 pub use connect::{BackendParams, ServerInfo, connect};

@@ -202,6 +202,12 @@ pub struct PoolConfig {
     pub idle_timeout_s: u64,
     /// Idle backend connections each group keeps open.
     pub min_idle_per_group: usize,
+    /// Prepared statements kept open per backend connection (least recently
+    /// used ones are closed above it).
+    pub prepared_per_backend: usize,
+    /// Distinct prepared statements (per user, schema, SQL) the registry
+    /// keeps once no client holds them.
+    pub prepared_registry_size: usize,
 }
 
 impl Default for PoolConfig {
@@ -219,6 +225,8 @@ impl Default for PoolConfig {
             max_client_connections: 10_000,
             idle_timeout_s: 60,
             min_idle_per_group: 0,
+            prepared_per_backend: 256,
+            prepared_registry_size: 10_000,
         }
     }
 }

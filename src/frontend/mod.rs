@@ -49,6 +49,8 @@ pub struct Shared {
     pub next_id: AtomicU32,
     /// Schemas recently verified to exist (name → when).
     pub known_schemas: Mutex<HashMap<Vec<u8>, Instant>>,
+    /// Prepared-statement registry.
+    pub registry: Mutex<crate::prepared::Registry>,
     /// Shutdown signal.
     pub shutdown: Shutdown,
 }

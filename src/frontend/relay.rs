@@ -31,6 +31,8 @@ pub struct Outcome {
     pub packets: u64,
     /// Bytes relayed to the client.
     pub bytes: u64,
+    /// The reply was the intercepted error and was not relayed.
+    pub intercepted: bool,
 }
 
 /// How relaying failed.
@@ -64,6 +66,8 @@ pub struct ClientView<'a> {
     pub trackers: &'a ClientTrackers,
     /// Status flags to put in inserted EOFs.
     pub status: u16,
+    /// An error code that, as the whole reply, is kept from the client.
+    pub intercept: Option<u16>,
 }
 
 /// Writes one translated control packet.
@@ -151,7 +155,11 @@ pub async fn relay(
             }
             Class::Err => {
                 out.error = ErrPacket::parse(first).map(|e| e.code);
-                seq = client.write_packet(seq, first);
+                if out.packets == 1 && out.error.is_some() && out.error == view.intercept {
+                    out.intercepted = true;
+                } else {
+                    seq = client.write_packet(seq, first);
+                }
             }
             Class::Malformed => return Err(RelayError::Malformed { sent }),
             Class::LocalInfile => {

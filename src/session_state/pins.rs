@@ -20,8 +20,10 @@ pub enum PinReason {
     TextPrepare,
     /// SQL_CALC_FOUND_ROWS awaits FOUND_ROWS().
     FoundRows,
-    /// Binary prepared statements exist (until statement multiplexing lands).
-    PreparedStatement,
+    /// A server-side cursor is open (COM_STMT_FETCH pending).
+    Cursor,
+    /// SEND_LONG_DATA accumulated on the backend statement awaits EXECUTE.
+    LongData,
     /// The server reported a state change we cannot replay.
     UnknownState,
     /// The client changed the session trackers.
@@ -40,7 +42,8 @@ impl PinReason {
             PinReason::LockTables => "lock_tables",
             PinReason::TextPrepare => "text_prepare",
             PinReason::FoundRows => "found_rows",
-            PinReason::PreparedStatement => "prepared_statement",
+            PinReason::Cursor => "cursor",
+            PinReason::LongData => "long_data",
             PinReason::UnknownState => "unknown_state",
             PinReason::Trackers => "trackers",
         }
@@ -101,7 +104,8 @@ impl Pins {
             LockTables,
             TextPrepare,
             FoundRows,
-            PreparedStatement,
+            Cursor,
+            LongData,
             UnknownState,
             Trackers,
         ]

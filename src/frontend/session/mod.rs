@@ -10,12 +10,16 @@ use bytes::BytesMut;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+mod statements;
+
+use std::collections::HashMap;
+
 use super::Shared;
 use super::handshake::Login;
-use super::relay::{ClientView, RelayError, relay};
+use super::relay::{ClientView, Outcome, RelayError, relay};
 use crate::backend::{BackendError, InternalReply};
 use crate::config::{HighPrioMode, PoolMode};
-use crate::pool::group::{Group, Leased};
+use crate::pool::group::{Group, Leased, SlotGuard};
 use crate::pool::scheduler::{Need, Priority};
 use crate::protocol::caps::{Caps, flag};
 use crate::protocol::command::*;
@@ -62,6 +66,12 @@ pub struct Session {
     backend: Option<Leased>,
     status: u16,
     tickets: u32,
+    /// Prepared statements by client statement id.
+    stmts: HashMap<u32, statements::ClientStmt>,
+    /// Last client statement id issued.
+    next_stmt: u32,
+    /// Client statement with an open cursor.
+    cursor_stmt: Option<u32>,
 }
 
 impl Session {
@@ -95,6 +105,9 @@ impl Session {
             status: status::AUTOCOMMIT,
             tickets,
             shared,
+            stmts: HashMap::new(),
+            next_stmt: 0,
+            cursor_stmt: None,
         };
         (s, login.ok_seq, login.schema)
     }
@@ -256,30 +269,12 @@ impl Session {
                 self.client.send_packet(seq, &b).await?;
             }
             COM_RESET_CONNECTION => self.reset_connection(seq).await?,
-            COM_STMT_PREPARE => self.forward(&pkt, Shape::Prepare).await?,
-            COM_STMT_EXECUTE | COM_STMT_RESET | COM_STMT_FETCH => {
-                if self.backend.is_none() || !self.pins.has(PinReason::PreparedStatement) {
-                    let e = unknown_stmt(&pkt.payload, cmd);
-                    self.send_err(seq, &e).await?;
-                } else {
-                    let shape = if cmd == COM_STMT_FETCH {
-                        Shape::Fetch
-                    } else {
-                        Shape::Query
-                    };
-                    self.forward(&pkt, shape).await?;
-                }
-            }
-            COM_STMT_CLOSE | COM_STMT_SEND_LONG_DATA => {
-                // No reply; only meaningful on the backend holding the statement.
-                if let Some(b) = self.backend.as_mut()
-                    && self.pins.has(PinReason::PreparedStatement)
-                    && b.io.send_packet(0, &pkt.payload).await.is_err()
-                {
-                    self.backend = None;
-                    return Err(End::Fatal("backend lost while holding statements".into()));
-                }
-            }
+            COM_STMT_PREPARE => self.stmt_prepare(&pkt).await?,
+            COM_STMT_EXECUTE => self.stmt_execute(&pkt).await?,
+            COM_STMT_FETCH => self.stmt_fetch(&pkt).await?,
+            COM_STMT_RESET => self.stmt_reset(&pkt).await?,
+            COM_STMT_CLOSE => self.stmt_close(&pkt).await?,
+            COM_STMT_SEND_LONG_DATA => self.stmt_send_long_data(&pkt).await?,
             COM_CHANGE_USER | COM_PROCESS_KILL => {
                 let e = ErrPacket::new(
                     errors::ER_NOT_SUPPORTED_YET,
@@ -305,6 +300,7 @@ impl Session {
         self.state = self.initial.clone();
         self.state.schema = schema;
         self.pins.clear_state();
+        self.drop_statements();
         self.status = status::AUTOCOMMIT;
         self.send_ok(seq).await
     }
@@ -367,7 +363,7 @@ impl Session {
     }
 
     /// Returns the backend idle unless the session stays pinned to it.
-    fn finish(&mut self, slot: crate::pool::group::SlotGuard, backend: Leased) {
+    fn finish(&mut self, slot: SlotGuard, backend: Leased) {
         if self.pins.any() {
             self.backend = Some(backend);
             slot.finish(None);
@@ -376,14 +372,10 @@ impl Session {
         }
     }
 
-    /// Runs one command on a backend and streams the answer back.
-    async fn forward(&mut self, pkt: &Packet, shape: Shape) -> Result<(), End> {
-        let seq = pkt.last_seq.wrapping_add(1);
-        let scan = if pkt.payload[0] == COM_QUERY {
-            scan_statement(&pkt.payload[1..])
-        } else {
-            Default::default()
-        };
+    /// Waits for an execution slot and a backend (the pinned one, an idle
+    /// one or a new one) and brings the backend to the session's state.
+    /// `None` when an error was already sent to the client.
+    async fn checkout(&mut self, seq: u8) -> Result<Option<Checkout>, End> {
         let prio = self.priority();
         let need = if self.backend.is_some() {
             Need::Slot
@@ -415,123 +407,165 @@ impl Session {
                     waited_ms = t.waited_ms as u64,
                     "queue timeout"
                 );
-                return self.send_err(seq, &queue_timeout_err(&t.to_string())).await;
+                self.send_err(seq, &queue_timeout_err(&t.to_string()))
+                    .await?;
+                return Ok(None);
             }
         };
         let mut backend = match (adm.backend, adm.open) {
             (None, None) => match self.backend.take() {
                 Some(b) => b,
                 None => {
-                    return self
-                        .send_err(seq, &errors::backend_unavailable("pinned backend missing"))
-                        .await;
+                    let e = errors::backend_unavailable("pinned backend missing");
+                    self.send_err(seq, &e).await?;
+                    return Ok(None);
                 }
             },
             (idle, open) => match self.obtain_backend(idle, open).await {
                 Ok(b) => b,
-                Err(e) => return self.send_err(seq, &e).await,
+                Err(e) => {
+                    self.send_err(seq, &e).await?;
+                    return Ok(None);
+                }
             },
         };
         let slot = adm.slot;
-
-        // Bring the backend to the session's state.
         let plan = self.state.sync_plan(&backend.state);
         if !plan.is_empty() {
-            match sync(&mut backend, &plan).await {
-                Ok(None) => {}
-                Ok(Some(e)) => {
-                    // The state could not be applied (e.g. the schema is gone):
-                    // the client sees the server's error; the backend is closed
-                    // since it may be half-changed.
-                    drop(backend);
-                    drop(slot);
-                    return self.lost_backend(seq, &e, was_pinned).await;
-                }
-                Err(e) => {
-                    drop(backend);
-                    drop(slot);
-                    let e = errors::backend_lost(&e.to_string());
-                    return self.lost_backend(seq, &e, was_pinned).await;
-                }
+            let failure = match sync(&mut backend, &plan).await {
+                Ok(None) => None,
+                // The state could not be applied (e.g. the schema is gone):
+                // the client sees the server's error; the backend is closed
+                // since it may be half-changed.
+                Ok(Some(e)) => Some(e),
+                Err(e) => Some(errors::backend_lost(&e.to_string())),
+            };
+            if let Some(e) = failure {
+                drop(backend);
+                drop(slot);
+                self.lost_backend(seq, &e, was_pinned).await?;
+                return Ok(None);
             }
         }
+        Ok(Some(Checkout {
+            slot,
+            backend,
+            was_pinned,
+        }))
+    }
 
-        if let Err(e) = backend.io.send_packet(0, &pkt.payload).await {
-            drop(backend);
-            drop(slot);
+    /// Sends `payload` as a command on the checked-out backend and relays the
+    /// reply; applies status flags, tracked state and transaction pins.
+    /// `None` when the backend failed (the client was told, or the session
+    /// ends when it held state there). With `intercept`, a reply that is just
+    /// that error is not relayed (the caller retries).
+    async fn exchange(
+        &mut self,
+        mut co: Checkout,
+        payload: &[u8],
+        seq: u8,
+        shape: Shape,
+        intercept: Option<u16>,
+    ) -> Result<Option<(Checkout, Outcome)>, End> {
+        if let Err(e) = co.backend.io.send_packet(0, payload).await {
+            let was_pinned = co.was_pinned;
+            drop(co);
             let e = errors::backend_lost(&e.to_string());
-            return self.lost_backend(seq, &e, was_pinned).await;
+            self.lost_backend(seq, &e, was_pinned).await?;
+            return Ok(None);
         }
         let view = ClientView {
             caps: self.caps,
             trackers: &self.shared.trackers,
             status: self.status,
+            intercept,
         };
-        let result = relay(&mut self.client, &mut backend.io, shape, &view, seq).await;
+        let result = relay(&mut self.client, &mut co.backend.io, shape, &view, seq).await;
         match result {
             Ok(out) => {
                 if let Some(st) = out.status {
                     self.status = st;
-                    backend.status = st;
-                }
-                let fx = self.state.apply_block(&out.state);
-                backend.state.apply_block(&out.state);
-                if let Some(st) = out.status {
+                    co.backend.status = st;
                     if st & status::IN_TRANS != 0 {
                         self.pins.add(PinReason::Transaction);
                     } else {
                         self.pins.remove(PinReason::Transaction);
                     }
                 }
-                if out.error.is_none() {
-                    for r in [
-                        PinReason::UserVariable,
-                        PinReason::TemporaryTable,
-                        PinReason::UserLock,
-                        PinReason::LockTables,
-                        PinReason::TextPrepare,
-                        PinReason::FoundRows,
-                    ] {
-                        if scan.adds.has(r) {
-                            self.pins.add(r);
-                        }
-                    }
-                    if scan.unlock_tables {
-                        self.pins.remove(PinReason::LockTables);
-                    }
-                    if out.prepared.is_some() {
-                        self.pins.add(PinReason::PreparedStatement);
-                    }
-                }
+                let fx = self.state.apply_block(&out.state);
+                co.backend.state.apply_block(&out.state);
                 if fx.unexplained {
                     self.pins.add(PinReason::UnknownState);
                 }
                 if fx.trackers_touched {
                     self.pins.add(PinReason::Trackers);
                 }
-                self.finish(slot, backend);
-                Ok(())
+                Ok(Some((co, out)))
             }
             Err(RelayError::Client(e)) => {
                 // The backend may be mid-response or mid-transaction: close it.
-                drop(backend);
-                drop(slot);
+                drop(co);
                 Err(End::Client(e))
             }
             Err(RelayError::Backend { sent, .. }) | Err(RelayError::Malformed { sent }) => {
-                let detail = "backend connection failed";
-                drop(backend);
-                drop(slot);
+                let was_pinned = co.was_pinned;
+                drop(co);
                 if sent {
                     return Err(End::Fatal("backend failed mid-response".into()));
                 }
+                let held = was_pinned || self.pins.holds_lock();
                 self.lost_backend(
                     seq,
-                    &errors::backend_lost(detail),
-                    was_pinned || self.pins.holds_lock(),
+                    &errors::backend_lost("backend connection failed"),
+                    held,
                 )
-                .await
+                .await?;
+                Ok(None)
             }
+        }
+    }
+
+    /// Runs one command on a backend and streams the answer back.
+    async fn forward(&mut self, pkt: &Packet, shape: Shape) -> Result<(), End> {
+        let seq = pkt.last_seq.wrapping_add(1);
+        let scan = if pkt.payload[0] == COM_QUERY {
+            scan_statement(&pkt.payload[1..])
+        } else {
+            Default::default()
+        };
+        let Some(co) = self.checkout(seq).await? else {
+            return Ok(());
+        };
+        let Some((co, out)) = self.exchange(co, &pkt.payload, seq, shape, None).await? else {
+            return Ok(());
+        };
+        if out.error.is_none() {
+            for r in [
+                PinReason::UserVariable,
+                PinReason::TemporaryTable,
+                PinReason::UserLock,
+                PinReason::LockTables,
+                PinReason::TextPrepare,
+                PinReason::FoundRows,
+            ] {
+                if scan.adds.has(r) {
+                    self.pins.add(r);
+                }
+            }
+            if scan.unlock_tables {
+                self.pins.remove(PinReason::LockTables);
+            }
+        }
+        self.finish(co.slot, co.backend);
+        Ok(())
+    }
+
+    /// Returns a pinned backend to its group when nothing pins it any more.
+    fn release_if_unpinned(&mut self) {
+        if !self.pins.any()
+            && let Some(b) = self.backend.take()
+        {
+            b.return_idle();
         }
     }
 
@@ -553,6 +587,14 @@ impl Session {
         self.pins.clear_state();
         Ok(())
     }
+}
+
+/// A slot and a backend ready for a command.
+struct Checkout {
+    slot: SlotGuard,
+    backend: Leased,
+    /// The backend was the session's pinned one (losing it loses state).
+    was_pinned: bool,
 }
 
 /// Sends the sync commands pipelined (one round trip) and reads the replies.
@@ -600,23 +642,6 @@ async fn sync(backend: &mut Leased, plan: &SyncPlan) -> Result<Option<ErrPacket>
 
 fn queue_timeout_err(msg: &str) -> ErrPacket {
     ErrPacket::new(errors::ER_QUERY_INTERRUPTED, "70100", msg)
-}
-
-fn unknown_stmt(payload: &[u8], cmd: u8) -> ErrPacket {
-    let id = payload
-        .get(1..5)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .unwrap_or(0);
-    let what = match cmd {
-        COM_STMT_EXECUTE => "mysqld_stmt_execute",
-        COM_STMT_FETCH => "mysqld_stmt_fetch",
-        _ => "mysqld_stmt_reset",
-    };
-    ErrPacket::new(
-        1243,
-        "HY000",
-        format!("Unknown prepared statement handler ({id}) given to {what}"),
-    )
 }
 
 fn is_kill(sql: &[u8]) -> bool {

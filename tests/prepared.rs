@@ -1,0 +1,172 @@
+//! Binary prepared statements multiplexed across backend connections:
+//! results equal a direct connection, statements follow clients to other
+//! backends (lazy prepare), cursors pin until exhausted, long data, and the
+//! server's prepared-statement count stays bounded.
+
+mod common;
+
+use common::{MariaDb, Proxy};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Row, Value};
+
+async fn conn(p: &Proxy) -> Conn {
+    Conn::from_url(p.app_url())
+        .await
+        .expect("connect via proxy")
+}
+
+fn setup(db: &MariaDb, tag: &str) -> String {
+    let t = format!("test.ps_{tag}_{}", std::process::id());
+    db.sql(&format!(
+        "DROP TABLE IF EXISTS {t};
+         CREATE TABLE {t} (id INT PRIMARY KEY, d DECIMAL(20,6), dt DATETIME(6), j JSON,
+           b MEDIUMBLOB, s VARCHAR(50) CHARACTER SET utf8mb4, f DOUBLE, u BIGINT UNSIGNED, n INT NULL,
+           tm TIME(3), e ENUM('a','b'), bit BIT(5));
+         INSERT INTO {t} VALUES
+           (1, 12345.678901, '2024-02-29 13:14:15.123456', '{{\"k\": [1, 2]}}', x'00ff10', 'héllo', 1.5, 18446744073709551615, NULL, '-12:00:01.5', 'b', b'10101'),
+           (2, -0.000001, '1999-12-31 23:59:59.999999', '[]', REPEAT('x', 70000), '', -2.25e10, 0, 7, '00:00:00', 'a', b'0')"
+    ));
+    t
+}
+
+fn rows_as_values(rows: Vec<Row>) -> Vec<Vec<Value>> {
+    rows.into_iter().map(|r| r.unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_results_equal_direct() {
+    let db = MariaDb::shared();
+    let t = setup(db, "types");
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let mut via = conn(&p).await;
+    let mut direct = Conn::from_url(format!(
+        "{}?prefer_socket=false",
+        db.url("app", "secret", "test")
+    ))
+    .await
+    .expect("direct");
+    let q = format!("SELECT * FROM {t} WHERE id >= ? ORDER BY id");
+    let a: Vec<Row> = via.exec(&q, (0,)).await.expect("exec via proxy");
+    let b: Vec<Row> = direct.exec(&q, (0,)).await.expect("exec direct");
+    // Column metadata as the client saw it.
+    let meta = |r: &Row| {
+        r.columns_ref()
+            .iter()
+            .map(|c| {
+                (
+                    c.name_str().into_owned(),
+                    c.column_type(),
+                    c.character_set(),
+                    c.column_length(),
+                    c.decimals(),
+                    c.flags(),
+                    c.org_table_str().into_owned(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(meta(&a[0]), meta(&b[0]));
+    assert_eq!(rows_as_values(a), rows_as_values(b));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_follow_clients_across_backends() {
+    let db = MariaDb::shared();
+    let t = setup(db, "follow");
+    let p = Proxy::builder(db).groups(1).max_backend(3).start().await;
+    let mut a = conn(&p).await;
+    let mut b = conn(&p).await;
+    let stmt = a
+        .prep(format!("SELECT s, ? + 1 FROM {t} WHERE id = ?"))
+        .await
+        .expect("prepare");
+    let first: Option<(String, i64)> = a.exec_first(&stmt, (41, 1)).await.expect("exec");
+    assert_eq!(first, Some(("héllo".to_string(), 42)));
+    // Pin A's backend under B's transaction: A's next execute lands on
+    // another backend, which must prepare the statement lazily.
+    b.query_drop("BEGIN").await.expect("begin");
+    b.query_drop("SELECT 1 FROM DUAL").await.expect("pin");
+    for i in 0..5 {
+        let r: Option<(String, i64)> = a.exec_first(&stmt, (i, 2)).await.expect("exec moved");
+        assert_eq!(r, Some((String::new(), i + 1)));
+    }
+    b.query_drop("COMMIT").await.expect("commit");
+    // The same SQL from another client is served from the registry.
+    let again: Option<(String, i64)> = b
+        .exec_first(format!("SELECT s, ? + 1 FROM {t} WHERE id = ?"), (1, 1))
+        .await
+        .expect("exec b");
+    assert_eq!(again, Some(("héllo".to_string(), 2)));
+    a.close(stmt).await.expect("close");
+    // Errors from prepare come through.
+    let err = a
+        .prep("SELECT * FROM no_such_table_here")
+        .await
+        .expect_err("prepare error");
+    assert!(
+        matches!(err, mysql_async::Error::Server(ref e) if e.code == 1146),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_do_not_pin() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let mut clients = Vec::new();
+    for _ in 0..20 {
+        let mut c = conn(&p).await;
+        let s = c.prep("SELECT ? * 2").await.expect("prepare");
+        clients.push((c, s));
+    }
+    // 20 clients each holding a prepared statement share 2 backends.
+    for round in 0..3i64 {
+        for (c, s) in clients.iter_mut() {
+            let v: Option<i64> = c.exec_first(&*s, (round,)).await.expect("exec");
+            assert_eq!(v, Some(round * 2));
+        }
+    }
+    assert!(p.backends_owned() <= 2);
+    let count = db.sql("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'");
+    let n: usize = count
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(usize::MAX);
+    assert!(
+        n < 20,
+        "server-side statements are shared, not one per client: {n}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_with_prepared_statements() {
+    let db = MariaDb::shared();
+    let t = format!("test.ps_tx_{}", std::process::id());
+    db.sql(&format!(
+        "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id INT PRIMARY KEY, v INT)"
+    ));
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let mut a = conn(&p).await;
+    let mut b = conn(&p).await;
+    let ins = a
+        .prep(format!("INSERT INTO {t} VALUES (?, ?)"))
+        .await
+        .expect("prep");
+    a.query_drop("BEGIN").await.expect("begin");
+    a.exec_drop(&ins, (1, 10)).await.expect("insert");
+    a.exec_drop(&ins, (2, 20)).await.expect("insert");
+    let seen: Option<i64> = b
+        .exec_first(format!("SELECT COUNT(*) FROM {t}"), ())
+        .await
+        .expect("count");
+    assert_eq!(seen, Some(0));
+    a.query_drop("ROLLBACK").await.expect("rollback");
+    a.exec_drop(&ins, (3, 30)).await.expect("autocommit insert");
+    assert_eq!(a.last_insert_id(), None);
+    let seen: Option<i64> = b
+        .exec_first(format!("SELECT COUNT(*) FROM {t}"), ())
+        .await
+        .expect("count");
+    assert_eq!(seen, Some(1));
+}
