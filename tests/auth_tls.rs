@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::Command;
 
 use common::{MariaDb, Proxy, mariadb_bin};
@@ -93,7 +93,7 @@ async fn sha256_hash_user_logs_in() {
     );
 }
 
-fn self_signed(dir: &PathBuf) -> (String, String) {
+fn self_signed(dir: &Path) -> (String, String) {
     let cert = dir.join("cert.pem");
     let key = dir.join("key.pem");
     let out = Command::new("openssl")
