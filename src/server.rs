@@ -132,6 +132,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         capabilities: 0,
     };
     let mut trackers = default_trackers();
+    let mut templates = crate::frontend::session::local::Templates::default();
     match backend::connect(&params[0]).await {
         Ok((mut conn, info)) => {
             info!(version = %String::from_utf8_lossy(&info.version), "backend reachable");
@@ -139,6 +140,12 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
             if let Some(t) = probe_trackers(&mut conn).await {
                 trackers = t;
             }
+            templates.connection_id = conn
+                .column_def("SELECT CONNECTION_ID()")
+                .await
+                .ok()
+                .flatten();
+            templates.found_rows = conn.column_def("SELECT FOUND_ROWS()").await.ok().flatten();
         }
         Err(e) => {
             warn!(error = %e, address = %cfg.backend.address, "backend not reachable at start; will retry per request")
@@ -156,6 +163,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         clients: Default::default(),
         next_id: std::sync::atomic::AtomicU32::new(1),
         known_schemas: Default::default(),
+        templates,
         registry: std::sync::Mutex::new(crate::prepared::Registry::new(cfg_registry_size)),
         shutdown,
     }))

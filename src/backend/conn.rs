@@ -275,6 +275,25 @@ impl BackendConn {
         Ok(())
     }
 
+    /// The first column definition of a query's result (for templates).
+    pub async fn column_def(&mut self, sql: &str) -> Result<Option<Vec<u8>>, BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(command::COM_QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        self.io.send_packet(0, &p).await?;
+        let mut t = Tracker::new(Shape::Query);
+        let mut def = None;
+        while !t.done() {
+            let pkt = self.io.read_packet(1 << 24).await?;
+            match t.next(&pkt.payload, false) {
+                Class::ColumnDef { .. } if def.is_none() => def = Some(pkt.payload.to_vec()),
+                Class::Malformed => return Err(BackendError::Protocol("malformed result".into())),
+                _ => {}
+            }
+        }
+        Ok(def)
+    }
+
     /// COM_PING.
     pub async fn ping(&mut self) -> Result<(), BackendError> {
         match self.internal(&[command::COM_PING], Shape::Query).await? {

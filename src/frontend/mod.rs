@@ -49,6 +49,8 @@ pub struct Shared {
     pub next_id: AtomicU32,
     /// Schemas recently verified to exist (name → when).
     pub known_schemas: Mutex<HashMap<Vec<u8>, Instant>>,
+    /// Column definitions for locally answered statements.
+    pub templates: session::local::Templates,
     /// Prepared-statement registry.
     pub registry: Mutex<crate::prepared::Registry>,
     /// Shutdown signal.

@@ -33,6 +33,12 @@ pub struct Outcome {
     pub bytes: u64,
     /// The reply was the intercepted error and was not relayed.
     pub intercepted: bool,
+    /// Insert id of the last OK that carried one.
+    pub last_insert_id: Option<u64>,
+    /// Warning count of the last OK / terminator.
+    pub warnings: u16,
+    /// Rows of the last result set, when there was one.
+    pub rows: Option<u64>,
 }
 
 /// How relaying failed.
@@ -150,6 +156,10 @@ pub async fn relay(
                     return Err(RelayError::Malformed { sent });
                 };
                 out.status = Some(ok.status);
+                out.warnings = ok.warnings;
+                if ok.header == 0 && ok.last_insert_id != 0 {
+                    out.last_insert_id = Some(ok.last_insert_id);
+                }
                 out.state.extend_from_slice(ok.session_state);
                 write_ok(client, &mut seq, &ok, view, first);
             }
@@ -186,7 +196,17 @@ pub async fn relay(
                     insert_eof(client, &mut seq, view.status);
                 }
             }
-            Class::ColumnCount | Class::Row | Class::Single => {
+            Class::ColumnCount => {
+                out.rows = Some(0);
+                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+            }
+            Class::Row => {
+                if let Some(r) = out.rows.as_mut() {
+                    *r += 1;
+                }
+                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+            }
+            Class::Single => {
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);
             }
         }

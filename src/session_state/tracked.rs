@@ -16,6 +16,8 @@ pub struct TrackedState {
     pub vars: BTreeMap<String, String>,
     /// The multi-statements option (login capability or COM_SET_OPTION).
     pub multi_statements: bool,
+    /// What `LAST_INSERT_ID()` returns (from the insert id of OK packets).
+    pub last_insert_id: u64,
 }
 
 /// What applying a tracker block changed.
@@ -37,6 +39,8 @@ pub struct SyncPlan {
     pub set_sql: Option<String>,
     /// COM_SET_OPTION to send (true = multi-statements on).
     pub set_option: Option<bool>,
+    /// The `last_insert_id` the SET establishes.
+    pub last_insert_id: Option<u64>,
 }
 
 impl SyncPlan {
@@ -152,6 +156,10 @@ impl TrackedState {
             if !self.vars.contains_key(n) && !CHARSET_VARS.contains(&n.as_str()) {
                 assigns.push(format!("{n}=DEFAULT"));
             }
+        }
+        if self.last_insert_id != backend.last_insert_id {
+            assigns.push(format!("last_insert_id={}", self.last_insert_id));
+            plan.last_insert_id = Some(self.last_insert_id);
         }
         if !assigns.is_empty() {
             plan.set_sql = Some(format!("SET SESSION {}", assigns.join(", ")));

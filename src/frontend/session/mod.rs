@@ -10,6 +10,7 @@ use bytes::BytesMut;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+pub mod local;
 mod statements;
 
 use std::collections::HashMap;
@@ -72,6 +73,8 @@ pub struct Session {
     next_stmt: u32,
     /// Client statement with an open cursor.
     cursor_stmt: Option<u32>,
+    /// Rows of the last result set (what FOUND_ROWS() returns).
+    found_rows: u64,
 }
 
 impl Session {
@@ -108,6 +111,7 @@ impl Session {
             stmts: HashMap::new(),
             next_stmt: 0,
             cursor_stmt: None,
+            found_rows: 0,
         };
         (s, login.ok_seq, login.schema)
     }
@@ -234,6 +238,20 @@ impl Session {
                         "myplex: KILL through the proxy is not supported yet",
                     );
                     self.send_err(seq, &e).await?;
+                } else if let Some(what) = local::classify(sql)
+                    .filter(|w| *w == local::Local::ConnectionId || !self.pins.any())
+                    && self.answer_local(seq, what).await?
+                {
+                } else if let Some(rewritten) = local::replace_connection_id(sql, self.id) {
+                    let mut p = Vec::with_capacity(rewritten.len() + 1);
+                    p.push(COM_QUERY);
+                    p.extend_from_slice(&rewritten);
+                    let pkt = Packet {
+                        seq: pkt.seq,
+                        last_seq: pkt.last_seq,
+                        payload: BytesMut::from(&p[..]),
+                    };
+                    self.forward(&pkt, Shape::Query).await?;
                 } else {
                     self.forward(&pkt, Shape::Query).await?;
                 }
@@ -494,6 +512,20 @@ impl Session {
                 }
                 let fx = self.state.apply_block(&out.state);
                 co.backend.state.apply_block(&out.state);
+                if let Some(id) = out.last_insert_id {
+                    self.state.last_insert_id = id;
+                    co.backend.state.last_insert_id = id;
+                }
+                // Keep the backend for the next statement when this one left
+                // warnings, so SHOW WARNINGS sees them.
+                if out.warnings > 0 {
+                    self.pins.add(PinReason::Warnings);
+                } else {
+                    self.pins.remove(PinReason::Warnings);
+                }
+                if let Some(rows) = out.rows {
+                    self.found_rows = rows;
+                }
                 if fx.unexplained {
                     self.pins.add(PinReason::UnknownState);
                 }
@@ -569,9 +601,12 @@ impl Session {
         }
     }
 
+    /// True when nothing but session mode or a warnings hold pins: losing
+    /// the backend loses no state the client relies on.
     fn only_session_mode(&self) -> bool {
         let mut p = self.pins;
         p.remove(PinReason::SessionMode);
+        p.remove(PinReason::Warnings);
         !p.any()
     }
 
@@ -623,6 +658,7 @@ async fn sync(backend: &mut Leased, plan: &SyncPlan) -> Result<Option<ErrPacket>
     }
     backend.io.flush().await?;
     let mut first_err = None;
+    let mut set_ok = false;
     for i in 0..n {
         let reply = backend.read_internal_reply(Shape::Query).await?;
         let is_option = plan.set_option.is_some() && i == usize::from(plan.init_db.is_some());
@@ -631,11 +667,15 @@ async fn sync(backend: &mut Leased, plan: &SyncPlan) -> Result<Option<ErrPacket>
                 if is_option && let Some(on) = plan.set_option {
                     backend.state.multi_statements = on;
                 }
+                set_ok = i + 1 == n && plan.set_sql.is_some();
             }
             InternalReply::Err(e) => {
                 first_err.get_or_insert(e);
             }
         }
+    }
+    if set_ok && let Some(id) = plan.last_insert_id {
+        backend.state.last_insert_id = id;
     }
     Ok(first_err)
 }

@@ -1,0 +1,168 @@
+//! Values a client reads about its own session must be right even when its
+//! statements run on different backend connections: CONNECTION_ID(),
+//! LAST_INSERT_ID(), FOUND_ROWS(), SHOW WARNINGS — each compared with what
+//! a direct connection returns.
+
+mod common;
+
+use common::{MariaDb, Proxy};
+use mysql_async::Conn;
+use mysql_async::prelude::*;
+
+async fn conn(p: &Proxy) -> Conn {
+    Conn::from_url(p.app_url())
+        .await
+        .expect("connect via proxy")
+}
+
+async fn direct(db: &MariaDb) -> Conn {
+    Conn::from_url(format!(
+        "{}?prefer_socket=false",
+        db.url("app", "secret", "test")
+    ))
+    .await
+    .expect("direct")
+}
+
+/// Pins the backend the last statement of another client ran on.
+async fn occupy(b: &mut Conn) {
+    b.query_drop("BEGIN").await.expect("begin");
+    b.query_drop("SELECT 1 FROM DUAL").await.expect("pin");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_id_is_the_proxy_id() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let mut a = conn(&p).await;
+    let told = a.id();
+    let id: Option<u32> = a.query_first("SELECT CONNECTION_ID()").await.expect("id");
+    assert_eq!(id, Some(told));
+    let aliased: Option<u32> = a
+        .query_first("SELECT CONNECTION_ID() AS me")
+        .await
+        .expect("id");
+    assert_eq!(aliased, Some(told));
+    let lit: Option<String> = a
+        .query_first("SELECT 'CONNECTION_ID()'")
+        .await
+        .expect("literal");
+    assert_eq!(lit.as_deref(), Some("CONNECTION_ID()"));
+    // Column metadata equals the server's own.
+    let mut d = direct(db).await;
+    let via = a
+        .query_iter("SELECT CONNECTION_ID()")
+        .await
+        .expect("q")
+        .columns()
+        .expect("cols");
+    let dir = d
+        .query_iter("SELECT CONNECTION_ID()")
+        .await
+        .expect("q")
+        .columns()
+        .expect("cols");
+    let describe = |c: &mysql_async::Column| {
+        (
+            c.name_str().into_owned(),
+            c.column_type(),
+            c.column_length(),
+            c.flags(),
+            c.character_set(),
+        )
+    };
+    assert_eq!(describe(&via[0]), describe(&dir[0]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_insert_id_survives_a_move() {
+    let db = MariaDb::shared();
+    let t = format!("test.lii_{}", std::process::id());
+    db.sql(&format!("DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id INT AUTO_INCREMENT PRIMARY KEY, v INT) AUTO_INCREMENT=100"));
+    let p = Proxy::builder(db).groups(1).max_backend(3).start().await;
+    let mut a = conn(&p).await;
+    let mut b = conn(&p).await;
+    a.query_drop(format!("INSERT INTO {t} (v) VALUES (1)"))
+        .await
+        .expect("insert");
+    assert_eq!(a.last_insert_id(), Some(100));
+    occupy(&mut b).await;
+    let id: Option<u64> = a.query_first("SELECT LAST_INSERT_ID()").await.expect("lii");
+    assert_eq!(id, Some(100));
+    b.query_drop("COMMIT").await.expect("commit");
+    // Another client's LAST_INSERT_ID is its own.
+    let other: Option<u64> = b.query_first("SELECT LAST_INSERT_ID()").await.expect("lii");
+    assert_eq!(other, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn found_rows_after_select() {
+    let db = MariaDb::shared();
+    let t = format!("test.fr_{}", std::process::id());
+    db.sql(&format!("DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id INT PRIMARY KEY); INSERT INTO {t} VALUES (1),(2),(3),(4),(5)"));
+    let p = Proxy::builder(db).groups(1).max_backend(3).start().await;
+    let mut a = conn(&p).await;
+    let mut b = conn(&p).await;
+    let mut d = direct(db).await;
+    for c in [&mut a, &mut d] {
+        let _: Vec<i64> = c
+            .query(format!("SELECT id FROM {t} WHERE id > 1 LIMIT 3"))
+            .await
+            .expect("select");
+    }
+    occupy(&mut b).await;
+    let via: Option<u64> = a
+        .query_first("SELECT FOUND_ROWS()")
+        .await
+        .expect("found rows");
+    let dir: Option<u64> = d
+        .query_first("SELECT FOUND_ROWS()")
+        .await
+        .expect("found rows");
+    assert_eq!(via, dir);
+    assert_eq!(via, Some(3));
+    // SQL_CALC_FOUND_ROWS pins, so the server's own count is used.
+    let _: Vec<i64> = a
+        .query(format!("SELECT SQL_CALC_FOUND_ROWS id FROM {t} LIMIT 1"))
+        .await
+        .expect("calc");
+    let calc: Option<u64> = a
+        .query_first("SELECT FOUND_ROWS()")
+        .await
+        .expect("found rows");
+    assert_eq!(calc, Some(5));
+    b.query_drop("COMMIT").await.expect("commit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_warnings_sees_the_previous_statement() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(3).start().await;
+    let mut a = conn(&p).await;
+    let mut b = conn(&p).await;
+    let mut d = direct(db).await;
+    let mut seen = Vec::new();
+    for c in [&mut a, &mut d] {
+        c.query_drop("SELECT CAST('abc' AS SIGNED), CAST('1x' AS SIGNED)")
+            .await
+            .expect("warn");
+        seen.push(c.get_warnings());
+    }
+    // Other traffic in between must not steal the backend holding them.
+    let _: Vec<i64> = b.query("SELECT 1").await.expect("other");
+    let via: Vec<(String, u32, String)> = a.query("SHOW WARNINGS").await.expect("show");
+    let dir: Vec<(String, u32, String)> = d.query("SHOW WARNINGS").await.expect("show");
+    assert_eq!(seen[0], seen[1]);
+    assert_eq!(via.len(), 2);
+    assert_eq!(via, dir);
+    // SHOW WARNINGS is a diagnostic statement: the count stays, as direct.
+    let via: Option<u64> = a
+        .query_first("SELECT @@warning_count")
+        .await
+        .expect("count");
+    let dir: Option<u64> = d
+        .query_first("SELECT @@warning_count")
+        .await
+        .expect("count");
+    assert_eq!(via, dir);
+}
