@@ -164,6 +164,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         next_id: std::sync::atomic::AtomicU32::new(1),
         known_schemas: Default::default(),
         templates,
+        sessions: Default::default(),
         registry: std::sync::Mutex::new(crate::prepared::Registry::new(cfg_registry_size)),
         shutdown,
     }))

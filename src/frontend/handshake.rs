@@ -34,6 +34,8 @@ pub struct Login {
     /// Sequence id for the login's final OK (or ERR), sent by the session
     /// once the login schema is known to exist.
     pub ok_seq: u8,
+    /// The scramble of the greeting (COM_CHANGE_USER answers it too).
+    pub nonce: [u8; 20],
 }
 
 /// Why a login failed.
@@ -47,7 +49,8 @@ pub enum HandshakeError {
     Refused(String),
 }
 
-fn scramble() -> [u8; 20] {
+/// A fresh 20-byte printable scramble.
+pub fn scramble() -> [u8; 20] {
     let mut rng = rand::rng();
     let mut s = [0u8; 20];
     for b in &mut s {
@@ -155,7 +158,7 @@ pub async fn login(
         Some(p) if caps.has(flag::PLUGIN_AUTH) => p.as_bytes().to_vec(),
         _ => b"mysql_native_password".to_vec(),
     };
-    let mut response = resp.scramble_buf().to_vec();
+    let response = resp.scramble_buf().to_vec();
     let collation = u16::from(resp.collation());
 
     let Some((user_idx, user)) = shared
@@ -168,42 +171,19 @@ pub async fn login(
         return Err(refuse(&mut io, seq, e).await);
     };
 
-    // The plugin to verify with: the client's, when we sent its challenge and
-    // the stored credential supports it; otherwise switch.
-    let client_plugin = match client_plugin.as_slice() {
-        b"mysql_native_password" => Some(AuthPluginName::MysqlNativePassword),
-        b"caching_sha2_password" => Some(AuthPluginName::CachingSha2Password),
-        _ => None,
-    };
-    let mut plugin = match client_plugin {
-        Some(p) if p == greeting_plugin && user.credential.supports(p) => p,
-        Some(p) if user.credential.supports(p) => {
-            switch(&mut io, &mut seq, p, &nonce, &mut response).await?
-        }
-        _ => {
-            let p = if user.credential.supports(greeting_plugin) {
-                greeting_plugin
-            } else if user
-                .credential
-                .supports(AuthPluginName::MysqlNativePassword)
-            {
-                AuthPluginName::MysqlNativePassword
-            } else {
-                AuthPluginName::CachingSha2Password
-            };
-            switch(&mut io, &mut seq, p, &nonce, &mut response).await?
-        }
-    };
-    if !user.credential.supports(plugin) {
-        plugin = AuthPluginName::MysqlNativePassword;
-    }
-    if !user.credential.verify(plugin, &nonce, &response) {
-        let e = errors::access_denied(&user_name, &host, !response.is_empty());
+    let verified = authenticate(
+        &mut io,
+        &mut seq,
+        user,
+        &client_plugin,
+        greeting_plugin,
+        &nonce,
+        response,
+    )
+    .await?;
+    if !verified {
+        let e = errors::access_denied(&user_name, &host, true);
         return Err(refuse(&mut io, seq, e).await);
-    }
-    if plugin == AuthPluginName::CachingSha2Password && !response.is_empty() {
-        // fast_auth_success, then the OK.
-        seq = io.send_packet(seq, &[0x01, 0x03]).await?;
     }
     Ok(Login {
         io,
@@ -212,11 +192,61 @@ pub async fn login(
         collation,
         schema,
         ok_seq: seq,
+        nonce,
     })
 }
 
+/// Checks a client's auth response for `user`, switching plugins when the
+/// client used one the stored credential cannot verify (or one other than
+/// the challenge was issued for). On success with caching_sha2 the
+/// fast-auth-success packet is sent; the caller sends the final OK (at
+/// `seq`) or the access-denied error.
+pub(crate) async fn authenticate(
+    io: &mut PacketIo,
+    seq: &mut u8,
+    user: &super::User,
+    client_plugin: &[u8],
+    challenged: AuthPluginName,
+    nonce: &[u8; 20],
+    mut response: Vec<u8>,
+) -> Result<bool, HandshakeError> {
+    let client_plugin = match client_plugin {
+        b"mysql_native_password" => Some(AuthPluginName::MysqlNativePassword),
+        b"caching_sha2_password" => Some(AuthPluginName::CachingSha2Password),
+        _ => None,
+    };
+    let mut plugin = match client_plugin {
+        Some(p) if p == challenged && user.credential.supports(p) => p,
+        Some(p) if user.credential.supports(p) => switch(io, seq, p, nonce, &mut response).await?,
+        _ => {
+            let p = if user.credential.supports(challenged) {
+                challenged
+            } else if user
+                .credential
+                .supports(AuthPluginName::MysqlNativePassword)
+            {
+                AuthPluginName::MysqlNativePassword
+            } else {
+                AuthPluginName::CachingSha2Password
+            };
+            switch(io, seq, p, nonce, &mut response).await?
+        }
+    };
+    if !user.credential.supports(plugin) {
+        plugin = AuthPluginName::MysqlNativePassword;
+    }
+    if !user.credential.verify(plugin, nonce, &response) {
+        return Ok(false);
+    }
+    if plugin == AuthPluginName::CachingSha2Password && !response.is_empty() {
+        // fast_auth_success; the OK follows.
+        *seq = io.send_packet(*seq, &[0x01, 0x03]).await?;
+    }
+    Ok(true)
+}
+
 /// Sends an auth switch to `plugin` with our nonce and reads the response.
-async fn switch(
+pub(crate) async fn switch(
     io: &mut PacketIo,
     seq: &mut u8,
     plugin: AuthPluginName,

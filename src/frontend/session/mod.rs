@@ -10,6 +10,8 @@ use bytes::BytesMut;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+mod change_user;
+mod kill;
 pub mod local;
 mod statements;
 
@@ -49,6 +51,9 @@ pub enum End {
     /// The proxy is shutting down.
     #[error("shutdown")]
     Shutdown,
+    /// Another session ran KILL CONNECTION on this one.
+    #[error("killed")]
+    Killed,
 }
 
 /// A logged-in client.
@@ -75,6 +80,36 @@ pub struct Session {
     cursor_stmt: Option<u32>,
     /// Rows of the last result set (what FOUND_ROWS() returns).
     found_rows: u64,
+    /// The greeting's scramble.
+    nonce: [u8; 20],
+    /// Index of the logged-in user.
+    user: usize,
+    /// What other sessions see of this one (for KILL).
+    handle: SessionHandle,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.shared.sessions.lock() {
+            m.remove(&self.id);
+        }
+    }
+}
+
+/// The part of a session other sessions can reach: to KILL it, or the
+/// query it runs.
+#[derive(Debug, Clone, Default)]
+pub struct SessionHandle {
+    /// Login name.
+    pub user: Arc<std::sync::Mutex<String>>,
+    /// Credential pool.
+    pub pool: Arc<std::sync::atomic::AtomicUsize>,
+    /// Server thread id of the backend executing for it (0 = none).
+    pub backend_thread: Arc<std::sync::atomic::AtomicU32>,
+    /// Set by KILL CONNECTION.
+    pub killed: Arc<std::sync::atomic::AtomicBool>,
+    /// Wakes the session when killed.
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 impl Session {
@@ -110,9 +145,21 @@ impl Session {
             shared,
             stmts: HashMap::new(),
             next_stmt: 0,
+            nonce: login.nonce,
+            user: login.user,
+            handle: SessionHandle::default(),
             cursor_stmt: None,
             found_rows: 0,
         };
+        if let Ok(mut u) = s.handle.user.lock() {
+            *u = s.shared.users[s.user].name.clone();
+        }
+        s.handle
+            .pool
+            .store(s.pool, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut m) = s.shared.sessions.lock() {
+            m.insert(id, s.handle.clone());
+        }
         (s, login.ok_seq, login.schema)
     }
 
@@ -200,10 +247,19 @@ impl Session {
         loop {
             let max = self.max_packet();
             let pinned = self.pins.any();
+            let wake = self.handle.wake.clone();
             let pkt = tokio::select! {
                 r = self.client.read_packet(max) => r,
                 _ = shutdown.wait(), if !pinned => return Err(End::Shutdown),
+                _ = wake.notified() => None.ok_or(WireError::Closed),
             };
+            if self
+                .handle
+                .killed
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                return Err(End::Killed);
+            }
             let pkt = match pkt {
                 Ok(p) => p,
                 Err(WireError::TooLarge) => {
@@ -231,13 +287,8 @@ impl Session {
             COM_PING => self.send_ok(seq).await?,
             COM_QUERY => {
                 let sql = &pkt.payload[1..];
-                if is_kill(sql) {
-                    let e = ErrPacket::new(
-                        errors::ER_NOT_SUPPORTED_YET,
-                        "42000",
-                        "myplex: KILL through the proxy is not supported yet",
-                    );
-                    self.send_err(seq, &e).await?;
+                if let Some(k) = kill::parse(sql) {
+                    return self.kill(seq, k).await;
                 } else if let Some(what) = local::classify(sql)
                     .filter(|w| *w == local::Local::ConnectionId || !self.pins.any())
                     && self.answer_local(seq, what).await?
@@ -293,14 +344,19 @@ impl Session {
             COM_STMT_RESET => self.stmt_reset(&pkt).await?,
             COM_STMT_CLOSE => self.stmt_close(&pkt).await?,
             COM_STMT_SEND_LONG_DATA => self.stmt_send_long_data(&pkt).await?,
-            COM_CHANGE_USER | COM_PROCESS_KILL => {
-                let e = ErrPacket::new(
-                    errors::ER_NOT_SUPPORTED_YET,
-                    "42000",
-                    format!("myplex: {} is not supported yet", name(cmd)),
-                );
-                self.send_err(seq, &e).await?;
+            COM_PROCESS_KILL => {
+                let id = crate::prepared::execute::stmt_id(&pkt.payload).unwrap_or(0);
+                return self
+                    .kill(
+                        seq,
+                        kill::Kill {
+                            query: false,
+                            id: u64::from(id),
+                        },
+                    )
+                    .await;
             }
+            COM_CHANGE_USER => return self.change_user(&pkt).await,
             _ => self.send_err(seq, &errors::unknown_command(cmd)).await?,
         }
         Ok(false)
@@ -485,7 +541,14 @@ impl Session {
         shape: Shape,
         intercept: Option<u16>,
     ) -> Result<Option<(Checkout, Outcome)>, End> {
-        if let Err(e) = co.backend.io.send_packet(0, payload).await {
+        self.handle
+            .backend_thread
+            .store(co.backend.thread_id, std::sync::atomic::Ordering::Relaxed);
+        let sent = co.backend.io.send_packet(0, payload).await;
+        if let Err(e) = sent {
+            self.handle
+                .backend_thread
+                .store(0, std::sync::atomic::Ordering::Relaxed);
             let was_pinned = co.was_pinned;
             drop(co);
             let e = errors::backend_lost(&e.to_string());
@@ -499,6 +562,9 @@ impl Session {
             intercept,
         };
         let result = relay(&mut self.client, &mut co.backend.io, shape, &view, seq).await;
+        self.handle
+            .backend_thread
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         match result {
             Ok(out) => {
                 if let Some(st) = out.status {
@@ -682,15 +748,4 @@ async fn sync(backend: &mut Leased, plan: &SyncPlan) -> Result<Option<ErrPacket>
 
 fn queue_timeout_err(msg: &str) -> ErrPacket {
     ErrPacket::new(errors::ER_QUERY_INTERRUPTED, "70100", msg)
-}
-
-fn is_kill(sql: &[u8]) -> bool {
-    let t: &[u8] = {
-        let start = sql
-            .iter()
-            .position(|c| !c.is_ascii_whitespace())
-            .unwrap_or(sql.len());
-        &sql[start..]
-    };
-    t.len() > 4 && t[..4].eq_ignore_ascii_case(b"kill") && t[4].is_ascii_whitespace()
 }

@@ -1,0 +1,167 @@
+//! COM_CHANGE_USER: full re-authentication against the configured users
+//! (with auth switch when needed), then a clean session: the old backend
+//! connection is closed, statements, pins and session state are dropped, and
+//! the new user's credential pool is used from then on.
+
+use super::{End, Session};
+use crate::frontend::handshake::{self, HandshakeError};
+use crate::protocol::caps::flag;
+use crate::protocol::errors;
+use crate::protocol::lenenc::Reader;
+use crate::protocol::packets::status;
+use crate::session_state::{PinReason, TrackedState};
+use crate::wire::packet_io::Packet;
+
+/// The fields of a COM_CHANGE_USER request.
+#[derive(Debug, PartialEq, Eq)]
+struct ChangeUser<'a> {
+    user: &'a [u8],
+    auth: &'a [u8],
+    schema: &'a [u8],
+    collation: Option<u16>,
+    plugin: Option<&'a [u8]>,
+}
+
+fn parse(payload: &[u8], caps: u32) -> Option<ChangeUser<'_>> {
+    let mut r = Reader::new(payload);
+    r.u8()?;
+    let user = r.null_str()?;
+    let auth = if caps & flag::SECURE_CONNECTION != 0 {
+        let n = r.u8()?;
+        r.bytes(usize::from(n))?
+    } else {
+        r.null_str()?
+    };
+    let schema = r.null_str().unwrap_or_default();
+    let collation = if r.is_empty() { None } else { r.u16() };
+    let plugin = if caps & flag::PLUGIN_AUTH != 0 && !r.is_empty() {
+        r.null_str()
+    } else {
+        None
+    };
+    Some(ChangeUser {
+        user,
+        auth,
+        schema,
+        collation,
+        plugin,
+    })
+}
+
+impl Session {
+    /// Handles COM_CHANGE_USER.
+    pub(super) async fn change_user(&mut self, pkt: &Packet) -> Result<bool, End> {
+        let mut seq = pkt.last_seq.wrapping_add(1);
+        let Some(req) = parse(&pkt.payload, self.caps.0) else {
+            self.send_err(seq, &errors::bad_handshake()).await?;
+            return Err(End::Fatal("malformed COM_CHANGE_USER".into()));
+        };
+        let name = String::from_utf8_lossy(req.user).into_owned();
+        let host = self
+            .client
+            .stream
+            .tcp()
+            .and_then(|t| t.peer_addr().ok())
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default();
+        let shared = self.shared.clone();
+        let Some((idx, user)) = shared
+            .users
+            .iter()
+            .enumerate()
+            .find(|(_, u)| u.name == name)
+        else {
+            self.send_err(
+                seq,
+                &errors::access_denied(&name, &host, !req.auth.is_empty()),
+            )
+            .await?;
+            return Err(End::Fatal("change user: unknown user".into()));
+        };
+        let plugin = req.plugin.unwrap_or(b"mysql_native_password");
+        // The client answered the greeting's challenge, issued for the
+        // greeting's plugin.
+        let challenged = shared.config.frontend.default_auth_plugin;
+        let verified = handshake::authenticate(
+            &mut self.client,
+            &mut seq,
+            user,
+            plugin,
+            challenged,
+            &self.nonce,
+            req.auth.to_vec(),
+        )
+        .await;
+        match verified {
+            Ok(true) => {}
+            Ok(false) => {
+                self.send_err(seq, &errors::access_denied(&name, &host, true))
+                    .await?;
+                return Err(End::Fatal("change user: access denied".into()));
+            }
+            Err(HandshakeError::Wire(e)) => return Err(End::Client(e)),
+            Err(HandshakeError::Refused(r)) => return Err(End::Fatal(r)),
+        }
+        // A clean session for the new user: the old backend (with its
+        // transaction, variables and temporary tables) is closed.
+        self.backend = None;
+        self.drop_statements();
+        self.pins.clear_state();
+        self.pins.remove(PinReason::Warnings);
+        self.user = idx;
+        self.pool = user.pool;
+        self.handle
+            .pool
+            .store(self.pool, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut u) = self.handle.user.lock() {
+            *u = name;
+        }
+        let collation = req.collation.unwrap_or(0);
+        let mut st = TrackedState::for_collation(collation);
+        if st.vars.is_empty() {
+            st = self.initial.clone();
+            st.schema = None;
+            st.last_insert_id = 0;
+        }
+        st.multi_statements = self.initial.multi_statements;
+        self.initial = st.clone();
+        self.state = st;
+        self.status = status::AUTOCOMMIT;
+        self.found_rows = 0;
+        self.tickets = shared.config.pool.high_prio_tickets;
+        if !req.schema.is_empty() {
+            self.state.schema = Some(req.schema.to_vec());
+            if let Err(e) = self.verify_schema().await {
+                self.state.schema = None;
+                self.send_err(seq, &e).await?;
+                return Ok(false);
+            }
+        }
+        self.send_ok(seq).await?;
+        Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_change_user() {
+        let mut p = vec![0x11];
+        p.extend_from_slice(b"bob\0");
+        p.push(3);
+        p.extend_from_slice(&[1, 2, 3]);
+        p.extend_from_slice(b"db\0");
+        p.extend_from_slice(&45u16.to_le_bytes());
+        p.extend_from_slice(b"mysql_native_password\0");
+        let caps = flag::SECURE_CONNECTION | flag::PLUGIN_AUTH;
+        let c = parse(&p, caps).expect("parse");
+        assert_eq!(c.user, b"bob");
+        assert_eq!(c.auth, &[1, 2, 3]);
+        assert_eq!(c.schema, b"db");
+        assert_eq!(c.collation, Some(45));
+        assert_eq!(c.plugin, Some(&b"mysql_native_password"[..]));
+        assert!(parse(&p[..6], caps).is_none());
+    }
+}

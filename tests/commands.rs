@@ -1,0 +1,167 @@
+//! The rest of the command set through the proxy: KILL [QUERY|CONNECTION]
+//! by proxy connection id, COM_CHANGE_USER with re-authentication,
+//! COM_RESET_CONNECTION, COM_STATISTICS and COM_PING via mariadb-admin.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::mariadb::{OTHER_PASSWORD, OTHER_USER};
+use common::{MariaDb, Proxy, mariadb_bin};
+use mysql_async::prelude::*;
+use mysql_async::{ChangeUserOpts, Conn, Error};
+
+async fn conn(p: &Proxy) -> Conn {
+    Conn::from_url(p.app_url())
+        .await
+        .expect("connect via proxy")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_query_interrupts_the_right_backend_thread() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(3).start().await;
+    let mut victim = conn(&p).await;
+    let mut killer = conn(&p).await;
+    let victim_id = victim.id();
+    let sleeper = tokio::spawn(async move {
+        let started = Instant::now();
+        let r: Result<Option<i64>, Error> = victim.query_first("SELECT SLEEP(20)").await;
+        (r, started.elapsed(), victim)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    killer
+        .query_drop(format!("KILL QUERY {victim_id}"))
+        .await
+        .expect("kill query");
+    let (r, took, mut victim) = sleeper.await.expect("join");
+    assert!(
+        took < Duration::from_secs(10),
+        "query was interrupted ({took:?})"
+    );
+    // MariaDB answers an interrupted SLEEP with 1 (or error 1317).
+    match r {
+        Ok(v) => assert_eq!(v, Some(1)),
+        Err(Error::Server(e)) => assert_eq!(e.code, 1317),
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+    let alive: Option<i64> = victim
+        .query_first("SELECT 5")
+        .await
+        .expect("victim still connected");
+    assert_eq!(alive, Some(5));
+    match killer.query_drop("KILL 999999").await {
+        Err(Error::Server(e)) => assert_eq!(e.code, 1094),
+        other => panic!("expected unknown thread, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_connection_ends_the_target_session() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(3).start().await;
+    let mut victim = conn(&p).await;
+    let mut killer = conn(&p).await;
+    killer
+        .query_drop(format!("KILL CONNECTION {}", victim.id()))
+        .await
+        .expect("kill connection");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        victim.query_drop("SELECT 1").await.is_err(),
+        "killed session is gone"
+    );
+    // Only the owner (or an admin) may kill.
+    let mut other = Conn::from_url(p.url(OTHER_USER, OTHER_PASSWORD, "test"))
+        .await
+        .expect("other");
+    match other.query_drop(format!("KILL {}", killer.id())).await {
+        Err(Error::Server(e)) => assert_eq!(e.code, 1095),
+        r => panic!("expected not-owner error, got {r:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_user_reauthenticates_and_resets() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(3).start().await;
+    let mut c = conn(&p).await;
+    c.query_drop("SET @v = 1").await.expect("set");
+    c.query_drop("BEGIN").await.expect("begin");
+    c.change_user(
+        ChangeUserOpts::default()
+            .with_user(Some(OTHER_USER.into()))
+            .with_pass(Some(OTHER_PASSWORD.into()))
+            .with_db_name(Some("test".into())),
+    )
+    .await
+    .expect("change user");
+    let who: Option<String> = c.query_first("SELECT CURRENT_USER()").await.expect("who");
+    assert_eq!(
+        who.as_deref(),
+        Some("other@%"),
+        "backend connections now log in as the new user"
+    );
+    let v: Option<Option<i64>> = c.query_first("SELECT @v").await.expect("@v");
+    assert_eq!(v, Some(None), "session state is reset");
+    let bad = c
+        .change_user(
+            ChangeUserOpts::default()
+                .with_user(Some("app".into()))
+                .with_pass(Some("wrong".into())),
+        )
+        .await;
+    assert!(
+        matches!(bad, Err(Error::Server(ref e)) if e.code == 1045),
+        "{bad:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_connection_clears_state_and_unpins() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let mut c = conn(&p).await;
+    c.query_drop("SET @v = 1").await.expect("set");
+    c.query_drop("SET SESSION time_zone = '+03:00'")
+        .await
+        .expect("tz");
+    c.reset().await.expect("reset");
+    let row: Option<(Option<i64>, String)> = c
+        .query_first("SELECT @v, @@session.time_zone")
+        .await
+        .expect("row");
+    assert_eq!(row, Some((None, "SYSTEM".to_string())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_and_ping_via_mariadb_admin() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).start().await;
+    let port = p.addr.port();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(mariadb_bin("mariadb-admin"))
+            .args([
+                "--no-defaults",
+                "--protocol=TCP",
+                "--host=127.0.0.1",
+                "-uapp",
+                "-psecret",
+            ])
+            .arg(format!("--port={port}"))
+            .args(["ping", "status"])
+            .output()
+            .expect("run mariadb-admin")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("mysqld is alive"), "{stdout}");
+    assert!(stdout.contains("Uptime:"), "{stdout}");
+}
