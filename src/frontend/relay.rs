@@ -74,6 +74,10 @@ pub struct ClientView<'a> {
     pub status: u16,
     /// An error code that, as the whole reply, is kept from the client.
     pub intercept: Option<u16>,
+    /// Largest packet accepted from the client (LOCAL INFILE data).
+    pub max_packet: usize,
+    /// The backend's version string (server-specific error texts).
+    pub server_version: &'a [u8],
 }
 
 /// Writes one translated control packet.
@@ -136,6 +140,7 @@ pub async fn relay(
     let mut t = Tracker::new(shape);
     let mut out = Outcome::default();
     let mut sent = false;
+    let mut refuse_infile = false;
     let deprecate = view.caps.deprecate_eof();
     while !t.done() {
         if backend.buffered_chunk().is_none() && !client.wbuf.is_empty() {
@@ -151,6 +156,17 @@ pub async fn relay(
         let class = t.next(first, h.continues());
         out.packets += 1;
         match class {
+            Class::Ok if refuse_infile => {
+                let Some(ok) = OkPacket::parse(first) else {
+                    return Err(RelayError::Malformed { sent });
+                };
+                out.status = Some(ok.status);
+                let e = crate::protocol::errors::local_infile_refused(view.server_version);
+                out.error = Some(e.code);
+                let mut b = BytesMut::new();
+                e.write(&mut b);
+                seq = client.write_packet(seq, &b);
+            }
             Class::Ok | Class::Terminator => {
                 let Some(ok) = OkPacket::parse(first) else {
                     return Err(RelayError::Malformed { sent });
@@ -173,13 +189,31 @@ pub async fn relay(
             }
             Class::Malformed => return Err(RelayError::Malformed { sent }),
             Class::LocalInfile => {
-                // LOCAL_FILES is never negotiated with backends; a server that
-                // asks anyway gets an empty file and answers OK or ERR.
+                let h_seq = h.seq;
+                let allowed = view.caps.has(crate::protocol::caps::flag::LOCAL_FILES);
+                if allowed {
+                    copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+                }
                 backend.consume_chunk(h);
-                backend
-                    .send_packet(h.seq.wrapping_add(1), &[])
-                    .await
-                    .map_err(|err| RelayError::Backend { err, sent })?;
+                if allowed {
+                    out.bytes += client.wbuf.len() as u64;
+                    client.flush().await.map_err(RelayError::Client)?;
+                    sent = true;
+                    seq = stream_file(client, backend, h_seq.wrapping_add(1), view.max_packet)
+                        .await
+                        .map_err(|e| match e {
+                            Side::Client(e) => RelayError::Client(e),
+                            Side::Backend(err) => RelayError::Backend { err, sent: true },
+                        })?;
+                } else {
+                    // The client did not enable LOCAL INFILE: send the server an
+                    // empty file and report the refusal the server would give.
+                    backend
+                        .send_packet(h_seq.wrapping_add(1), &[])
+                        .await
+                        .map_err(|err| RelayError::Backend { err, sent })?;
+                    refuse_infile = true;
+                }
                 t.resume_after_infile();
                 continue;
             }
@@ -235,6 +269,45 @@ pub async fn relay(
     out.bytes += client.wbuf.len() as u64;
     client.flush().await.map_err(RelayError::Client)?;
     Ok(out)
+}
+
+enum Side {
+    Client(WireError),
+    Backend(WireError),
+}
+
+/// Streams a LOCAL INFILE file from the client to the backend, chunk by
+/// chunk, until the client's empty packet. Returns the client sequence id
+/// the server's answer must carry.
+async fn stream_file(
+    client: &mut PacketIo,
+    backend: &mut PacketIo,
+    mut backend_seq: u8,
+    max_packet: usize,
+) -> Result<u8, Side> {
+    let mut continues = false;
+    let mut packet_len = 0usize;
+    loop {
+        let h = client.next_chunk().await.map_err(Side::Client)?;
+        packet_len = if continues { packet_len + h.len } else { h.len };
+        if packet_len > max_packet {
+            return Err(Side::Client(WireError::TooLarge));
+        }
+        let start = backend.wbuf.len();
+        backend.wbuf.extend_from_slice(client.chunk_bytes(h));
+        backend.wbuf[start + HEADER_LEN - 1] = backend_seq;
+        backend_seq = backend_seq.wrapping_add(1);
+        client.consume_chunk(h);
+        let end_of_file = h.len == 0 && !continues;
+        continues = h.continues();
+        if end_of_file {
+            backend.flush().await.map_err(Side::Backend)?;
+            return Ok(h.seq.wrapping_add(1));
+        }
+        if backend.wbuf.len() >= FLUSH_AT || client.buffered_chunk().is_none() {
+            backend.flush().await.map_err(Side::Backend)?;
+        }
+    }
 }
 
 /// Copies one chunk (header included) with the client's sequence id.

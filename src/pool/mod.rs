@@ -22,7 +22,7 @@ pub struct Pool {
     /// Login parameters per credential pool.
     pub params: Vec<BackendParams>,
     /// The backend's greeting facts (refreshed on every successful dial).
-    pub server: RwLock<ServerInfo>,
+    pub server: RwLock<Arc<ServerInfo>>,
     /// Pool mode.
     pub mode: PoolMode,
     /// `queue_timeout_ms`.
@@ -59,7 +59,7 @@ impl Pool {
         Arc::new(Self {
             groups,
             params,
-            server: RwLock::new(server),
+            server: RwLock::new(Arc::new(server)),
             mode: cfg.pool.mode,
             queue_timeout: Duration::from_millis(cfg.pool.queue_timeout_ms),
             idle_timeout: Duration::from_secs(cfg.pool.idle_timeout_s),
@@ -75,7 +75,7 @@ impl Pool {
     }
 
     /// The greeting facts to mirror.
-    pub fn server_info(&self) -> ServerInfo {
+    pub fn server_info(&self) -> Arc<ServerInfo> {
         self.server
             .read()
             .map(|s| s.clone())
@@ -92,10 +92,9 @@ impl Pool {
         loop {
             match backend::connect(p).await {
                 Ok((conn, info)) => {
-                    if let Ok(mut s) = self.server.write()
-                        && *s != info
-                    {
-                        *s = info;
+                    let changed = self.server.read().map(|s| **s != info).unwrap_or(false);
+                    if changed && let Ok(mut s) = self.server.write() {
+                        *s = Arc::new(info);
                     }
                     return Ok(conn);
                 }

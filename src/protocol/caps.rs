@@ -36,6 +36,7 @@ use flag::*;
 /// What every backend connection negotiates (design §2).
 pub const BACKEND_PROFILE: u32 = LONG_PASSWORD
     | LONG_FLAG
+    | LOCAL_FILES
     | PROTOCOL_41
     | TRANSACTIONS
     | SECURE_CONNECTION
@@ -47,10 +48,13 @@ pub const BACKEND_PROFILE: u32 = LONG_PASSWORD
     | DEPRECATE_EOF;
 
 /// What the greeting offers clients (SSL is added when TLS is configured).
-/// Compression, query attributes, LOCAL_FILES and FOUND_ROWS are not offered:
-/// they change row bytes or packet layouts and are not implemented end to end.
+/// Compression, query attributes and FOUND_ROWS are not offered: they change
+/// row bytes or packet layouts and are not implemented end to end. Backends
+/// always have LOCAL_FILES; for clients without it the proxy refuses a
+/// LOCAL INFILE request the way the server would.
 pub const CLIENT_OFFER: u32 = LONG_PASSWORD
     | LONG_FLAG
+    | LOCAL_FILES
     | CONNECT_WITH_DB
     | NO_SCHEMA
     | ODBC

@@ -17,6 +17,28 @@ pub const ER_SERVER_SHUTDOWN: u16 = 1053;
 pub const ER_OUT_OF_RESOURCES: u16 = 1041;
 pub const ER_QUERY_INTERRUPTED: u16 = 1317;
 pub const CR_SERVER_LOST: u16 = 2013;
+pub const ER_NOT_ALLOWED_COMMAND: u16 = 1148;
+pub const ER_LOAD_INFILE_CAPABILITY_DISABLED: u16 = 4166;
+pub const ER_CLIENT_LOCAL_FILES_DISABLED: u16 = 3948;
+
+/// The error a server gives a client that did not enable LOCAL INFILE:
+/// MariaDB (10.5+) and MySQL 8 phrase it differently.
+pub fn local_infile_refused(server_version: &[u8]) -> ErrPacket {
+    let mariadb = server_version.windows(7).any(|w| w == b"MariaDB");
+    if mariadb {
+        ErrPacket::new(
+            ER_LOAD_INFILE_CAPABILITY_DISABLED,
+            "HY000",
+            "The used command is not allowed because the MariaDB server or client has disabled the local infile capability",
+        )
+    } else {
+        ErrPacket::new(
+            ER_CLIENT_LOCAL_FILES_DISABLED,
+            "42000",
+            "Loading local data is disabled; this must be enabled on both the client and server sides",
+        )
+    }
+}
 
 /// ER_CON_COUNT_ERROR as a server phrases it.
 pub fn too_many_connections() -> ErrPacket {

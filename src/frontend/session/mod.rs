@@ -555,11 +555,14 @@ impl Session {
             self.lost_backend(seq, &e, was_pinned).await?;
             return Ok(None);
         }
+        let server = self.shared.pool.server_info();
         let view = ClientView {
+            server_version: &server.version,
             caps: self.caps,
             trackers: &self.shared.trackers,
             status: self.status,
             intercept,
+            max_packet: self.shared.config.frontend.max_allowed_packet,
         };
         let result = relay(&mut self.client, &mut co.backend.io, shape, &view, seq).await;
         self.handle
