@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use tokio::net::TcpListener;
 
 #[derive(Parser)]
 #[command(name = "myplex", version, about = "MySQL-protocol pooling proxy")]
@@ -74,8 +73,7 @@ async fn serve(cfg: myplex::config::Config) -> anyhow::Result<()> {
         Some(n) => tracing::info!(limit = n, "open-files limit raised to the hard limit"),
         None => tracing::warn!("could not read or raise the open-files limit"),
     }
-    let listener = TcpListener::bind(&cfg.listen)
-        .await
+    let listener = myplex::server::bind(&cfg.listen, cfg.listen_backlog)
         .with_context(|| format!("binding listen address {}", cfg.listen))?;
     tracing::info!(listen = %cfg.listen, backend = %cfg.backend.address, "myplex listening");
     let (trigger, shutdown) = myplex::shutdown::channel();

@@ -33,6 +33,23 @@ pub enum StartError {
     Setup(String),
 }
 
+/// Binds a listener with a backlog big enough for connection storms (the
+/// default of 128 overflows when thousands of clients connect at once, and
+/// overflowed clients hang until their own timeout).
+pub fn bind(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
+    let addr: SocketAddr = addr.parse().map_err(|e| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}"))
+    })?;
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
+}
+
 /// Raises the soft open-files limit to the hard limit; returns the new soft limit.
 pub fn raise_fd_limit() -> Option<u64> {
     let (soft, hard) = rlimit::Resource::NOFILE.get().ok()?;

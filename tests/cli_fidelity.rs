@@ -376,6 +376,8 @@ async fn cli_login_failures_match_direct() {
     let cases: Vec<Vec<String>> = vec![
         // Wrong password (later --password overrides the default one).
         vec!["--password=wrong".into(), "test".into()],
+        // Empty password ("using password: NO").
+        vec!["--password=".into(), "test".into()],
         // Unknown schema.
         vec!["no_such_schema_cli".into()],
         // Unknown user.
@@ -505,9 +507,9 @@ async fn show_warnings_option_concurrent_matches_direct() {
     let proxy = Proxy::builder(db).groups(1).max_backend(2).start().await;
     let port = proxy.addr.port();
     let mut runs = Vec::new();
-    for k in 0..6 {
+    for k in 0..8 {
         let mut input = String::new();
-        for i in 0..40 {
+        for i in 0..60 {
             input.push_str(&format!(
                 "SELECT CAST('c{k}_{i}' AS SIGNED) AS v;\nSELECT 'c{k}', {i};\n"
             ));
@@ -517,7 +519,7 @@ async fn show_warnings_option_concurrent_matches_direct() {
         let direct = run_cli_async(db.port, args.clone(), input.clone()).await;
         assert!(
             String::from_utf8_lossy(&direct.stdout)
-                .contains(&format!("Truncated incorrect INTEGER value: 'c{k}_39'")),
+                .contains(&format!("Truncated incorrect INTEGER value: 'c{k}_59'")),
             "direct run printed no warnings"
         );
         runs.push((k, direct, tokio::spawn(run_cli_async(port, args, input))));
@@ -556,4 +558,59 @@ async fn login_character_sets_match_direct() {
         let proxied = run_cli_async(proxy.addr.port(), args, query.clone()).await;
         assert_same(&format!("--default-character-set={cs}"), &direct, &proxied);
     }
+}
+
+/// The deterministic form of what `--show-warnings` relies on: a client's
+/// `SHOW WARNINGS` / `@@warning_count` describe its own previous statement,
+/// even when another client ran statements through the same (two-backend)
+/// pool in between. Same sequence run directly for reference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_warnings_is_per_client() {
+    use mysql_async::prelude::Queryable;
+    let db = MariaDb::shared();
+    let proxy = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    type Warning = (String, u32, String);
+    async fn sequence(url_a: String, url_b: String) -> (Vec<Warning>, Option<u64>) {
+        let mut a = mysql_async::Conn::from_url(url_a).await.expect("connect a");
+        let mut b = mysql_async::Conn::from_url(url_b).await.expect("connect b");
+        a.query_drop("SELECT CAST('from_a' AS SIGNED)")
+            .await
+            .expect("a");
+        b.query_drop("SELECT CAST('from_b1' AS SIGNED), CAST('from_b2' AS SIGNED)")
+            .await
+            .expect("b");
+        let w: Vec<Warning> = a.query("SHOW WARNINGS").await.expect("show warnings");
+        b.query_drop("SELECT CAST('from_b3' AS SIGNED)")
+            .await
+            .expect("b");
+        a.query_drop("SELECT CAST('x' AS SIGNED), CAST('y' AS SIGNED), CAST('z' AS SIGNED)")
+            .await
+            .expect("a");
+        b.query_drop("SELECT 1").await.expect("b");
+        let count: Option<u64> = a
+            .query_first("SELECT @@warning_count")
+            .await
+            .expect("warning count");
+        a.disconnect().await.expect("disconnect");
+        b.disconnect().await.expect("disconnect");
+        (w, count)
+    }
+    let direct = sequence(
+        db.url("app", "secret", "test"),
+        db.url("app", "secret", "test"),
+    )
+    .await;
+    assert_eq!(
+        direct.0,
+        vec![(
+            "Warning".to_string(),
+            1292,
+            "Truncated incorrect INTEGER value: 'from_a'".to_string()
+        )]
+    );
+    let proxied = sequence(proxy.app_url(), proxy.app_url()).await;
+    assert_eq!(
+        proxied, direct,
+        "warnings seen through the proxy (left) differ from direct (right)"
+    );
 }

@@ -1,9 +1,10 @@
 //! Real sysbench (`oltp_read_write`, text protocol) through the proxy at
 //! hundreds to a thousand client threads over a handful of backend
 //! connections. These are correctness tests, not benchmarks: they assert
-//! zero errors and that the backend never sees more connections from the
-//! proxy than `max_backend_connections`; throughput and latency are only
-//! printed (run with `--nocapture` to see them).
+//! zero errors (sysbench retries InnoDB deadlocks, and each retry must match
+//! a deadlock the server counted) and that the backend never sees more
+//! connections from the proxy than `max_backend_connections`; throughput and
+//! latency are only printed (run with `--nocapture` to see them).
 //!
 //! The tests in this file share one MariaDB and count the backend's
 //! processlist for user `app`, so they run one at a time (`SERIAL`).
@@ -36,6 +37,23 @@ fn app_sessions(db: &MariaDb) -> usize {
     out.trim()
         .parse()
         .unwrap_or_else(|e| panic!("processlist count {out:?}: {e}"))
+}
+
+/// `TcpExtListenOverflows` of this network namespace (diagnostics only: the
+/// proxy listener's backlog is 128, and a handshake the kernel drops may
+/// leave a sysbench thread waiting for a greeting).
+fn listen_overflows() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/netstat").ok()?;
+    let mut lines = text.lines();
+    while let (Some(keys), Some(values)) = (lines.next(), lines.next()) {
+        if keys.starts_with("TcpExt:") {
+            let pos = keys
+                .split_whitespace()
+                .position(|k| k == "ListenOverflows")?;
+            return values.split_whitespace().nth(pos)?.parse().ok();
+        }
+    }
+    None
 }
 
 /// The server's `Innodb_deadlocks` counter.
@@ -369,6 +387,7 @@ async fn oltp_through_proxy(spec: LoadSpec) {
     );
 
     let deadlocks_before = innodb_deadlocks(db);
+    let overflows_before = listen_overflows();
     let samplers = Samplers::start(db, proxy.shared.clone());
     let mut run = oltp_args(proxy.addr.port(), APP_USER, APP_PASSWORD, spec.schema);
     run.extend([
@@ -387,6 +406,7 @@ async fn oltp_through_proxy(spec: LoadSpec) {
     let sb = sysbench_async(run, limit).await;
     let sampled = samplers.finish().await;
     let deadlocks = innodb_deadlocks(db) - deadlocks_before;
+    let overflows = listen_overflows().zip(overflows_before).map(|(a, b)| a - b);
 
     let stats = parse_stats(&sb.stdout);
     let pl_max = sampled.processlist_max();
@@ -399,7 +419,7 @@ async fn oltp_through_proxy(spec: LoadSpec) {
         .collect();
     eprintln!(
         "[{}] threads={} groups={} max_backend={} | settle={settle:?} app sessions at proxy start={at_start} (probe gone after {probe_gone_after:?}) \
-         | sysbench {:?} in {:?} | {stats:?} | innodb deadlocks={deadlocks} | processlist max={pl_max} over {} samples, owned max={} | groups after: {snapshot:?}",
+         | sysbench {:?} in {:?} | {stats:?} | innodb deadlocks={deadlocks} | kernel ListenOverflows delta={overflows:?} | processlist max={pl_max} over {} samples, owned max={} | groups after: {snapshot:?}",
         spec.schema,
         spec.threads,
         spec.groups,

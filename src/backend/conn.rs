@@ -85,6 +85,8 @@ pub struct BackendConn {
     pub opened: Instant,
     /// Prepared statements open on this connection.
     pub stmts: crate::prepared::BackendStmts,
+    /// Auth plugin and scramble of the login (COM_CHANGE_USER answers them).
+    pub auth: (Vec<u8>, Vec<u8>),
 }
 
 /// A successful COM_STMT_PREPARE reply.
@@ -275,6 +277,30 @@ impl BackendConn {
         Ok(())
     }
 
+    /// Runs a query and keeps its whole reply (payloads, in order).
+    pub async fn capture(
+        &mut self,
+        sql: &str,
+        max_bytes: usize,
+    ) -> Result<Option<Vec<Vec<u8>>>, BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(command::COM_QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        self.io.send_packet(0, &p).await?;
+        let mut t = Tracker::new(Shape::Query);
+        let mut packets = Vec::new();
+        let mut size = 0;
+        while !t.done() {
+            let pkt = self.io.read_packet(1 << 24).await?;
+            if t.next(&pkt.payload, false) == Class::Malformed {
+                return Err(BackendError::Protocol("malformed result".into()));
+            }
+            size += pkt.payload.len();
+            packets.push(pkt.payload.to_vec());
+        }
+        Ok((size <= max_bytes).then_some(packets))
+    }
+
     /// The first column definition of a query's result (for templates).
     pub async fn column_def(&mut self, sql: &str) -> Result<Option<Vec<u8>>, BackendError> {
         let mut p = Vec::with_capacity(sql.len() + 1);
@@ -302,6 +328,39 @@ impl BackendConn {
         }
     }
 
+    /// Returns the connection to "no schema selected" — which only a
+    /// COM_CHANGE_USER can do — then switches the trackers on again.
+    pub async fn clear_schema(
+        &mut self,
+        p: &crate::backend::BackendParams,
+        baseline: &TrackedState,
+    ) -> Result<(), BackendError> {
+        let (plugin, nonce) = self.auth.clone();
+        let auth = crate::backend::connect::auth_response(
+            &plugin,
+            &nonce,
+            &p.password,
+            self.io.stream.is_tls(),
+        )?;
+        let mut req = Vec::with_capacity(64 + p.user.len());
+        req.push(command::COM_CHANGE_USER);
+        req.extend_from_slice(p.user.as_bytes());
+        req.push(0);
+        req.push(u8::try_from(auth.len()).unwrap_or(0));
+        req.extend_from_slice(&auth);
+        req.push(0); // no schema
+        req.extend_from_slice(&u16::from(crate::backend::connect::BACKEND_COLLATION).to_le_bytes());
+        req.extend_from_slice(&plugin);
+        req.push(0);
+        self.io.send_packet(0, &req).await?;
+        self.auth = crate::backend::connect::authenticate(&mut self.io, p, plugin, nonce).await?;
+        self.stmts.clear();
+        self.state = baseline.clone();
+        self.exec(crate::backend::connect::TRACKERS_SQL).await?;
+        self.state = baseline.clone();
+        Ok(())
+    }
+
     /// COM_RESET_CONNECTION, then the trackers again (the reset restores
     /// session variables to their global values).
     pub async fn reset(&mut self, baseline: &TrackedState) -> Result<(), BackendError> {
@@ -312,10 +371,14 @@ impl BackendConn {
             InternalReply::Ok { .. } => {}
             InternalReply::Err(e) => return Err(BackendError::Server(e)),
         }
+        // The reset keeps the current schema; everything else is back to a
+        // fresh connection's.
+        let schema = self.state.schema.take();
         self.state = baseline.clone();
         self.stmts.clear();
         self.exec(crate::backend::connect::TRACKERS_SQL).await?;
         self.state = baseline.clone();
+        self.state.schema = schema;
         Ok(())
     }
 }

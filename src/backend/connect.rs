@@ -152,7 +152,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
     resp.put_u8(0);
     io.send_packet(seq, &resp).await?;
 
-    authenticate(&mut io, p, plugin, nonce).await?;
+    let (plugin, nonce) = authenticate(&mut io, p, plugin, nonce).await?;
 
     let now = Instant::now();
     let mut conn = BackendConn {
@@ -165,6 +165,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         last_used: now,
         opened: now,
         stmts: Default::default(),
+        auth: (plugin, nonce),
     };
     conn.exec(TRACKERS_SQL).await?;
     conn.state = TrackedState::for_collation(u16::from(BACKEND_COLLATION));
@@ -178,7 +179,7 @@ fn server_err(payload: &[u8]) -> BackendError {
     )
 }
 
-fn auth_response(
+pub(crate) fn auth_response(
     plugin: &[u8],
     nonce: &[u8],
     password: &str,
@@ -210,17 +211,17 @@ fn auth_response(
 }
 
 /// Runs the server's side of the auth conversation to its OK or ERR.
-async fn authenticate(
+pub(crate) async fn authenticate(
     io: &mut PacketIo,
     p: &BackendParams,
     mut plugin: Vec<u8>,
     mut nonce: Vec<u8>,
-) -> Result<(), BackendError> {
+) -> Result<(Vec<u8>, Vec<u8>), BackendError> {
     for _ in 0..8 {
         let pkt = io.read_packet(1 << 20).await?;
         let seq = pkt.last_seq.wrapping_add(1);
         match pkt.payload.first().copied() {
-            Some(OK_HEADER) => return Ok(()),
+            Some(OK_HEADER) => return Ok((plugin, nonce)),
             Some(ERR_HEADER) => return Err(server_err(&pkt.payload)),
             Some(0xFE) => {
                 // Auth switch: plugin name NUL, then the new nonce.

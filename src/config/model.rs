@@ -11,6 +11,9 @@ pub struct Config {
     pub listen: String,
     /// Address of the HTTP admin endpoint (/metrics, /status, /healthz, /readyz).
     pub admin_listen: String,
+    /// Accept queue length of the client listener (capped by the kernel's
+    /// net.core.somaxconn).
+    pub listen_backlog: u32,
     /// Logging.
     pub log: LogConfig,
     /// The MySQL/MariaDB server behind the proxy.
@@ -28,6 +31,7 @@ impl Default for Config {
         Self {
             listen: "127.0.0.1:6033".into(),
             admin_listen: "127.0.0.1:6034".into(),
+            listen_backlog: 4096,
             log: LogConfig::default(),
             backend: BackendConfig::default(),
             frontend: FrontendConfig::default(),

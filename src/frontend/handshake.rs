@@ -17,6 +17,7 @@ use crate::config::AuthPluginName;
 use crate::protocol::caps::{CLIENT_OFFER, Caps, flag};
 use crate::protocol::errors;
 use crate::protocol::packets::ErrPacket;
+use crate::wire::packet_io::Packet;
 use crate::wire::{PacketIo, Stream, WireError};
 
 /// A logged-in client.
@@ -98,7 +99,10 @@ pub async fn login(
     io.send_packet(0, &buf).await?;
 
     let max = 1 << 16;
-    let mut pkt = io.read_packet(max).await?;
+    let mut pkt = match read_login_packet(&mut io, max, 1).await {
+        Ok(p) => p,
+        Err(e) => return Err(e),
+    };
     let client_caps = pkt
         .payload
         .get(..4)
@@ -130,7 +134,7 @@ pub async fn login(
             .await
             .map_err(|e| HandshakeError::Refused(format!("tls handshake failed: {e}")))?;
         io = PacketIo::new(Stream::ServerTls(Box::new(tls_stream)));
-        pkt = io.read_packet(max).await?;
+        pkt = read_login_packet(&mut io, max, 2).await?;
     }
     let mut seq = pkt.last_seq.wrapping_add(1);
     if shared.config.frontend.require_tls && !io.stream.is_tls() {
@@ -181,8 +185,8 @@ pub async fn login(
         response,
     )
     .await?;
-    if !verified {
-        let e = errors::access_denied(&user_name, &host, true);
+    if !verified.ok {
+        let e = errors::access_denied(&user_name, &host, verified.used_password);
         return Err(refuse(&mut io, seq, e).await);
     }
     Ok(Login {
@@ -209,7 +213,7 @@ pub(crate) async fn authenticate(
     challenged: AuthPluginName,
     nonce: &[u8; 20],
     mut response: Vec<u8>,
-) -> Result<bool, HandshakeError> {
+) -> Result<AuthOutcome, HandshakeError> {
     let client_plugin = match client_plugin {
         b"mysql_native_password" => Some(AuthPluginName::MysqlNativePassword),
         b"caching_sha2_password" => Some(AuthPluginName::CachingSha2Password),
@@ -235,14 +239,45 @@ pub(crate) async fn authenticate(
     if !user.credential.supports(plugin) {
         plugin = AuthPluginName::MysqlNativePassword;
     }
+    let used_password = !response.is_empty();
     if !user.credential.verify(plugin, nonce, &response) {
-        return Ok(false);
+        return Ok(AuthOutcome {
+            ok: false,
+            used_password,
+        });
     }
-    if plugin == AuthPluginName::CachingSha2Password && !response.is_empty() {
+    if plugin == AuthPluginName::CachingSha2Password && used_password {
         // fast_auth_success; the OK follows.
         *seq = io.send_packet(*seq, &[0x01, 0x03]).await?;
     }
-    Ok(true)
+    Ok(AuthOutcome {
+        ok: true,
+        used_password,
+    })
+}
+
+/// The result of [`authenticate`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AuthOutcome {
+    /// The password matched.
+    pub ok: bool,
+    /// The client sent a non-empty response ("using password: YES").
+    pub used_password: bool,
+}
+
+/// Reads a login packet, refusing at once (as the server does) one with the
+/// wrong sequence id or above the login size limit.
+async fn read_login_packet(
+    io: &mut PacketIo,
+    max: usize,
+    seq: u8,
+) -> Result<Packet, HandshakeError> {
+    match io.read_packet_seq(max, Some(seq)).await {
+        Ok(p) => Ok(p),
+        Err(WireError::OutOfOrder) => Err(refuse(io, seq, errors::out_of_order()).await),
+        Err(WireError::TooLarge) => Err(refuse(io, seq, errors::bad_handshake()).await),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Sends an auth switch to `plugin` with our nonce and reads the response.

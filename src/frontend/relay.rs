@@ -271,6 +271,42 @@ pub async fn relay(
     Ok(out)
 }
 
+/// Writes a reply the proxy captured earlier (whole payloads, as the
+/// backend sent them) to the client, translated like a relayed one.
+pub fn replay(
+    client: &mut PacketIo,
+    packets: &[Vec<u8>],
+    shape: Shape,
+    view: &ClientView<'_>,
+    mut seq: u8,
+) {
+    let mut t = Tracker::new(shape);
+    for p in packets {
+        match t.next(p, false) {
+            Class::Ok | Class::Terminator => match OkPacket::parse(p) {
+                Some(ok) => {
+                    let ok = OkPacket {
+                        status: view.status
+                            | (ok.status & crate::protocol::packets::status::MORE_RESULTS_EXISTS),
+                        ..ok
+                    };
+                    let mut b = BytesMut::new();
+                    ok.write(&mut b, view.caps.session_track());
+                    write_ok(client, &mut seq, &ok, view, &b);
+                }
+                None => seq = client.write_packet(seq, p),
+            },
+            Class::ColumnDef { last } | Class::ParamDef { last } => {
+                seq = client.write_packet(seq, p);
+                if last && shape != Shape::FieldList && !view.caps.deprecate_eof() {
+                    insert_eof(client, &mut seq, view.status);
+                }
+            }
+            _ => seq = client.write_packet(seq, p),
+        }
+    }
+}
+
 enum Side {
     Client(WireError),
     Backend(WireError),
@@ -288,11 +324,16 @@ async fn stream_file(
     let mut continues = false;
     let mut packet_len = 0usize;
     loop {
-        let h = client.next_chunk().await.map_err(Side::Client)?;
-        packet_len = if continues { packet_len + h.len } else { h.len };
+        let hdr = client.next_header().await.map_err(Side::Client)?;
+        packet_len = if continues {
+            packet_len + hdr.len
+        } else {
+            hdr.len
+        };
         if packet_len > max_packet {
             return Err(Side::Client(WireError::TooLarge));
         }
+        let h = client.next_chunk().await.map_err(Side::Client)?;
         let start = backend.wbuf.len();
         backend.wbuf.extend_from_slice(client.chunk_bytes(h));
         backend.wbuf[start + HEADER_LEN - 1] = backend_seq;

@@ -8,6 +8,7 @@ pub const ER_HANDSHAKE_ERROR: u16 = 1043;
 pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
 pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
 pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
+pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
 pub const ER_NET_READ_ERROR: u16 = 1158;
 pub const ER_NET_READ_INTERRUPTED: u16 = 1159;
 pub const ER_NET_ERROR_ON_WRITE: u16 = 1160;
@@ -72,6 +73,15 @@ pub fn packet_too_large() -> ErrPacket {
         ER_NET_PACKET_TOO_LARGE,
         "08S01",
         "Got a packet bigger than 'max_allowed_packet' bytes",
+    )
+}
+
+/// ER_NET_PACKETS_OUT_OF_ORDER as a server phrases it.
+pub fn out_of_order() -> ErrPacket {
+    ErrPacket::new(
+        ER_NET_PACKETS_OUT_OF_ORDER,
+        "08S01",
+        "Got packets out of order",
     )
 }
 

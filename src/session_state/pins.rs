@@ -24,8 +24,6 @@ pub enum PinReason {
     Cursor,
     /// SEND_LONG_DATA accumulated on the backend statement awaits EXECUTE.
     LongData,
-    /// The last statement left warnings (kept for SHOW WARNINGS).
-    Warnings,
     /// The server reported a state change we cannot replay.
     UnknownState,
     /// The client changed the session trackers.
@@ -46,7 +44,6 @@ impl PinReason {
             PinReason::FoundRows => "found_rows",
             PinReason::Cursor => "cursor",
             PinReason::LongData => "long_data",
-            PinReason::Warnings => "warnings",
             PinReason::UnknownState => "unknown_state",
             PinReason::Trackers => "trackers",
         }
@@ -109,7 +106,6 @@ impl Pins {
             FoundRows,
             Cursor,
             LongData,
-            Warnings,
             UnknownState,
             Trackers,
         ]

@@ -41,12 +41,18 @@ pub struct SyncPlan {
     pub set_option: Option<bool>,
     /// The `last_insert_id` the SET establishes.
     pub last_insert_id: Option<u64>,
+    /// The session has no schema but the backend has one: only a
+    /// COM_CHANGE_USER can unselect it (done before the rest of the plan).
+    pub clear_schema: bool,
 }
 
 impl SyncPlan {
     /// True when nothing needs to be sent.
     pub fn is_empty(&self) -> bool {
-        self.init_db.is_none() && self.set_sql.is_none() && self.set_option.is_none()
+        self.init_db.is_none()
+            && self.set_sql.is_none()
+            && self.set_option.is_none()
+            && !self.clear_schema
     }
 }
 
@@ -125,10 +131,11 @@ impl TrackedState {
     /// Variables the backend has but the session lacks are set to DEFAULT.
     pub fn sync_plan(&self, backend: &TrackedState) -> SyncPlan {
         let mut plan = SyncPlan::default();
-        if self.schema != backend.schema
-            && let Some(s) = &self.schema
-        {
-            plan.init_db = Some(s.clone());
+        if self.schema != backend.schema {
+            match &self.schema {
+                Some(s) => plan.init_db = Some(s.clone()),
+                None => plan.clear_schema = true,
+            }
         }
         if self.multi_statements != backend.multi_statements {
             plan.set_option = Some(self.multi_statements);

@@ -31,6 +31,9 @@ pub enum WireError {
     /// A logical packet exceeded the allowed size.
     #[error("packet larger than max_allowed_packet")]
     TooLarge,
+    /// A packet arrived with an unexpected sequence id.
+    #[error("packets out of order")]
+    OutOfOrder,
 }
 
 /// A reassembled logical packet.
@@ -124,28 +127,54 @@ impl PacketIo {
         }
     }
 
-    /// Reads one logical packet, reassembling continuation chunks, refusing
-    /// payloads above `max_len` (the rest of an oversize packet is not read).
+    /// Waits until a chunk header is buffered and returns it (the body may
+    /// still be on its way).
+    pub async fn next_header(&mut self) -> Result<ChunkHeader, WireError> {
+        loop {
+            if let Some(h) = framing::parse_header(&self.rbuf) {
+                return Ok(h);
+            }
+            self.fill(HEADER_LEN).await?;
+        }
+    }
+
+    /// Reads one logical packet, reassembling continuation chunks. Sizes are
+    /// checked against `max_len` as soon as each header arrives, so an
+    /// oversize packet is refused without waiting for (or buffering) it.
     pub async fn read_packet(&mut self, max_len: usize) -> Result<Packet, WireError> {
-        let h = self.next_chunk().await?;
-        if h.len > max_len {
+        self.read_packet_seq(max_len, None).await
+    }
+
+    /// Like [`Self::read_packet`], also requiring the first chunk to carry
+    /// sequence id `seq` (a new command starts at 0).
+    pub async fn read_packet_seq(
+        &mut self,
+        max_len: usize,
+        seq: Option<u8>,
+    ) -> Result<Packet, WireError> {
+        let first = self.next_header().await?;
+        if seq.is_some_and(|s| s != first.seq) {
+            return Err(WireError::OutOfOrder);
+        }
+        if first.len > max_len {
             return Err(WireError::TooLarge);
         }
-        let seq = h.seq;
+        let h = self.next_chunk().await?;
         let mut payload = BytesMut::from(self.chunk_payload(h));
         let mut last = h;
         self.consume_chunk(h);
         while last.continues() {
-            let h = self.next_chunk().await?;
-            if payload.len() + h.len > max_len {
+            let next = self.next_header().await?;
+            if payload.len() + next.len > max_len {
                 return Err(WireError::TooLarge);
             }
+            let h = self.next_chunk().await?;
             payload.extend_from_slice(self.chunk_payload(h));
             last = h;
             self.consume_chunk(h);
         }
         Ok(Packet {
-            seq,
+            seq: first.seq,
             last_seq: last.seq,
             payload,
         })

@@ -8,7 +8,6 @@ use std::time::Duration;
 use myplex::config::{Config, PoolMode, UserConfig};
 use myplex::frontend::Shared;
 use myplex::shutdown::{self, ShutdownTrigger};
-use tokio::net::TcpListener;
 
 use super::mariadb::{APP_PASSWORD, APP_USER, MariaDb, OTHER_PASSWORD, OTHER_USER};
 
@@ -120,7 +119,8 @@ impl ProxyBuilder {
 
     /// Binds 127.0.0.1:0 and serves in the current runtime.
     pub async fn start(self) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let listener =
+            myplex::server::bind("127.0.0.1:0", self.cfg.listen_backlog).expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
         let (trigger, sd) = shutdown::channel();
         let shared = myplex::server::build(self.cfg, sd)

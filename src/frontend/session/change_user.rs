@@ -9,7 +9,7 @@ use crate::protocol::caps::flag;
 use crate::protocol::errors;
 use crate::protocol::lenenc::Reader;
 use crate::protocol::packets::status;
-use crate::session_state::{PinReason, TrackedState};
+use crate::session_state::TrackedState;
 use crate::wire::packet_io::Packet;
 
 /// The fields of a COM_CHANGE_USER request.
@@ -93,9 +93,9 @@ impl Session {
         )
         .await;
         match verified {
-            Ok(true) => {}
-            Ok(false) => {
-                self.send_err(seq, &errors::access_denied(&name, &host, true))
+            Ok(a) if a.ok => {}
+            Ok(a) => {
+                self.send_err(seq, &errors::access_denied(&name, &host, a.used_password))
                     .await?;
                 return Err(End::Fatal("change user: access denied".into()));
             }
@@ -107,7 +107,7 @@ impl Session {
         self.backend = None;
         self.drop_statements();
         self.pins.clear_state();
-        self.pins.remove(PinReason::Warnings);
+        self.warnings = None;
         self.user = idx;
         self.pool = user.pool;
         self.handle

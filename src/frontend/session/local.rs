@@ -55,6 +55,12 @@ pub fn classify(sql: &[u8]) -> Option<Local> {
     }
 }
 
+/// `SHOW WARNINGS` (answered from the warnings fetched after the
+/// statement that raised them).
+pub fn is_show_warnings(sql: &[u8]) -> bool {
+    normalized(sql) == b"show warnings"
+}
+
 /// Replaces `CONNECTION_ID()` (any case, outside quotes and comments) with
 /// `id`; `None` when the statement does not mention it.
 pub fn replace_connection_id(sql: &[u8], id: u32) -> Option<Vec<u8>> {

@@ -86,6 +86,9 @@ pub struct Session {
     user: usize,
     /// What other sessions see of this one (for KILL).
     handle: SessionHandle,
+    /// SHOW WARNINGS of the last statement, fetched before its backend was
+    /// released.
+    warnings: Option<Vec<Vec<u8>>>,
 }
 
 impl Drop for Session {
@@ -148,6 +151,7 @@ impl Session {
             nonce: login.nonce,
             user: login.user,
             handle: SessionHandle::default(),
+            warnings: None,
             cursor_stmt: None,
             found_rows: 0,
         };
@@ -249,7 +253,7 @@ impl Session {
             let pinned = self.pins.any();
             let wake = self.handle.wake.clone();
             let pkt = tokio::select! {
-                r = self.client.read_packet(max) => r,
+                r = self.client.read_packet_seq(max, Some(0)) => r,
                 _ = shutdown.wait(), if !pinned => return Err(End::Shutdown),
                 _ = wake.notified() => None.ok_or(WireError::Closed),
             };
@@ -265,6 +269,10 @@ impl Session {
                 Err(WireError::TooLarge) => {
                     self.send_err(1, &errors::packet_too_large()).await?;
                     return Err(End::Fatal("client packet too large".into()));
+                }
+                Err(WireError::OutOfOrder) => {
+                    self.send_err(1, &errors::out_of_order()).await?;
+                    return Err(End::Fatal("client packets out of order".into()));
                 }
                 Err(WireError::Closed) => return Err(End::ClientGone),
                 Err(e) => return Err(End::Client(e)),
@@ -287,6 +295,23 @@ impl Session {
             COM_PING => self.send_ok(seq).await?,
             COM_QUERY => {
                 let sql = &pkt.payload[1..];
+                if local::is_show_warnings(sql) && !self.pins.any() && self.warnings.is_some() {
+                    let server = self.shared.pool.server_info();
+                    let view = ClientView {
+                        server_version: &server.version,
+                        caps: self.caps,
+                        trackers: &self.shared.trackers,
+                        status: self.status,
+                        intercept: None,
+                        max_packet: 0,
+                    };
+                    if let Some(w) = &self.warnings {
+                        super::relay::replay(&mut self.client, w, Shape::Query, &view, seq);
+                    }
+                    self.client.flush().await?;
+                    return Ok(false);
+                }
+                self.warnings = None;
                 if let Some(k) = kill::parse(sql) {
                     return self.kill(seq, k).await;
                 } else if let Some(what) = local::classify(sql)
@@ -504,7 +529,20 @@ impl Session {
             },
         };
         let slot = adm.slot;
-        let plan = self.state.sync_plan(&backend.state);
+        let mut plan = self.state.sync_plan(&backend.state);
+        if plan.clear_schema {
+            let params = &self.shared.pool.params[backend.pool];
+            let baseline =
+                TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
+            if let Err(e) = backend.clear_schema(params, &baseline).await {
+                drop(backend);
+                drop(slot);
+                self.lost_backend(seq, &errors::backend_lost(&e.to_string()), was_pinned)
+                    .await?;
+                return Ok(None);
+            }
+            plan = self.state.sync_plan(&backend.state);
+        }
         if !plan.is_empty() {
             let failure = match sync(&mut backend, &plan).await {
                 Ok(None) => None,
@@ -585,13 +623,6 @@ impl Session {
                     self.state.last_insert_id = id;
                     co.backend.state.last_insert_id = id;
                 }
-                // Keep the backend for the next statement when this one left
-                // warnings, so SHOW WARNINGS sees them.
-                if out.warnings > 0 {
-                    self.pins.add(PinReason::Warnings);
-                } else {
-                    self.pins.remove(PinReason::Warnings);
-                }
                 if let Some(rows) = out.rows {
                     self.found_rows = rows;
                 }
@@ -600,6 +631,22 @@ impl Session {
                 }
                 if fx.trackers_touched {
                     self.pins.add(PinReason::Trackers);
+                }
+                // Warnings live on the backend that raised them. A pinned
+                // session's SHOW WARNINGS goes there anyway; otherwise fetch
+                // them now, before the backend serves someone else.
+                self.warnings = None;
+                if out.warnings > 0 && !self.pins.any() {
+                    match co.backend.capture("SHOW WARNINGS", 1 << 20).await {
+                        Ok(w) => self.warnings = w,
+                        Err(e) => {
+                            // The statement's reply already reached the
+                            // client; only the backend is lost.
+                            debug!(error = %e, "could not fetch warnings");
+                            drop(co);
+                            return Ok(None);
+                        }
+                    }
                 }
                 Ok(Some((co, out)))
             }
@@ -675,7 +722,6 @@ impl Session {
     fn only_session_mode(&self) -> bool {
         let mut p = self.pins;
         p.remove(PinReason::SessionMode);
-        p.remove(PinReason::Warnings);
         !p.any()
     }
 
