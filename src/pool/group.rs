@@ -325,3 +325,100 @@ impl Drop for Leased {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(cap: usize) -> Arc<Group> {
+        Group::new(
+            0,
+            Limits {
+                cap,
+                max_owned: 4,
+                kickup: Duration::from_secs(1),
+            },
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_timeout_reports_and_leaves_the_queue() {
+        let g = group(1);
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let running = g
+            .acquire(Need::Slot, Priority::Low, deadline)
+            .await
+            .expect("first");
+        let err = match g.acquire(Need::Slot, Priority::Low, deadline).await {
+            Err(e) => e,
+            Ok(_) => panic!("must time out while the slot is taken"),
+        };
+        assert_eq!(err.waited_ms, 500, "paused time: exactly the deadline");
+        assert_eq!((err.in_flight, err.cap, err.queued), (1, 1, 1));
+        assert!(err.to_string().contains("raise pool.oversubscribe"));
+        let s = g.snapshot();
+        assert_eq!(
+            (s.low, s.in_flight),
+            (0, 1),
+            "the timed-out waiter left the queue"
+        );
+        running.slot.finish(None);
+        assert_eq!(g.snapshot().in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropped_waiter_is_cancel_safe() {
+        let g = group(1);
+        let far = Instant::now() + Duration::from_secs(60);
+        let running = g
+            .acquire(Need::Slot, Priority::Low, far)
+            .await
+            .expect("first");
+        let g2 = g.clone();
+        let waiter =
+            tokio::spawn(async move { g2.acquire(Need::Slot, Priority::High, far).await.is_ok() });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(g.snapshot().high, 1);
+        waiter.abort();
+        let _ = waiter.await;
+        assert_eq!(g.snapshot().high, 0, "an aborted waiter leaves the queue");
+        // A grant racing with the drop is given back, not leaked.
+        let g3 = g.clone();
+        let racer = tokio::spawn(async move {
+            g3.acquire(Need::Slot, Priority::Low, far)
+                .await
+                .map(|a| a.waited)
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        running.slot.finish(None);
+        let waited = racer
+            .await
+            .expect("join")
+            .expect("granted after the slot freed");
+        assert_eq!(waited, Duration::from_millis(10));
+        assert_eq!(
+            g.snapshot().in_flight,
+            0,
+            "the racer's slot guard was dropped"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn open_reservation_and_lease_release_their_place() {
+        let g = group(4);
+        let far = Instant::now() + Duration::from_secs(1);
+        let a = g
+            .acquire(Need::Lease { pool: 0 }, Priority::Low, far)
+            .await
+            .expect("lease");
+        assert!(
+            a.open.is_some(),
+            "no idle connection: permission to open one"
+        );
+        assert_eq!(g.snapshot().owned, 1);
+        drop(a.open);
+        assert_eq!(g.snapshot().owned, 0, "a failed dial frees the place");
+        drop(a.slot);
+        assert_eq!(g.snapshot().in_flight, 0);
+    }
+}

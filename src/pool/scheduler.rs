@@ -26,6 +26,32 @@ pub enum Priority {
     Low,
 }
 
+/// The queue a statement goes to (design §6.1, `high_prio_mode`): in
+/// `transactions` mode a session holding a transaction or lock is high
+/// priority while it has tickets (each admission spends one); taking the low
+/// queue refills them.
+pub fn priority(
+    mode: crate::config::HighPrioMode,
+    holds_lock: bool,
+    tickets: &mut u32,
+    max_tickets: u32,
+) -> Priority {
+    use crate::config::HighPrioMode;
+    match mode {
+        HighPrioMode::Statements => Priority::High,
+        HighPrioMode::None => Priority::Low,
+        HighPrioMode::Transactions => {
+            if holds_lock && *tickets > 0 {
+                *tickets -= 1;
+                Priority::High
+            } else {
+                *tickets = max_tickets;
+                Priority::Low
+            }
+        }
+    }
+}
+
 /// What a waiter needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {
@@ -514,6 +540,32 @@ mod tests {
         ));
         let s = g.snapshot();
         assert_eq!((s.owned, s.idle, s.counters.evictions), (1, 0, 1));
+    }
+
+    #[test]
+    fn tickets_bound_consecutive_high_admissions() {
+        use crate::config::HighPrioMode;
+        let mut t = 2;
+        let mode = HighPrioMode::Transactions;
+        assert_eq!(priority(mode, true, &mut t, 2), Priority::High);
+        assert_eq!(priority(mode, true, &mut t, 2), Priority::High);
+        assert_eq!(
+            priority(mode, true, &mut t, 2),
+            Priority::Low,
+            "out of tickets"
+        );
+        assert_eq!(t, 2, "refilled in the low queue");
+        assert_eq!(priority(mode, true, &mut t, 2), Priority::High);
+        assert_eq!(
+            priority(mode, false, &mut t, 2),
+            Priority::Low,
+            "no transaction"
+        );
+        assert_eq!(
+            priority(HighPrioMode::Statements, false, &mut t, 2),
+            Priority::High
+        );
+        assert_eq!(priority(HighPrioMode::None, true, &mut t, 2), Priority::Low);
     }
 
     #[tokio::test(start_paused = true)]

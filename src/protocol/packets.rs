@@ -200,9 +200,9 @@ impl std::fmt::Display for ErrPacket {
 mod tests {
     use super::*;
 
-    // OK after `USE test` from MariaDB 10.11 with session tracking:
-    // affected 0, insert id 0, status 0x4002, warnings 0, info "",
-    // state: schema change "test".
+    // An OK as MariaDB 10.11 sends it after `USE test` with only the schema
+    // tracker on: affected 0, insert id 0, status 0x4002 (autocommit +
+    // state changed), warnings 0, info "", state: schema change "test".
     const OK_USE_TEST: &[u8] = &[
         0x00, 0x00, 0x00, 0x02, 0x40, 0x00, 0x00, 0x00, 0x07, 0x01, 0x05, 0x04, b't', b'e', b's',
         b't',

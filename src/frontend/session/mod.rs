@@ -405,20 +405,13 @@ impl Session {
     }
 
     fn priority(&mut self) -> Priority {
-        let max = self.shared.config.pool.high_prio_tickets;
-        match self.shared.config.pool.high_prio_mode {
-            HighPrioMode::Statements => Priority::High,
-            HighPrioMode::None => Priority::Low,
-            HighPrioMode::Transactions => {
-                if self.pins.holds_lock() && self.tickets > 0 {
-                    self.tickets -= 1;
-                    Priority::High
-                } else {
-                    self.tickets = max;
-                    Priority::Low
-                }
-            }
-        }
+        let cfg = &self.shared.config.pool;
+        crate::pool::scheduler::priority(
+            cfg.high_prio_mode,
+            self.pins.holds_lock(),
+            &mut self.tickets,
+            cfg.high_prio_tickets,
+        )
     }
 
     /// Turns an admission's backend part into a usable connection: checks an
