@@ -85,9 +85,15 @@ async fn session_variables_survive_moving_between_backends() {
         .await
         .expect("set");
     a.query_drop("SET NAMES latin1").await.expect("set names");
-    let before: Option<u32> = a.query_first("SELECT @@pseudo_thread_id").await.expect("id");
+    let before: Option<u32> = a
+        .query_first("SELECT @@pseudo_thread_id")
+        .await
+        .expect("id");
     move_away(&mut b).await;
-    let after: Option<u32> = a.query_first("SELECT @@pseudo_thread_id").await.expect("id");
+    let after: Option<u32> = a
+        .query_first("SELECT @@pseudo_thread_id")
+        .await
+        .expect("id");
     assert_ne!(before, after, "the test must really move the client");
     let row: Option<(String, String, String, String)> = a
         .query_first("SELECT @@session.sql_mode, @@session.time_zone, @@session.character_set_client, @@session.collation_connection")

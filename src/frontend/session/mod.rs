@@ -21,7 +21,7 @@ use super::Shared;
 use super::handshake::Login;
 use super::relay::{ClientView, Outcome, RelayError, relay};
 use crate::backend::{BackendError, InternalReply};
-use crate::config::{HighPrioMode, PoolMode};
+use crate::config::PoolMode;
 use crate::pool::group::{Group, Leased, SlotGuard};
 use crate::pool::scheduler::{Need, Priority};
 use crate::protocol::caps::{Caps, flag};
