@@ -21,9 +21,11 @@
 //! `pool` schedules; `session_state` knows what a client's session is and
 //! what pins it; `frontend` serves clients; `server` accepts them.
 
+pub mod admin;
 pub mod backend;
 pub mod config;
 pub mod frontend;
+pub mod metrics;
 pub mod pool;
 pub mod prepared;
 pub mod protocol;

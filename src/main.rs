@@ -77,7 +77,12 @@ async fn serve(cfg: myplex::config::Config) -> anyhow::Result<()> {
         .with_context(|| format!("binding listen address {}", cfg.listen))?;
     tracing::info!(listen = %cfg.listen, backend = %cfg.backend.address, "myplex listening");
     let (trigger, shutdown) = myplex::shutdown::channel();
+    let admin = tokio::net::TcpListener::bind(&cfg.admin_listen)
+        .await
+        .with_context(|| format!("binding admin_listen address {}", cfg.admin_listen))?;
+    tracing::info!(admin = %cfg.admin_listen, "admin endpoint: /metrics /status /healthz /readyz");
     let shared = myplex::server::build(cfg, shutdown).await?;
+    tokio::spawn(myplex::admin::http::serve(admin, shared.clone()));
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("shutdown requested; draining sessions at transaction boundaries");

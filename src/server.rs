@@ -169,6 +169,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         }
     }
     let cfg_registry_size = cfg.pool.prepared_registry_size;
+    let cfg_groups = cfg.pool.effective_groups();
     let pool = Pool::new(&cfg, params, server);
     pool.spawn_maintenance();
     Ok(Arc::new(Shared {
@@ -182,6 +183,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         known_schemas: Default::default(),
         templates,
         sessions: Default::default(),
+        metrics: crate::metrics::Metrics::new(cfg_groups),
         registry: std::sync::Mutex::new(crate::prepared::Registry::new(cfg_registry_size)),
         shutdown,
     }))
@@ -255,6 +257,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
             }
             Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
                 warn!("out of file descriptors; refusing a client");
+                shared.metrics.rejected("fd_exhausted");
                 reserve.take();
                 if let Ok((tcp, _)) = listener.accept().await {
                     refuse(
@@ -289,22 +292,27 @@ async fn refuse(tcp: TcpStream, e: crate::protocol::packets::ErrPacket) {
 struct ClientCount<'a>(&'a Shared);
 impl Drop for ClientCount<'_> {
     fn drop(&mut self) {
-        self.0.clients.fetch_sub(1, Ordering::Relaxed);
+        let n = self.0.clients.fetch_sub(1, Ordering::Relaxed) - 1;
+        self.0.metrics.client_connections.set(n as f64);
     }
 }
 
 async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) {
     let n = shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
     let _count = ClientCount(&shared);
+    shared.metrics.client_connections.set(n as f64);
     if n > shared.config.pool.max_client_connections {
         debug!("too many connections");
+        shared.metrics.rejected("max_client_connections");
         refuse(tcp, errors::too_many_connections()).await;
         return;
     }
     if shared.shutdown.is_triggered() {
+        shared.metrics.rejected("shutdown");
         refuse(tcp, errors::shutting_down()).await;
         return;
     }
+    shared.metrics.client_connections_total.increment(1);
     let _ = tcp.set_nodelay(true);
     let io = PacketIo::new(Stream::Plain(tcp));
     let timeout = Duration::from_millis(shared.config.frontend.handshake_timeout_ms);
@@ -312,6 +320,7 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
         Ok(Ok(l)) => l,
         Ok(Err(e)) => {
             debug!(error = %e, "login failed");
+            shared.metrics.rejected("auth");
             return;
         }
         Err(_) => {

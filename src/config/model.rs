@@ -49,6 +49,9 @@ pub struct LogConfig {
     pub format: LogFormat,
     /// A `tracing` filter, e.g. `info` or `myplex=debug`.
     pub level: String,
+    /// Statements slower than this (queue wait + execution) are logged with
+    /// the split; 0 turns the slow-statement log off.
+    pub slow_statement_ms: u64,
 }
 
 impl Default for LogConfig {
@@ -56,6 +59,7 @@ impl Default for LogConfig {
         Self {
             format: LogFormat::Text,
             level: "info".into(),
+            slow_statement_ms: 1000,
         }
     }
 }

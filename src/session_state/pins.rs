@@ -88,6 +88,14 @@ impl Pins {
             || self.has(PinReason::UserLock)
             || self.has(PinReason::LockTables)
     }
+    /// The raw bit set (for lock-free sharing).
+    pub fn bits(self) -> u16 {
+        self.0
+    }
+    /// Rebuilds from [`Self::bits`].
+    pub fn from_bits(bits: u16) -> Self {
+        Self(bits)
+    }
     /// Clears everything but the session-mode pin.
     pub fn clear_state(&mut self) {
         self.0 &= Self::bit(PinReason::SessionMode);

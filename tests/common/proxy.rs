@@ -17,6 +17,8 @@ pub struct Proxy {
     pub addr: SocketAddr,
     /// The shared context (pool snapshots for assertions).
     pub shared: Arc<Shared>,
+    /// The admin HTTP endpoint.
+    pub admin: SocketAddr,
     trigger: ShutdownTrigger,
 }
 
@@ -66,6 +68,25 @@ impl Proxy {
     /// The app user's URL for database `test`.
     pub fn app_url(&self) -> String {
         self.url(APP_USER, APP_PASSWORD, "test")
+    }
+
+    /// GET `path` from the admin endpoint: (status code, body).
+    pub async fn http_get(&self, path: &str) -> (u16, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(self.admin)
+            .await
+            .expect("admin connect");
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .expect("admin write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.expect("admin read");
+        let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let body = out
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (code, body)
     }
 
     /// Backend connections owned across all groups.
@@ -131,9 +152,15 @@ impl ProxyBuilder {
             shared.clone(),
             Duration::from_secs(1),
         ));
+        let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind admin");
+        let admin = admin_listener.local_addr().expect("admin addr");
+        tokio::spawn(myplex::admin::http::serve(admin_listener, shared.clone()));
         Proxy {
             addr,
             shared,
+            admin,
             trigger,
         }
     }

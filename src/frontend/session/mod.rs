@@ -89,6 +89,12 @@ pub struct Session {
     /// SHOW WARNINGS of the last statement, fetched before its backend was
     /// released.
     warnings: Option<Vec<Vec<u8>>>,
+    /// Queue wait of the current command, when it used a backend.
+    stmt_wait: Option<Duration>,
+    /// When the open transaction started.
+    txn_started: Option<Instant>,
+    /// The current command is a ROLLBACK.
+    last_is_rollback: bool,
 }
 
 impl Drop for Session {
@@ -113,6 +119,8 @@ pub struct SessionHandle {
     pub killed: Arc<std::sync::atomic::AtomicBool>,
     /// Wakes the session when killed.
     pub wake: Arc<tokio::sync::Notify>,
+    /// Current pin reasons ([`Pins::bits`]).
+    pub pins: Arc<std::sync::atomic::AtomicU16>,
 }
 
 impl Session {
@@ -152,6 +160,9 @@ impl Session {
             user: login.user,
             handle: SessionHandle::default(),
             warnings: None,
+            stmt_wait: None,
+            txn_started: None,
+            last_is_rollback: false,
             cursor_stmt: None,
             found_rows: 0,
         };
@@ -171,7 +182,17 @@ impl Session {
         self.shared.config.frontend.max_allowed_packet
     }
 
+    /// Adds a pin reason, counting it when it is new.
+    fn pin(&mut self, r: PinReason) {
+        if !self.pins.has(r) {
+            self.pins.add(r);
+            self.shared.metrics.pinned(r.label());
+        }
+    }
+
+    /// Sends an error the proxy originates.
     async fn send_err(&mut self, seq: u8, e: &ErrPacket) -> Result<(), End> {
+        self.shared.metrics.error(e.code, false);
         let mut b = BytesMut::new();
         e.write(&mut b);
         self.client.send_packet(seq, &b).await?;
@@ -285,11 +306,42 @@ impl Session {
 
     /// Handles one command; returns true when the client quit.
     async fn command(&mut self, pkt: Packet) -> Result<bool, End> {
+        let started = Instant::now();
+        self.stmt_wait = None;
+        let cmd = pkt.payload.first().copied();
+        self.last_is_rollback = cmd == Some(COM_QUERY) && is_rollback(&pkt.payload[1..]);
+        let quit = self.dispatch(pkt).await;
+        self.handle
+            .pins
+            .store(self.pins.bits(), std::sync::atomic::Ordering::Relaxed);
+        if let (Some(wait), Some(cmd)) = (self.stmt_wait, cmd) {
+            let group = self.group.id;
+            self.shared
+                .metrics
+                .statement(group, cmd, wait, started.elapsed());
+            let slow = self.shared.config.log.slow_statement_ms;
+            let total = started.elapsed();
+            if slow > 0 && total.as_millis() >= u128::from(slow) {
+                tracing::warn!(
+                    client = self.id,
+                    group,
+                    kind = crate::metrics::KINDS[crate::metrics::kind_index(cmd)],
+                    queue_wait_ms = wait.as_millis() as u64,
+                    execution_ms = total.saturating_sub(wait).as_millis() as u64,
+                    "slow statement"
+                );
+            }
+        }
+        quit
+    }
+
+    async fn dispatch(&mut self, pkt: Packet) -> Result<bool, End> {
         let seq = pkt.last_seq.wrapping_add(1);
         let Some(&cmd) = pkt.payload.first() else {
             self.send_err(seq, &errors::unknown_command(0)).await?;
             return Ok(false);
         };
+        self.shared.metrics.bytes(0, pkt.payload.len() as u64);
         match cmd {
             COM_QUIT => return Ok(true),
             COM_PING => self.send_ok(seq).await?,
@@ -312,6 +364,20 @@ impl Session {
                     return Ok(false);
                 }
                 self.warnings = None;
+                if self.shared.users[self.user].admin
+                    && let Some(c) = crate::admin::console::parse(sql)
+                {
+                    let rs = crate::admin::console::run(c, &self.shared);
+                    crate::admin::console::write(
+                        &mut self.client,
+                        seq,
+                        &rs,
+                        self.caps.deprecate_eof(),
+                        self.status,
+                    );
+                    self.client.flush().await?;
+                    return Ok(false);
+                }
                 if let Some(k) = kill::parse(sql) {
                     return self.kill(seq, k).await;
                 } else if let Some(what) = local::classify(sql)
@@ -499,11 +565,13 @@ impl Session {
                     waited_ms = t.waited_ms as u64,
                     "queue timeout"
                 );
+                self.shared.metrics.queue_timeout(self.group.id);
                 self.send_err(seq, &queue_timeout_err(&t.to_string()))
                     .await?;
                 return Ok(None);
             }
         };
+        self.stmt_wait = Some(adm.waited);
         let mut backend = match (adm.backend, adm.open) {
             (None, None) => match self.backend.take() {
                 Some(b) => b,
@@ -601,12 +669,26 @@ impl Session {
             .store(0, std::sync::atomic::Ordering::Relaxed);
         match result {
             Ok(out) => {
+                self.shared.metrics.bytes(out.bytes, 0);
+                if let Some(code) = out.error {
+                    self.shared.metrics.error(code, true);
+                }
                 if let Some(st) = out.status {
                     self.status = st;
                     co.backend.status = st;
                     if st & status::IN_TRANS != 0 {
-                        self.pins.add(PinReason::Transaction);
+                        if !self.pins.has(PinReason::Transaction) {
+                            self.txn_started = Some(Instant::now());
+                        }
+                        self.pin(PinReason::Transaction);
                     } else {
+                        if let Some(t0) = self.txn_started.take() {
+                            self.shared.metrics.transaction(
+                                self.group.id,
+                                !self.last_is_rollback,
+                                t0.elapsed(),
+                            );
+                        }
                         self.pins.remove(PinReason::Transaction);
                     }
                 }
@@ -620,10 +702,10 @@ impl Session {
                     self.found_rows = rows;
                 }
                 if fx.unexplained {
-                    self.pins.add(PinReason::UnknownState);
+                    self.pin(PinReason::UnknownState);
                 }
                 if fx.trackers_touched {
-                    self.pins.add(PinReason::Trackers);
+                    self.pin(PinReason::Trackers);
                 }
                 // Warnings live on the backend that raised them. A pinned
                 // session's SHOW WARNINGS goes there anyway; otherwise fetch
@@ -690,7 +772,7 @@ impl Session {
                 PinReason::FoundRows,
             ] {
                 if scan.adds.has(r) {
-                    self.pins.add(r);
+                    self.pin(r);
                 }
             }
             if scan.unlock_tables {
@@ -790,4 +872,15 @@ async fn sync(backend: &mut Leased, plan: &SyncPlan) -> Result<Option<ErrPacket>
 
 fn queue_timeout_err(msg: &str) -> ErrPacket {
     ErrPacket::new(errors::ER_QUERY_INTERRUPTED, "70100", msg)
+}
+
+/// True for `ROLLBACK` (not `ROLLBACK TO SAVEPOINT`, which keeps the
+/// transaction open and so never ends one).
+fn is_rollback(sql: &[u8]) -> bool {
+    let start = sql
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(sql.len());
+    let t = &sql[start..];
+    t.len() >= 8 && t[..8].eq_ignore_ascii_case(b"rollback")
 }

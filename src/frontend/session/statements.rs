@@ -248,7 +248,7 @@ impl Session {
             }
             self.pins.remove(PinReason::LongData);
             if exec.wants_cursor() && out.status.is_some_and(|s| s & status::CURSOR_EXISTS != 0) {
-                self.pins.add(PinReason::Cursor);
+                self.pin(PinReason::Cursor);
                 self.cursor_stmt = Some(client_id);
             }
             self.finish(co.slot, co.backend);
@@ -290,7 +290,7 @@ impl Session {
             drop(co);
             return Err(End::Fatal("backend lost during long data".into()));
         }
-        self.pins.add(PinReason::LongData);
+        self.pin(PinReason::LongData);
         self.finish(co.slot, co.backend);
         Ok(())
     }

@@ -1,0 +1,286 @@
+//! The admin SQL console: `SHOW MYPLEX GROUPS | POOLS | CLIENTS | STATS`
+//! answered on the MySQL port for users with `admin = true`, as text result
+//! sets any MySQL client prints. Answered without a backend or a queue.
+
+use bytes::{BufMut, BytesMut};
+
+use crate::frontend::Shared;
+use crate::protocol::lenenc::put_lenenc_bytes;
+use crate::protocol::packets::{EOF_HEADER, OkPacket, eof_payload};
+use crate::wire::PacketIo;
+
+/// A console command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Thread groups and their scheduler state.
+    Groups,
+    /// Backend connections per group and credential pool.
+    Pools,
+    /// Connected clients.
+    Clients,
+    /// Throughput and latency percentiles.
+    Stats,
+}
+
+/// Recognizes `SHOW MYPLEX …`.
+pub fn parse(sql: &[u8]) -> Option<Command> {
+    let text = std::str::from_utf8(sql).ok()?;
+    let words: Vec<String> = text
+        .trim()
+        .trim_end_matches(';')
+        .split_ascii_whitespace()
+        .map(str::to_ascii_lowercase)
+        .collect();
+    match words
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["show", "myplex", "groups"] => Some(Command::Groups),
+        ["show", "myplex", "pools"] => Some(Command::Pools),
+        ["show", "myplex", "clients"] => Some(Command::Clients),
+        ["show", "myplex", "stats"] => Some(Command::Stats),
+        _ => None,
+    }
+}
+
+/// A text result set.
+#[derive(Debug, Default)]
+pub struct ResultSet {
+    /// Column names.
+    pub columns: Vec<&'static str>,
+    /// Rows of cells.
+    pub rows: Vec<Vec<String>>,
+}
+
+/// Builds the result of `cmd`.
+pub fn run(cmd: Command, shared: &Shared) -> ResultSet {
+    match cmd {
+        Command::Groups => groups(shared),
+        Command::Pools => pools(shared),
+        Command::Clients => clients(shared),
+        Command::Stats => stats(shared),
+    }
+}
+
+fn groups(shared: &Shared) -> ResultSet {
+    let mut rs = ResultSet {
+        columns: vec![
+            "group",
+            "in_flight",
+            "cap",
+            "stall_extra",
+            "queue_high",
+            "queue_low",
+            "dispatched",
+            "stalls",
+            "kickups",
+            "oldest_wait_ms",
+        ],
+        rows: Vec::new(),
+    };
+    for g in &shared.pool.groups {
+        let s = g.snapshot();
+        let oldest = g.oldest_wait().map_or(0, |d| d.as_millis());
+        rs.rows.push(vec![
+            g.id.to_string(),
+            s.in_flight.to_string(),
+            s.cap.to_string(),
+            s.extra.to_string(),
+            s.high.to_string(),
+            s.low.to_string(),
+            s.counters.dispatched.to_string(),
+            s.counters.stalls.to_string(),
+            s.counters.kickups.to_string(),
+            oldest.to_string(),
+        ]);
+    }
+    rs
+}
+
+fn pools(shared: &Shared) -> ResultSet {
+    let mut rs = ResultSet {
+        columns: vec![
+            "group",
+            "backend",
+            "backend_users",
+            "owned",
+            "max",
+            "idle",
+            "busy",
+            "pinned",
+            "evictions",
+        ],
+        rows: Vec::new(),
+    };
+    let users: Vec<&str> = shared.pool.params.iter().map(|p| p.user.as_str()).collect();
+    for g in &shared.pool.groups {
+        let s = g.snapshot();
+        let (idle, busy, pinned) = super::backend_states(&s);
+        rs.rows.push(vec![
+            g.id.to_string(),
+            shared.config.backend.address.clone(),
+            users.join(","),
+            s.owned.to_string(),
+            s.max_owned.to_string(),
+            idle.to_string(),
+            busy.to_string(),
+            pinned.to_string(),
+            s.counters.evictions.to_string(),
+        ]);
+    }
+    rs
+}
+
+fn clients(shared: &Shared) -> ResultSet {
+    let mut rs = ResultSet {
+        columns: vec![
+            "id",
+            "user",
+            "group",
+            "state",
+            "pinned_by",
+            "backend_thread",
+        ],
+        rows: Vec::new(),
+    };
+    let Ok(sessions) = shared.sessions.lock() else {
+        return rs;
+    };
+    let mut ids: Vec<_> = sessions.keys().copied().collect();
+    ids.sort_unstable();
+    for id in ids {
+        let Some(h) = sessions.get(&id) else { continue };
+        let thread = h.backend_thread.load(std::sync::atomic::Ordering::Relaxed);
+        let pins = crate::session_state::Pins::from_bits(
+            h.pins.load(std::sync::atomic::Ordering::Relaxed),
+        );
+        rs.rows.push(vec![
+            id.to_string(),
+            h.user.lock().map(|u| u.clone()).unwrap_or_default(),
+            (id as usize % shared.pool.groups.len().max(1)).to_string(),
+            if thread != 0 { "executing" } else { "idle" }.into(),
+            pins.primary().map_or("", |r| r.label()).into(),
+            thread.to_string(),
+        ]);
+    }
+    rs
+}
+
+fn stats(shared: &Shared) -> ResultSet {
+    let st = super::status::status(shared);
+    let json = serde_json::to_value(&st).unwrap_or_default();
+    let mut rs = ResultSet {
+        columns: vec![
+            "scope",
+            "window",
+            "tps",
+            "qps",
+            "stmt_p50_ms",
+            "stmt_p95_ms",
+            "stmt_p99_ms",
+            "stmt_max_ms",
+            "txn_p95_ms",
+            "wait_p95_ms",
+        ],
+        rows: Vec::new(),
+    };
+    let mut push = |scope: String, w: &str, v: &serde_json::Value| {
+        let f = |path: &[&str]| {
+            let mut x = v;
+            for p in path {
+                x = &x[*p];
+            }
+            format!("{:.3}", x.as_f64().unwrap_or(0.0))
+        };
+        rs.rows.push(vec![
+            scope,
+            w.into(),
+            f(&["tps"]),
+            f(&["qps"]),
+            f(&["statement", "p50_ms"]),
+            f(&["statement", "p95_ms"]),
+            f(&["statement", "p99_ms"]),
+            f(&["statement", "max_ms"]),
+            f(&["transaction", "p95_ms"]),
+            f(&["queue_wait", "p95_ms"]),
+        ]);
+    };
+    push("all".into(), "10s", &json["last_10s"]);
+    push("all".into(), "60s", &json["last_60s"]);
+    if let Some(groups) = json["groups"].as_array() {
+        for g in groups {
+            let id = g["group"].as_u64().unwrap_or(0);
+            push(format!("group {id}"), "10s", &g["last_10s"]);
+            push(format!("group {id}"), "60s", &g["last_60s"]);
+        }
+    }
+    rs
+}
+
+/// A column definition for a text column.
+fn column_def(name: &str) -> BytesMut {
+    let mut b = BytesMut::with_capacity(32 + name.len());
+    put_lenenc_bytes(&mut b, b"def");
+    put_lenenc_bytes(&mut b, b"");
+    put_lenenc_bytes(&mut b, b"");
+    put_lenenc_bytes(&mut b, b"");
+    put_lenenc_bytes(&mut b, name.as_bytes());
+    put_lenenc_bytes(&mut b, name.as_bytes());
+    b.put_u8(0x0c);
+    b.put_u16_le(45); // utf8mb4_general_ci
+    b.put_u32_le(1024);
+    b.put_u8(0xFD); // VAR_STRING
+    b.put_u16_le(0);
+    b.put_u8(0);
+    b.put_u16_le(0);
+    b
+}
+
+/// Writes `rs` as a text result set for a client with these capabilities.
+pub fn write(io: &mut PacketIo, mut seq: u8, rs: &ResultSet, deprecate_eof: bool, status: u16) {
+    let mut b = BytesMut::new();
+    crate::protocol::lenenc::put_lenenc_int(&mut b, rs.columns.len() as u64);
+    seq = io.write_packet(seq, &b);
+    for c in &rs.columns {
+        seq = io.write_packet(seq, &column_def(c));
+    }
+    if !deprecate_eof {
+        b.clear();
+        eof_payload(&mut b, 0, status);
+        seq = io.write_packet(seq, &b);
+    }
+    for row in &rs.rows {
+        b.clear();
+        for cell in row {
+            put_lenenc_bytes(&mut b, cell.as_bytes());
+        }
+        seq = io.write_packet(seq, &b);
+    }
+    b.clear();
+    if deprecate_eof {
+        OkPacket {
+            header: EOF_HEADER,
+            status,
+            ..Default::default()
+        }
+        .write(&mut b, false);
+    } else {
+        eof_payload(&mut b, 0, status);
+    }
+    io.write_packet(seq, &b);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_commands() {
+        assert_eq!(parse(b"SHOW MYPLEX GROUPS"), Some(Command::Groups));
+        assert_eq!(parse(b"  show  myplex\tstats ;"), Some(Command::Stats));
+        assert_eq!(parse(b"SHOW MYPLEX"), None);
+        assert_eq!(parse(b"SHOW DATABASES"), None);
+    }
+}

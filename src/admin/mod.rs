@@ -1,0 +1,39 @@
+//! Operator surfaces: the HTTP endpoint (`/metrics`, `/status`, `/healthz`,
+//! `/readyz`), the JSON status report, and the `SHOW MYPLEX …` SQL console
+//! for admin users. All of them read scheduler snapshots and metrics; none
+//! waits in a thread-group queue, so they work while the pool is saturated.
+
+pub mod console;
+pub mod http;
+pub mod status;
+
+use crate::frontend::Shared;
+
+/// Copies scheduler snapshots and registry sizes into the gauges.
+pub fn refresh_gauges(shared: &Shared) {
+    for (g, m) in shared.pool.groups.iter().zip(&shared.metrics.groups) {
+        let s = g.snapshot();
+        m.queue_high.set(s.high as f64);
+        m.queue_low.set(s.low as f64);
+        m.in_flight.set(s.in_flight as f64);
+        m.in_flight_limit.set((s.cap + s.extra) as f64);
+        m.stalls.absolute(s.counters.stalls);
+        m.kickups.absolute(s.counters.kickups);
+        let (idle, busy, pinned) = backend_states(&s);
+        m.idle.set(idle as f64);
+        m.busy.set(busy as f64);
+        m.pinned.set(pinned as f64);
+    }
+    if let Ok(r) = shared.registry.lock() {
+        shared.metrics.registry_entries.set(r.len() as f64);
+        shared.metrics.registry_bytes.set(r.bytes() as f64);
+    }
+}
+
+/// Idle, busy (executing) and pinned (held between statements) backend
+/// connections of a group.
+pub fn backend_states(s: &crate::pool::scheduler::Snapshot) -> (usize, usize, usize) {
+    let held = s.owned.saturating_sub(s.idle);
+    let busy = s.in_flight.min(held);
+    (s.idle, busy, held - busy)
+}

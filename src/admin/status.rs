@@ -1,0 +1,131 @@
+//! The `/status` JSON report: TPS, QPS and latency percentiles over the last
+//! 10 s and 60 s, overall and per thread group, plus the live scheduler state.
+
+use serde::Serialize;
+
+use crate::frontend::Shared;
+use crate::metrics::Windows;
+use crate::metrics::window::Summary;
+
+/// One time window.
+#[derive(Debug, Serialize)]
+pub struct Span {
+    /// Transactions per second.
+    pub tps: f64,
+    /// Statements per second.
+    pub qps: f64,
+    /// Statement latency (queue wait + execution).
+    pub statement: Summary,
+    /// Transaction latency.
+    pub transaction: Summary,
+    /// Queue wait.
+    pub queue_wait: Summary,
+}
+
+fn span(w: &Windows, secs: u64) -> Span {
+    let statement = w.statements.summary(secs);
+    let transaction = w.transactions.summary(secs);
+    Span {
+        tps: transaction.rate,
+        qps: statement.rate,
+        statement,
+        transaction,
+        queue_wait: w.queue_wait.summary(secs),
+    }
+}
+
+/// Live scheduler state of a group.
+#[derive(Debug, Serialize)]
+pub struct Scheduler {
+    in_flight: usize,
+    cap: usize,
+    stall_extra: usize,
+    queue_high: usize,
+    queue_low: usize,
+    backends_owned: usize,
+    backends_max: usize,
+    backends_idle: usize,
+    backends_busy: usize,
+    backends_pinned: usize,
+    dispatched: u64,
+    stalls: u64,
+    kickups: u64,
+    evictions: u64,
+}
+
+/// One group.
+#[derive(Debug, Serialize)]
+pub struct GroupStatus {
+    group: usize,
+    last_10s: Span,
+    last_60s: Span,
+    scheduler: Scheduler,
+}
+
+/// The whole report.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    clients: usize,
+    draining: bool,
+    last_10s: Span,
+    last_60s: Span,
+    groups: Vec<GroupStatus>,
+    prepared_registry_entries: usize,
+    prepared_registry_bytes: usize,
+}
+
+/// Builds the report.
+pub fn status(shared: &Shared) -> Status {
+    let m = &shared.metrics;
+    let groups = shared
+        .pool
+        .groups
+        .iter()
+        .zip(&m.groups)
+        .map(|(g, gm)| {
+            let s = g.snapshot();
+            let (idle, busy, pinned) = super::backend_states(&s);
+            GroupStatus {
+                group: g.id,
+                last_10s: span(&gm.windows, 10),
+                last_60s: span(&gm.windows, 60),
+                scheduler: Scheduler {
+                    in_flight: s.in_flight,
+                    cap: s.cap,
+                    stall_extra: s.extra,
+                    queue_high: s.high,
+                    queue_low: s.low,
+                    backends_owned: s.owned,
+                    backends_max: s.max_owned,
+                    backends_idle: idle,
+                    backends_busy: busy,
+                    backends_pinned: pinned,
+                    dispatched: s.counters.dispatched,
+                    stalls: s.counters.stalls,
+                    kickups: s.counters.kickups,
+                    evictions: s.counters.evictions,
+                },
+            }
+        })
+        .collect();
+    let (entries, bytes) = shared
+        .registry
+        .lock()
+        .map(|r| (r.len(), r.bytes()))
+        .unwrap_or_default();
+    Status {
+        clients: shared.clients.load(std::sync::atomic::Ordering::Relaxed),
+        draining: shared.shutdown.is_triggered(),
+        last_10s: span(&m.windows, 10),
+        last_60s: span(&m.windows, 60),
+        groups,
+        prepared_registry_entries: entries,
+        prepared_registry_bytes: bytes,
+    }
+}
+
+/// The report as pretty JSON.
+pub fn to_json(shared: &Shared) -> String {
+    serde_json::to_string_pretty(&status(shared))
+        .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}

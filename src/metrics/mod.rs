@@ -1,0 +1,341 @@
+//! Metrics: the catalogue of names (`names`), per-proxy Prometheus handles
+//! created once at start (no label building on the hot path), and the
+//! sliding windows `/status` reports percentiles from (`window`).
+//!
+//! Each proxy instance owns its recorder, so several proxies in one process
+//! (tests) never mix their numbers.
+
+pub mod names;
+pub mod window;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use metrics::{Counter, Gauge, Histogram, Key, Label, Recorder};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+
+use names::*;
+use window::Window;
+
+/// Command kinds counted separately.
+pub const KINDS: &[&str] = &[
+    "query",
+    "execute",
+    "prepare",
+    "fetch",
+    "init_db",
+    "field_list",
+    "statistics",
+    "other",
+];
+
+/// Index into [`KINDS`] for a command byte.
+pub fn kind_index(cmd: u8) -> usize {
+    use crate::protocol::command::*;
+    match cmd {
+        COM_QUERY => 0,
+        COM_STMT_EXECUTE => 1,
+        COM_STMT_PREPARE => 2,
+        COM_STMT_FETCH => 3,
+        COM_INIT_DB => 4,
+        COM_FIELD_LIST => 5,
+        COM_STATISTICS => 6,
+        _ => 7,
+    }
+}
+
+/// Latency buckets, seconds (100 µs … 30 s).
+const BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+];
+
+/// Sliding windows for one scope (overall or one group).
+#[derive(Default)]
+pub struct Windows {
+    /// Statement latency.
+    pub statements: Window,
+    /// Transaction latency.
+    pub transactions: Window,
+    /// Queue wait.
+    pub queue_wait: Window,
+}
+
+/// Per thread group handles.
+pub struct GroupMetrics {
+    statements: Vec<Counter>,
+    commits: Counter,
+    rollbacks: Counter,
+    statement_seconds: Histogram,
+    transaction_seconds: Histogram,
+    queue_wait_seconds: Histogram,
+    queue_timeouts: Counter,
+    /// Gauges refreshed from scheduler snapshots on scrape.
+    pub queue_high: Gauge,
+    /// Low-priority queue length.
+    pub queue_low: Gauge,
+    /// In flight.
+    pub in_flight: Gauge,
+    /// In-flight limit.
+    pub in_flight_limit: Gauge,
+    /// Stall ticks.
+    pub stalls: Counter,
+    /// Kickups.
+    pub kickups: Counter,
+    /// Idle backends.
+    pub idle: Gauge,
+    /// Executing backends.
+    pub busy: Gauge,
+    /// Pinned backends.
+    pub pinned: Gauge,
+    /// Windows for `/status`.
+    pub windows: Windows,
+}
+
+/// All metrics of one proxy.
+pub struct Metrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    /// Client connections open.
+    pub client_connections: Gauge,
+    /// Client connections accepted.
+    pub client_connections_total: Counter,
+    bytes_to_client: Counter,
+    bytes_from_client: Counter,
+    /// Registry size.
+    pub registry_entries: Gauge,
+    /// Registry bytes.
+    pub registry_bytes: Gauge,
+    /// Per group.
+    pub groups: Vec<GroupMetrics>,
+    /// Overall windows for `/status`.
+    pub windows: Windows,
+    dynamic: Mutex<HashMap<Key, Counter>>,
+}
+
+fn key(name: &'static str, labels: &[(&'static str, String)]) -> Key {
+    Key::from_parts(
+        name,
+        labels
+            .iter()
+            .map(|(k, v)| Label::new(*k, v.clone()))
+            .collect::<Vec<_>>(),
+    )
+}
+
+static META: metrics::Metadata<'static> =
+    metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+impl Metrics {
+    /// Creates every handle for `groups` thread groups.
+    pub fn new(groups: usize) -> Self {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets(BUCKETS)
+            .map(|b| b.build_recorder())
+            .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
+        let handle = recorder.handle();
+        let r = &recorder;
+        let counter =
+            |n: &'static str, l: &[(&'static str, String)]| r.register_counter(&key(n, l), &META);
+        let gauge =
+            |n: &'static str, l: &[(&'static str, String)]| r.register_gauge(&key(n, l), &META);
+        let hist =
+            |n: &'static str, l: &[(&'static str, String)]| r.register_histogram(&key(n, l), &META);
+        for n in ALL {
+            r.describe_counter((*n).into(), None, "".into());
+        }
+        let groups = (0..groups)
+            .map(|g| {
+                let gl = ("group", g.to_string());
+                GroupMetrics {
+                    statements: KINDS
+                        .iter()
+                        .map(|k| counter(STATEMENTS_TOTAL, &[gl.clone(), ("kind", (*k).into())]))
+                        .collect(),
+                    commits: counter(
+                        TRANSACTIONS_TOTAL,
+                        &[gl.clone(), ("outcome", "commit".into())],
+                    ),
+                    rollbacks: counter(
+                        TRANSACTIONS_TOTAL,
+                        &[gl.clone(), ("outcome", "rollback".into())],
+                    ),
+                    statement_seconds: hist(STATEMENT_DURATION_SECONDS, std::slice::from_ref(&gl)),
+                    transaction_seconds: hist(
+                        TRANSACTION_DURATION_SECONDS,
+                        std::slice::from_ref(&gl),
+                    ),
+                    queue_wait_seconds: hist(QUEUE_WAIT_SECONDS, std::slice::from_ref(&gl)),
+                    queue_timeouts: counter(QUEUE_TIMEOUTS_TOTAL, std::slice::from_ref(&gl)),
+                    queue_high: gauge(QUEUE_LENGTH, &[gl.clone(), ("priority", "high".into())]),
+                    queue_low: gauge(QUEUE_LENGTH, &[gl.clone(), ("priority", "low".into())]),
+                    in_flight: gauge(IN_FLIGHT, std::slice::from_ref(&gl)),
+                    in_flight_limit: gauge(IN_FLIGHT_LIMIT, std::slice::from_ref(&gl)),
+                    stalls: counter(STALLS_TOTAL, std::slice::from_ref(&gl)),
+                    kickups: counter(KICKUPS_TOTAL, std::slice::from_ref(&gl)),
+                    idle: gauge(BACKEND_CONNECTIONS, &[gl.clone(), ("state", "idle".into())]),
+                    busy: gauge(BACKEND_CONNECTIONS, &[gl.clone(), ("state", "busy".into())]),
+                    pinned: gauge(
+                        BACKEND_CONNECTIONS,
+                        &[gl.clone(), ("state", "pinned".into())],
+                    ),
+                    windows: Windows::default(),
+                }
+            })
+            .collect();
+        Self {
+            client_connections: gauge(CLIENT_CONNECTIONS, &[]),
+            client_connections_total: counter(CLIENT_CONNECTIONS_TOTAL, &[]),
+            bytes_to_client: counter(BYTES_TOTAL, &[("direction", "to_client".into())]),
+            bytes_from_client: counter(BYTES_TOTAL, &[("direction", "from_client".into())]),
+            registry_entries: gauge(PREPARED_REGISTRY_ENTRIES, &[]),
+            registry_bytes: gauge(PREPARED_REGISTRY_BYTES, &[]),
+            groups,
+            windows: Windows::default(),
+            dynamic: Mutex::new(HashMap::new()),
+            handle,
+            recorder,
+        }
+    }
+
+    fn dynamic_counter(&self, name: &'static str, labels: &[(&'static str, String)]) -> Counter {
+        let k = key(name, labels);
+        let Ok(mut map) = self.dynamic.lock() else {
+            return Counter::noop();
+        };
+        map.entry(k.clone())
+            .or_insert_with(|| self.recorder.register_counter(&k, &META))
+            .clone()
+    }
+
+    /// A refused client connection.
+    pub fn rejected(&self, reason: &'static str) {
+        self.dynamic_counter(
+            CLIENT_CONNECTIONS_REJECTED_TOTAL,
+            &[("reason", reason.into())],
+        )
+        .increment(1);
+    }
+
+    /// An error sent to a client.
+    pub fn error(&self, code: u16, from_backend: bool) {
+        let source = if from_backend { "backend" } else { "proxy" };
+        self.dynamic_counter(
+            ERRORS_TOTAL,
+            &[("code", code.to_string()), ("source", source.into())],
+        )
+        .increment(1);
+    }
+
+    /// A session became pinned for `reason`.
+    pub fn pinned(&self, reason: &'static str) {
+        self.dynamic_counter(PINS_TOTAL, &[("reason", reason.into())])
+            .increment(1);
+    }
+
+    /// A statement completed: queue wait and total latency.
+    pub fn statement(&self, group: usize, cmd: u8, wait: Duration, total: Duration) {
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        g.statements[kind_index(cmd)].increment(1);
+        g.statement_seconds.record(total.as_secs_f64());
+        g.queue_wait_seconds.record(wait.as_secs_f64());
+        let (t, w) = (total.as_micros() as u64, wait.as_micros() as u64);
+        g.windows.statements.record(t);
+        g.windows.queue_wait.record(w);
+        self.windows.statements.record(t);
+        self.windows.queue_wait.record(w);
+    }
+
+    /// An explicit transaction ended.
+    pub fn transaction(&self, group: usize, committed: bool, took: Duration) {
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        if committed { &g.commits } else { &g.rollbacks }.increment(1);
+        g.transaction_seconds.record(took.as_secs_f64());
+        let us = took.as_micros() as u64;
+        g.windows.transactions.record(us);
+        self.windows.transactions.record(us);
+    }
+
+    /// A request hit the queue timeout.
+    pub fn queue_timeout(&self, group: usize) {
+        if let Some(g) = self.groups.get(group) {
+            g.queue_timeouts.increment(1);
+        }
+    }
+
+    /// Bytes relayed.
+    pub fn bytes(&self, to_client: u64, from_client: u64) {
+        self.bytes_to_client.increment(to_client);
+        self.bytes_from_client.increment(from_client);
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        self.handle.run_upkeep();
+        self.handle.render()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_exported_name_is_in_the_catalogue() {
+        let m = Metrics::new(2);
+        m.error(1045, false);
+        m.rejected("auth");
+        m.pinned("transaction");
+        m.statement(
+            1,
+            crate::protocol::command::COM_QUERY,
+            Duration::from_millis(1),
+            Duration::from_millis(3),
+        );
+        m.transaction(0, true, Duration::from_millis(5));
+        m.bytes(10, 20);
+        let text = m.render();
+        let mut seen = 0;
+        for line in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            let base = name
+                .trim_end_matches("_bucket")
+                .trim_end_matches("_sum")
+                .trim_end_matches("_count");
+            assert!(
+                ALL.contains(&name) || ALL.contains(&base),
+                "undocumented metric {name}"
+            );
+            if let Some(labels) = line
+                .split_once('{')
+                .map(|(_, l)| l.split('}').next().unwrap_or_default())
+            {
+                for pair in labels.split(',').filter(|p| !p.is_empty()) {
+                    let l = pair.split('=').next().unwrap_or_default();
+                    assert!(
+                        LABELS.contains(&l) || l == "le",
+                        "undocumented label {l} on {name}"
+                    );
+                }
+            }
+            seen += 1;
+        }
+        assert!(seen > 20, "{text}");
+        assert!(
+            text.contains("myplex_errors_total{code=\"1045\",source=\"proxy\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("myplex_statements_total{group=\"1\",kind=\"query\"} 1"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,87 @@
+//! Every metric myplex exports, one documented constant each: this file is
+//! the metric catalogue. Names use the `myplex_` prefix and base units;
+//! counters end in `_total`. Labels are bounded: `group` (thread group
+//! number), `priority`, `kind` (command kind), `state`, `reason`, `code`
+//! (MySQL error code), `source`, `direction`, `outcome`.
+
+/// Gauge: client connections open now.
+pub const CLIENT_CONNECTIONS: &str = "myplex_client_connections";
+/// Counter: client connections accepted.
+pub const CLIENT_CONNECTIONS_TOTAL: &str = "myplex_client_connections_total";
+/// Counter{reason}: client connections refused (`max_client_connections`,
+/// `fd_exhausted`, `shutdown`) or failed logins (`auth`).
+pub const CLIENT_CONNECTIONS_REJECTED_TOTAL: &str = "myplex_client_connections_rejected_total";
+/// Counter{group, kind}: statements (commands needing a backend) by command kind.
+pub const STATEMENTS_TOTAL: &str = "myplex_statements_total";
+/// Counter{group, outcome}: explicit transactions ended, `commit` or
+/// `rollback`. TPS is the rate of this counter.
+pub const TRANSACTIONS_TOTAL: &str = "myplex_transactions_total";
+/// Counter{code, source}: errors sent to clients, by MySQL error code, from
+/// the `backend` or the `proxy`.
+pub const ERRORS_TOTAL: &str = "myplex_errors_total";
+/// Counter{direction}: bytes relayed `to_client` and `from_client`.
+pub const BYTES_TOTAL: &str = "myplex_bytes_total";
+/// Histogram{group}: statement latency (queue wait + execution), seconds.
+pub const STATEMENT_DURATION_SECONDS: &str = "myplex_statement_duration_seconds";
+/// Histogram{group}: explicit transaction latency, first statement to end, seconds.
+pub const TRANSACTION_DURATION_SECONDS: &str = "myplex_transaction_duration_seconds";
+/// Histogram{group}: time spent waiting in a thread group queue, seconds.
+pub const QUEUE_WAIT_SECONDS: &str = "myplex_queue_wait_seconds";
+/// Gauge{group, priority}: requests waiting in the `high` / `low` queue.
+pub const QUEUE_LENGTH: &str = "myplex_queue_length";
+/// Gauge{group}: statements executing on backends.
+pub const IN_FLIGHT: &str = "myplex_in_flight";
+/// Gauge{group}: the in-flight cap (1 + oversubscribe + stall extras).
+pub const IN_FLIGHT_LIMIT: &str = "myplex_in_flight_limit";
+/// Counter{group}: timer ticks that found the group stalled.
+pub const STALLS_TOTAL: &str = "myplex_stalls_total";
+/// Counter{group}: low-priority requests moved to the high-priority queue.
+pub const KICKUPS_TOTAL: &str = "myplex_kickups_total";
+/// Counter{group}: queued requests that hit `queue_timeout_ms`.
+pub const QUEUE_TIMEOUTS_TOTAL: &str = "myplex_queue_timeouts_total";
+/// Gauge{group, state}: backend connections `idle`, `busy` (executing) and
+/// `pinned` (held by a session between statements).
+pub const BACKEND_CONNECTIONS: &str = "myplex_backend_connections";
+/// Counter{reason}: times a session became pinned, by reason.
+pub const PINS_TOTAL: &str = "myplex_pins_total";
+/// Gauge: statements in the prepared-statement registry.
+pub const PREPARED_REGISTRY_ENTRIES: &str = "myplex_prepared_registry_entries";
+/// Gauge: approximate bytes held by the prepared-statement registry.
+pub const PREPARED_REGISTRY_BYTES: &str = "myplex_prepared_registry_bytes";
+
+/// All names, for the catalogue check.
+pub const ALL: &[&str] = &[
+    CLIENT_CONNECTIONS,
+    CLIENT_CONNECTIONS_TOTAL,
+    CLIENT_CONNECTIONS_REJECTED_TOTAL,
+    STATEMENTS_TOTAL,
+    TRANSACTIONS_TOTAL,
+    ERRORS_TOTAL,
+    BYTES_TOTAL,
+    STATEMENT_DURATION_SECONDS,
+    TRANSACTION_DURATION_SECONDS,
+    QUEUE_WAIT_SECONDS,
+    QUEUE_LENGTH,
+    IN_FLIGHT,
+    IN_FLIGHT_LIMIT,
+    STALLS_TOTAL,
+    KICKUPS_TOTAL,
+    QUEUE_TIMEOUTS_TOTAL,
+    BACKEND_CONNECTIONS,
+    PINS_TOTAL,
+    PREPARED_REGISTRY_ENTRIES,
+    PREPARED_REGISTRY_BYTES,
+];
+
+/// Label names in use.
+pub const LABELS: &[&str] = &[
+    "group",
+    "priority",
+    "kind",
+    "state",
+    "reason",
+    "code",
+    "source",
+    "direction",
+    "outcome",
+];
