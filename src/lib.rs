@@ -23,6 +23,7 @@
 
 pub mod admin;
 pub mod backend;
+pub mod bench;
 pub mod config;
 pub mod frontend;
 pub mod metrics;

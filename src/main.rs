@@ -21,6 +21,8 @@ struct Cli {
 enum Cmd {
     /// Validate the configuration and print the effective values.
     CheckConfig,
+    /// Load-test tool: sysbench-compatible OLTP, several targets side by side.
+    Bench(myplex::bench::BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -35,6 +37,13 @@ fn main() -> std::process::ExitCode {
 
 fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Some(Cmd::Bench(args)) = cli.cmd {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let _ = myplex::server::raise_fd_limit();
+        return rt.block_on(myplex::bench::main(args));
+    }
     let cfg = myplex::config::load(cli.config.as_deref()).context("loading configuration")?;
     if let Some(Cmd::CheckConfig) = cli.cmd {
         println!("{}", toml_like(&cfg));

@@ -1,0 +1,309 @@
+//! Bench output: the console table, CSV, JSON and a self-contained HTML
+//! report with TPS-vs-clients and p95-vs-clients charts (inline SVG, no
+//! scripts or network needed to view it).
+
+use std::fmt::Write as _;
+
+use super::runner::PointResult;
+
+/// Everything a run produced.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    /// Workload name.
+    pub workload: String,
+    /// Tables × rows.
+    pub tables: String,
+    /// Warm-up and measured seconds.
+    pub warmup_s: u64,
+    /// Measured seconds per point.
+    pub duration_s: u64,
+    /// Machine description.
+    pub machine: String,
+    /// When the run started (UTC, RFC 3339-ish).
+    pub started: String,
+    /// Points in run order.
+    pub points: Vec<PointResult>,
+}
+
+fn errors_text(p: &PointResult) -> String {
+    if p.errors.is_empty() {
+        return "0".into();
+    }
+    p.errors
+        .iter()
+        .map(|(c, n)| format!("{n}x{c}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Header of the console table.
+pub fn table_header() -> String {
+    format!(
+        "{:<10} {:>7} {:>10} {:>11} {:>9} {:>9} {:>9} {:>9} {:>8}  errors",
+        "target", "clients", "tps", "qps", "p50 ms", "p95 ms", "p99 ms", "max ms", "reconn"
+    )
+}
+
+/// One row of the console table.
+pub fn table_row(p: &PointResult) -> String {
+    format!(
+        "{:<10} {:>7} {:>10.1} {:>11.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8}  {}",
+        p.target,
+        p.clients,
+        p.tps,
+        p.qps,
+        p.p50_ms,
+        p.p95_ms,
+        p.p99_ms,
+        p.max_ms,
+        p.reconnects,
+        errors_text(p)
+    )
+}
+
+/// CSV with one line per point.
+pub fn csv(r: &Report) -> String {
+    let mut s = String::from(
+        "target,clients,seconds,transactions,tps,qps,p50_ms,p95_ms,p99_ms,max_ms,errors,reconnects,connect_failures\n",
+    );
+    for p in &r.points {
+        let _ = writeln!(
+            s,
+            "{},{},{:.3},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{}",
+            p.target,
+            p.clients,
+            p.seconds,
+            p.transactions,
+            p.tps,
+            p.qps,
+            p.p50_ms,
+            p.p95_ms,
+            p.p99_ms,
+            p.max_ms,
+            p.error_count(),
+            p.reconnects,
+            p.connect_failures
+        );
+    }
+    s
+}
+
+/// JSON of the whole report.
+pub fn json(r: &Report) -> String {
+    serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+const COLORS: &[&str] = &[
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// An SVG line chart of `value` against clients (log x axis), one line per target.
+fn chart(r: &Report, title: &str, unit: &str, value: impl Fn(&PointResult) -> f64) -> String {
+    let (w, h, l, rt, t, b) = (720.0, 360.0, 70.0, 150.0, 40.0, 50.0);
+    let mut targets: Vec<&str> = Vec::new();
+    for p in &r.points {
+        if !targets.contains(&p.target.as_str()) {
+            targets.push(&p.target);
+        }
+    }
+    let clients: Vec<f64> = r.points.iter().map(|p| p.clients as f64).collect();
+    let (xmin, xmax) = clients
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), c| (a.min(*c), b.max(*c)));
+    let ymax = r.points.iter().map(&value).fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    let lx = |c: f64| {
+        let (a, z) = (xmin.max(1.0).ln(), xmax.max(1.0).ln());
+        if z - a < 1e-9 {
+            l + (w - l - rt) / 2.0
+        } else {
+            l + (c.max(1.0).ln() - a) / (z - a) * (w - l - rt)
+        }
+    };
+    let ly = |v: f64| t + (1.0 - v / ymax) * (h - t - b);
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"12\">\
+         <text x=\"{}\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>",
+        l,
+        esc(title)
+    );
+    // Axes and grid.
+    let _ = write!(
+        s,
+        "<line x1=\"{l}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{l}\" y1=\"{t}\" x2=\"{l}\" y2=\"{}\" stroke=\"#333\"/>",
+        h - b,
+        w - rt,
+        h - b,
+        h - b
+    );
+    for i in 0..=4 {
+        let v = ymax * f64::from(i) / 4.0;
+        let y = ly(v);
+        let _ = write!(
+            s,
+            "<line x1=\"{l}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>",
+            w - rt,
+            l - 6.0,
+            y + 4.0,
+            v
+        );
+    }
+    let mut xs: Vec<usize> = r.points.iter().map(|p| p.clients).collect();
+    xs.sort_unstable();
+    xs.dedup();
+    for c in &xs {
+        let x = lx(*c as f64);
+        let _ = write!(
+            s,
+            "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{c}</text>",
+            h - b + 18.0
+        );
+    }
+    let _ = write!(
+        s,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">clients</text><text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {})\" text-anchor=\"middle\">{}</text>",
+        l + (w - l - rt) / 2.0,
+        h - 10.0,
+        t + (h - t - b) / 2.0,
+        t + (h - t - b) / 2.0,
+        esc(unit)
+    );
+    for (i, name) in targets.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let mut pts: Vec<(f64, f64)> = r
+            .points
+            .iter()
+            .filter(|p| p.target == *name)
+            .map(|p| (lx(p.clients as f64), ly(value(p))))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let path: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+        let _ = write!(
+            s,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            path.join(" ")
+        );
+        for (x, y) in &pts {
+            let _ = write!(
+                s,
+                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{color}\"/>"
+            );
+        }
+        let ly0 = t + 10.0 + i as f64 * 18.0;
+        let _ = write!(
+            s,
+            "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{color}\"/><text x=\"{}\" y=\"{}\">{}</text>",
+            w - rt + 15.0,
+            ly0 - 10.0,
+            w - rt + 32.0,
+            ly0,
+            esc(name)
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// The TPS chart alone (also written next to the report).
+pub fn tps_svg(r: &Report) -> String {
+    chart(r, "Throughput", "transactions / s", |p| p.tps)
+}
+
+/// The p95 chart alone.
+pub fn p95_svg(r: &Report) -> String {
+    chart(r, "95th percentile latency", "ms", |p| p.p95_ms)
+}
+
+/// The self-contained HTML report.
+pub fn html(r: &Report) -> String {
+    let mut rows = String::new();
+    for p in &r.points {
+        let _ = write!(
+            rows,
+            "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td></tr>",
+            esc(&p.target),
+            p.clients,
+            p.tps,
+            p.qps,
+            p.p50_ms,
+            p.p95_ms,
+            p.p99_ms,
+            p.max_ms,
+            esc(&errors_text(p)),
+            p.reconnects
+        );
+    }
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>myplex bench: {wl}</title>\
+         <style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></head><body>\
+         <h1>myplex bench — {wl}</h1><p>{tables}; warm-up {wu} s, measured {du} s per point; started {st}.<br>{machine}</p>\
+         {tps}{p95}<h2>Points</h2><table><tr><th>target</th><th>clients</th><th>TPS</th><th>QPS</th><th>p50 ms</th>\
+         <th>p95 ms</th><th>p99 ms</th><th>max ms</th><th>errors</th><th>reconnects</th></tr>{rows}</table></body></html>\n",
+        wl = esc(&r.workload),
+        tables = esc(&r.tables),
+        wu = r.warmup_s,
+        du = r.duration_s,
+        st = esc(&r.started),
+        machine = esc(&r.machine),
+        tps = tps_svg(r),
+        p95 = p95_svg(r),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn point(target: &str, clients: usize, tps: f64) -> PointResult {
+        PointResult {
+            target: target.into(),
+            clients,
+            seconds: 10.0,
+            transactions: (tps * 10.0) as u64,
+            tps,
+            qps: tps * 20.0,
+            p50_ms: 1.0,
+            p95_ms: 2.0,
+            p99_ms: 3.0,
+            max_ms: 4.0,
+            errors: BTreeMap::from([(1213, 2)]),
+            reconnects: 0,
+            connect_failures: 0,
+        }
+    }
+
+    #[test]
+    fn outputs_are_consistent() {
+        let r = Report {
+            workload: "oltp_read_write".into(),
+            tables: "2 × 1000".into(),
+            warmup_s: 1,
+            duration_s: 10,
+            machine: "test <machine>".into(),
+            started: "now".into(),
+            points: vec![
+                point("direct", 8, 100.0),
+                point("myplex", 8, 90.0),
+                point("direct", 64, 200.0),
+            ],
+        };
+        let c = csv(&r);
+        assert_eq!(c.lines().count(), 4);
+        assert!(c.contains("myplex,8,10.000,900,90.000"));
+        let h = html(&r);
+        assert!(h.contains("<svg") && h.contains("polyline"));
+        assert!(h.contains("test &lt;machine&gt;"), "escaped");
+        assert!(!h.contains("<script"), "self-contained, no scripts");
+        assert!(table_row(&r.points[0]).contains("2x1213"));
+        let j: serde_json::Value = serde_json::from_str(&json(&r)).expect("json");
+        assert_eq!(j["points"][2]["clients"], 64);
+    }
+}

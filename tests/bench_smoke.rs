@@ -1,0 +1,87 @@
+//! A few seconds of `myplex bench` against the test server, direct and
+//! through the proxy: the report files are produced and their numbers sane.
+
+mod common;
+
+use common::{MariaDb, Proxy};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_produces_a_sane_report() {
+    let db = MariaDb::shared();
+    db.sql("CREATE DATABASE IF NOT EXISTS benchsmoke");
+    let p = Proxy::builder(db).groups(1).max_backend(4).start().await;
+    let direct = db.url("app", "secret", "benchsmoke");
+    let pooled = p.url("app", "secret", "benchsmoke");
+    let out = std::env::temp_dir().join(format!("myplex-bench-smoke-{}", std::process::id()));
+    let bin = env!("CARGO_BIN_EXE_myplex");
+    let common = ["--tables", "1", "--table-size", "500"];
+    let run = |args: Vec<String>| tokio::process::Command::new(bin).args(args).output();
+    let prep = run(["bench", "prepare", "--target"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([format!("direct={direct}")])
+        .chain(common.iter().map(|s| s.to_string()))
+        .collect())
+    .await
+    .expect("bench prepare");
+    assert!(
+        prep.status.success(),
+        "{}",
+        String::from_utf8_lossy(&prep.stderr)
+    );
+    let mut args: Vec<String> = [
+        "bench",
+        "run",
+        "--clients",
+        "2,8",
+        "--warmup",
+        "0",
+        "--duration",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend([
+        "--target".into(),
+        format!("direct={direct}"),
+        "--target".into(),
+        format!("myplex={pooled}"),
+    ]);
+    args.extend(common.iter().map(|s| s.to_string()));
+    args.extend(["--out".into(), out.display().to_string()]);
+    let r = run(args).await.expect("bench run");
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        r.status.success(),
+        "{}\n{}",
+        stdout,
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let csv = std::fs::read_to_string(out.join("results.csv")).expect("csv");
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{csv}");
+    for row in &rows {
+        let tps: f64 = row[4].parse().expect("tps");
+        let p95: f64 = row[7].parse().expect("p95");
+        let p50: f64 = row[6].parse().expect("p50");
+        assert!(tps > 1.0, "{csv}");
+        assert!(p95 >= p50 && p50 > 0.0, "{csv}");
+        assert_eq!(row[10], "0", "no errors: {csv}");
+    }
+    assert!(rows.iter().any(|r| r[0] == "myplex") && rows.iter().any(|r| r[0] == "direct"));
+    let html = std::fs::read_to_string(out.join("report.html")).expect("html");
+    assert!(html.contains("<svg") && html.contains("myplex") && html.contains("direct"));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("json"))
+            .expect("parse");
+    assert_eq!(json["points"].as_array().map(Vec::len), Some(4));
+    // The proxy really carried the pooled target's load.
+    let (_, metrics) = p.http_get("/metrics").await;
+    assert!(metrics.contains("myplex_transactions_total"), "{metrics}");
+    let _ = std::fs::remove_dir_all(&out);
+}
