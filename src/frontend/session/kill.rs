@@ -21,6 +21,10 @@ pub struct Kill {
 
 /// Parses `KILL [HARD|SOFT] [CONNECTION|QUERY] n`.
 pub fn parse(sql: &[u8]) -> Option<Kill> {
+    let start = sql.iter().position(|c| !c.is_ascii_whitespace())?;
+    if !sql[start..].get(..4)?.eq_ignore_ascii_case(b"kill") {
+        return None;
+    }
     let text = std::str::from_utf8(sql).ok()?;
     let text = text.trim().trim_end_matches(';').trim();
     let mut words = text.split_ascii_whitespace().peekable();

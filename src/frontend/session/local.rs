@@ -46,8 +46,15 @@ fn normalized(sql: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The statements answered here are short: anything longer is skipped
+/// without normalizing (no allocation on the common path).
+const SHORT: usize = 64;
+
 /// Recognizes the locally answered statements.
 pub fn classify(sql: &[u8]) -> Option<Local> {
+    if sql.len() > SHORT {
+        return None;
+    }
     match normalized(sql).as_slice() {
         b"select connection_id()" => Some(Local::ConnectionId),
         b"select found_rows()" => Some(Local::FoundRows),
@@ -58,7 +65,7 @@ pub fn classify(sql: &[u8]) -> Option<Local> {
 /// `SHOW WARNINGS` (answered from the warnings fetched after the
 /// statement that raised them).
 pub fn is_show_warnings(sql: &[u8]) -> bool {
-    normalized(sql) == b"show warnings"
+    sql.len() <= SHORT && normalized(sql) == b"show warnings"
 }
 
 /// Replaces `CONNECTION_ID()` (any case, outside quotes and comments) with

@@ -274,6 +274,7 @@ impl Session {
             let pinned = self.pins.any();
             let wake = self.handle.wake.clone();
             let pkt = tokio::select! {
+                biased;
                 r = self.client.read_packet_seq(max, Some(0)) => r,
                 _ = shutdown.wait(), if !pinned => return Err(End::Shutdown),
                 _ = wake.notified() => None.ok_or(WireError::Closed),
@@ -547,6 +548,8 @@ impl Session {
         tokio::pin!(acquire);
         let adm = loop {
             tokio::select! {
+                // An immediate grant must not cost a read syscall on the client.
+                biased;
                 r = &mut acquire => break r,
                 r = self.client.watch_peer() => {
                     if r.is_err() {
