@@ -41,6 +41,9 @@ usage() {
     exit 2
 }
 
+# shellcheck source=scripts/lib/mariadb.sh
+source "$REPO_ROOT/scripts/lib/mariadb.sh"
+
 case $# in
 0) BACKEND="" ;;
 3) BACKEND=$1 BACKEND_USER=$2 BACKEND_PASSWORD=$3 ;;
@@ -57,25 +60,6 @@ WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/myplex-demo.XXXXXX")
 MARIADB_PID=""
 MYPLEX_PID=""
 MONITOR_PID=""
-
-# stop_pid PID NAME TIMEOUT_SECONDS: SIGTERM, then SIGKILL after the timeout.
-stop_pid() {
-    local pid=$1 name=$2 timeout=$3 i
-    [[ -n $pid ]] || return 0
-    if kill -0 "$pid" 2>/dev/null; then
-        log "stopping $name (pid $pid)"
-        kill -TERM "$pid" 2>/dev/null || true
-        for ((i = 0; i < timeout * 10; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            log "$name did not stop within ${timeout}s, killing it"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-    fi
-    wait "$pid" 2>/dev/null || true
-}
 
 cleanup() {
     local status=$?
@@ -96,58 +80,6 @@ trap 'exit 143' TERM
 trap 'exit 129' HUP
 
 # --- helpers ----------------------------------------------------------------
-
-have() { command -v "$1" >/dev/null 2>&1; }
-
-find_bin() {
-    local name
-    for name in "$@"; do
-        if have "$name"; then
-            command -v "$name"
-            return 0
-        fi
-        if [[ -x /usr/sbin/$name ]]; then
-            echo "/usr/sbin/$name"
-            return 0
-        fi
-    done
-    return 1
-}
-
-port_in_use() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# pick_port PREFERRED [EXCLUDED...]: PREFERRED if free, else a random free one.
-pick_port() {
-    local preferred=$1 port excluded _
-    shift
-    port=$preferred
-    for _ in {1..200}; do
-        for excluded in "$@"; do
-            [[ $port == "$excluded" ]] && port=0
-        done
-        if ((port != 0)) && ! port_in_use "$port"; then
-            echo "$port"
-            return 0
-        fi
-        port=$((20000 + RANDOM % 40000))
-    done
-    die "could not find a free TCP port"
-}
-
-# wait_for_port PORT PID NAME LOGFILE TIMEOUT_SECONDS
-wait_for_port() {
-    local port=$1 pid=$2 name=$3 logfile=$4 timeout=$5 i
-    for ((i = 0; i < timeout * 10; i++)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            cat "$logfile" >&2 || true
-            die "$name exited during startup (log above)"
-        fi
-        port_in_use "$port" && return 0
-        sleep 0.1
-    done
-    cat "$logfile" >&2 || true
-    die "$name is not accepting connections on 127.0.0.1:$port after ${timeout}s (log above)"
-}
 
 # TOML basic string.
 toml_str() {
@@ -180,36 +112,13 @@ MARIADB_CLI=$(find_bin mariadb mysql) || die "mariadb client not found; run scri
 # --- backend ----------------------------------------------------------------
 
 start_local_mariadb() {
-    local mariadbd install_db datadir socket i
-    mariadbd=$(find_bin mariadbd mysqld) || die "mariadbd not found"
-    install_db=$(find_bin mariadb-install-db mysql_install_db) || die "mariadb-install-db not found"
-    datadir=$WORKDIR/mariadb/data
-    socket=$WORKDIR/mariadb/sock
-    mkdir -p "$WORKDIR/mariadb"
-
-    local user_args=()
-    if [[ $(id -u) -eq 0 ]]; then
-        user_args=(--user=root)
-    fi
-
-    log "initialising a throwaway MariaDB in $datadir"
-    if ! "$install_db" --no-defaults --datadir="$datadir" \
-        --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve \
-        "${user_args[@]}" >"$WORKDIR/mariadb/install.log" 2>&1; then
-        cat "$WORKDIR/mariadb/install.log" >&2
-        die "mariadb-install-db failed (output above)"
-    fi
+    local dir=$WORKDIR/mariadb
+    log "initialising a throwaway MariaDB in $dir/data"
+    mariadb_install_db "$dir"
 
     BACKEND_PORT=$(pick_port $((20000 + RANDOM % 40000)))
     log "starting mariadbd on 127.0.0.1:$BACKEND_PORT"
-    "$mariadbd" --no-defaults \
-        --datadir="$datadir" \
-        --socket="$socket" \
-        --pid-file="$WORKDIR/mariadb/mariadbd.pid" \
-        --log-error="$WORKDIR/mariadb/error.log" \
-        --port="$BACKEND_PORT" \
-        --bind-address=127.0.0.1 \
-        --skip-name-resolve \
+    mariadb_start "$dir" "$BACKEND_PORT" MARIADB_PID \
         --max-connections=6000 \
         --back-log=3000 \
         --max-prepared-stmt-count=200000 \
@@ -220,46 +129,8 @@ start_local_mariadb() {
         --innodb-flush-log-at-trx-commit=2 \
         --innodb-doublewrite=0 \
         --performance-schema=OFF \
-        --skip-log-bin \
-        "${user_args[@]}" \
-        </dev/null >"$WORKDIR/mariadb/mariadbd.out" 2>&1 &
-    MARIADB_PID=$!
-
-    for ((i = 0; ; i++)); do
-        if ! kill -0 "$MARIADB_PID" 2>/dev/null; then
-            cat "$WORKDIR/mariadb/error.log" "$WORKDIR/mariadb/mariadbd.out" >&2 || true
-            die "mariadbd exited during startup (error log above)"
-        fi
-        if "$MARIADB_CLI" --no-defaults --protocol=SOCKET --socket="$socket" -uroot \
-            --connect-timeout=2 -e 'SELECT 1' >/dev/null 2>&1; then
-            break
-        fi
-        if ((i >= 600)); then
-            cat "$WORKDIR/mariadb/error.log" >&2 || true
-            die "mariadbd not ready after 60s (error log above)"
-        fi
-        sleep 0.1
-    done
-
-    "$MARIADB_CLI" --no-defaults --protocol=SOCKET --socket="$socket" -uroot <<'SQL' ||
-DELETE FROM mysql.global_priv WHERE User = '';
-FLUSH PRIVILEGES;
-CREATE USER IF NOT EXISTS 'root'@'localhost';
-ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('rootpw');
-CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
-ALTER USER 'root'@'127.0.0.1' IDENTIFIED VIA mysql_native_password USING PASSWORD('rootpw');
-GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
-CREATE USER IF NOT EXISTS 'root'@'%';
-ALTER USER 'root'@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('rootpw');
-GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;
-CREATE USER 'app'@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('secret');
-GRANT ALL PRIVILEGES ON *.* TO 'app'@'%';
-CREATE USER 'other'@'%' IDENTIFIED BY 'otherpw';
-GRANT ALL PRIVILEGES ON *.* TO 'other'@'%';
-CREATE DATABASE IF NOT EXISTS `test`;
-FLUSH PRIVILEGES;
-SQL
-        die "creating users/database on the throwaway MariaDB failed"
+        --skip-log-bin
+    mariadb_setup_users "$dir"
 
     BACKEND_HOST=127.0.0.1
     BACKEND="$BACKEND_HOST:$BACKEND_PORT"

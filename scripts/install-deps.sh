@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Install the system packages needed by the test suite and the demo
-# (MariaDB server + client, sysbench, openssl) on Debian/Ubuntu.
+# (MariaDB server + client, sysbench, openssl, python3 with venv) on
+# Debian/Ubuntu, and the Python MySQL drivers used by tests/python_driver.rs
+# into a virtualenv at target/pyenv (versions pinned in
+# tests/python/setup_venv.py).
 # Idempotent: does nothing if everything is already present.
 #
 # A system MariaDB started by the package's postinst is harmless (the tests and
@@ -30,6 +33,10 @@ if ! have_mariadbd || ! have_install_db || ! have mariadb || ! have sysbench; th
 fi
 if ! have openssl; then
     packages+=(openssl)
+fi
+# python3 -m venv needs ensurepip, which Debian ships in python3-venv.
+if ! have python3 || ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    packages+=(python3 python3-venv)
 fi
 
 if ((${#packages[@]} > 0)); then
@@ -61,7 +68,14 @@ have_install_db || die "mariadb-install-db not found after install"
 have mariadb || die "mariadb client not found after install"
 have sysbench || die "sysbench not found after install"
 have openssl || die "openssl not found after install"
+have python3 || die "python3 not found after install"
 have cargo || die "cargo not found on PATH (install Rust via rustup: https://rustup.rs)"
+
+# Python drivers for tests/python_driver.rs (quiet no-op when up to date).
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+python3 "$repo/tests/python/setup_venv.py" "$repo/target/pyenv" ||
+    die "could not set up the Python venv at $repo/target/pyenv"
 
 log "ok: $(mariadb --version | head -n1)"
 log "ok: $(sysbench --version | head -n1), $(cargo --version)"
+log "ok: $("$repo/target/pyenv/bin/python" --version) venv at target/pyenv"

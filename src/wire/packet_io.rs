@@ -15,6 +15,8 @@ const READ_STEP: usize = 16 * 1024;
 /// A buffer that grew past this is released once empty, so idle
 /// connections stay small.
 const SHRINK_ABOVE: usize = 256 * 1024;
+/// Buffer capacity an idle connection may keep.
+const IDLE_KEEP: usize = 0;
 
 /// Failures of the wire layer.
 #[derive(Debug, thiserror::Error)]
@@ -230,6 +232,17 @@ impl PacketIo {
         };
         let mut probe = [0u8; 1];
         matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
+    /// Releases buffer memory while the connection sits idle (nothing is
+    /// buffered): idle clients then cost a few hundred bytes, not tens of KiB.
+    pub fn release_idle_buffers(&mut self) {
+        if self.rbuf.is_empty() && self.rbuf.capacity() > IDLE_KEEP {
+            self.rbuf = BytesMut::new();
+        }
+        if self.wbuf.is_empty() && self.wbuf.capacity() > IDLE_KEEP {
+            self.wbuf = BytesMut::new();
+        }
     }
 
     /// Takes the stream out for a TLS upgrade.

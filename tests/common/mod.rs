@@ -11,6 +11,7 @@ pub mod mariadb;
 pub use mariadb::{MariaDb, free_port, mariadb_bin};
 
 pub mod proxy;
+pub mod raw;
 
 #[allow(unused_imports)]
 pub use proxy::Proxy;

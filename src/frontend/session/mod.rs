@@ -273,6 +273,7 @@ impl Session {
             let max = self.max_packet();
             let pinned = self.pins.any();
             let wake = self.handle.wake.clone();
+            self.client.release_idle_buffers();
             let pkt = tokio::select! {
                 biased;
                 r = self.client.read_packet_seq(max, Some(0)) => r,
