@@ -268,3 +268,43 @@ async fn many_clients_share_few_backends() {
     }
     assert!(p.backends_owned() <= 4, "owned {}", p.backends_owned());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_mid_query_has_its_query_killed() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let mut a = conn(&p).await;
+    let marker = format!("abandoned_{}", std::process::id());
+    let sql = format!("SELECT SLEEP(30) AS {marker}");
+    let running = |db: &MariaDb, marker: &str| {
+        db.sql(&format!(
+            "SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE '%{marker}%' AND info NOT LIKE '%processlist%'"
+        ))
+        .trim()
+        .to_string()
+    };
+    let q = tokio::spawn(async move {
+        let _ = a.query_drop(sql).await;
+    });
+    let mut seen = false;
+    for _ in 0..50 {
+        if running(db, &marker) == "1" {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen, "the query reached the server");
+    // Hang up: abort the task owning the connection (its socket closes).
+    q.abort();
+    let _ = q.await;
+    let mut gone = false;
+    for _ in 0..100 {
+        if running(db, &marker) == "0" {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the abandoned statement was stopped on the server");
+}

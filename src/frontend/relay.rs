@@ -148,10 +148,26 @@ pub async fn relay(
             client.flush().await.map_err(RelayError::Client)?;
             sent = true;
         }
-        let h = backend
-            .next_chunk()
-            .await
-            .map_err(|err| RelayError::Backend { err, sent })?;
+        let h = match backend.buffered_chunk() {
+            Some(h) => h,
+            // While the server works, notice a client that hangs up, so the
+            // caller can stop the statement instead of letting it run on.
+            None => loop {
+                tokio::select! {
+                    biased;
+                    r = backend.next_chunk() => {
+                        break r.map_err(|err| RelayError::Backend { err, sent })?;
+                    }
+                    r = client.watch_peer() => {
+                        // Bytes (a pipelined command) stay buffered; only a
+                        // hang-up ends the wait.
+                        if let Err(err) = r {
+                            return Err(RelayError::Client(err));
+                        }
+                    }
+                }
+            },
+        };
         let first = backend.chunk_payload(h);
         let class = t.next(first, h.continues());
         out.packets += 1;

@@ -730,8 +730,19 @@ impl Session {
                 Ok(Some((co, out)))
             }
             Err(RelayError::Client(e)) => {
-                // The backend may be mid-response or mid-transaction: close it.
+                // The backend may be mid-response or mid-transaction: close it,
+                // and stop what it runs (closing alone lets a long statement
+                // run to its end).
+                let thread = co.backend.thread_id;
+                let pool = co.backend.pool;
                 drop(co);
+                let shared = self.shared.clone();
+                tokio::spawn(async move {
+                    let deadline = Instant::now() + Duration::from_secs(5);
+                    if let Ok(mut c) = shared.pool.dial(pool, deadline).await {
+                        let _ = c.exec(&format!("KILL {thread}")).await;
+                    }
+                });
                 Err(End::Client(e))
             }
             Err(RelayError::Backend { sent, .. }) | Err(RelayError::Malformed { sent }) => {
