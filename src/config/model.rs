@@ -14,6 +14,8 @@ pub struct Config {
     /// Accept queue length of the client listener (capped by the kernel's
     /// net.core.somaxconn).
     pub listen_backlog: u32,
+    /// Runtime worker threads; 0 = one per CPU.
+    pub worker_threads: usize,
     /// Logging.
     pub log: LogConfig,
     /// The MySQL/MariaDB server behind the proxy.
@@ -32,6 +34,7 @@ impl Default for Config {
             listen: "127.0.0.1:6033".into(),
             admin_listen: "127.0.0.1:6034".into(),
             listen_backlog: 4096,
+            worker_threads: 0,
             log: LogConfig::default(),
             backend: BackendConfig::default(),
             frontend: FrontendConfig::default(),
