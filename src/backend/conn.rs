@@ -277,30 +277,6 @@ impl BackendConn {
         Ok(())
     }
 
-    /// Runs a query and keeps its whole reply (payloads, in order).
-    pub async fn capture(
-        &mut self,
-        sql: &str,
-        max_bytes: usize,
-    ) -> Result<Option<Vec<Vec<u8>>>, BackendError> {
-        let mut p = Vec::with_capacity(sql.len() + 1);
-        p.push(command::COM_QUERY);
-        p.extend_from_slice(sql.as_bytes());
-        self.io.send_packet(0, &p).await?;
-        let mut t = Tracker::new(Shape::Query);
-        let mut packets = Vec::new();
-        let mut size = 0;
-        while !t.done() {
-            let pkt = self.io.read_packet(1 << 24).await?;
-            if t.next(&pkt.payload, false) == Class::Malformed {
-                return Err(BackendError::Protocol("malformed result".into()));
-            }
-            size += pkt.payload.len();
-            packets.push(pkt.payload.to_vec());
-        }
-        Ok((size <= max_bytes).then_some(packets))
-    }
-
     /// The first column definition of a query's result (for templates).
     pub async fn column_def(&mut self, sql: &str) -> Result<Option<Vec<u8>>, BackendError> {
         let mut p = Vec::with_capacity(sql.len() + 1);

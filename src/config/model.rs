@@ -219,6 +219,11 @@ pub struct PoolConfig {
     /// Distinct prepared statements (per user, schema, SQL) the registry
     /// keeps once no client holds them.
     pub prepared_registry_size: usize,
+    /// After a statement with warnings or an error, its backend (which holds
+    /// the diagnostics area) stays with the client this long or until its
+    /// next statement; 0 = never hold (diagnostic statements may then run
+    /// on another backend).
+    pub diagnostics_hold_ms: u64,
 }
 
 impl Default for PoolConfig {
@@ -238,6 +243,7 @@ impl Default for PoolConfig {
             min_idle_per_group: 0,
             prepared_per_backend: 256,
             prepared_registry_size: 10_000,
+            diagnostics_hold_ms: 1000,
         }
     }
 }

@@ -287,42 +287,6 @@ pub async fn relay(
     Ok(out)
 }
 
-/// Writes a reply the proxy captured earlier (whole payloads, as the
-/// backend sent them) to the client, translated like a relayed one.
-pub fn replay(
-    client: &mut PacketIo,
-    packets: &[Vec<u8>],
-    shape: Shape,
-    view: &ClientView<'_>,
-    mut seq: u8,
-) {
-    let mut t = Tracker::new(shape);
-    for p in packets {
-        match t.next(p, false) {
-            Class::Ok | Class::Terminator => match OkPacket::parse(p) {
-                Some(ok) => {
-                    let ok = OkPacket {
-                        status: view.status
-                            | (ok.status & crate::protocol::packets::status::MORE_RESULTS_EXISTS),
-                        ..ok
-                    };
-                    let mut b = BytesMut::new();
-                    ok.write(&mut b, view.caps.session_track());
-                    write_ok(client, &mut seq, &ok, view, &b);
-                }
-                None => seq = client.write_packet(seq, p),
-            },
-            Class::ColumnDef { last } | Class::ParamDef { last } => {
-                seq = client.write_packet(seq, p);
-                if last && shape != Shape::FieldList && !view.caps.deprecate_eof() {
-                    insert_eof(client, &mut seq, view.status);
-                }
-            }
-            _ => seq = client.write_packet(seq, p),
-        }
-    }
-}
-
 enum Side {
     Client(WireError),
     Backend(WireError),

@@ -24,6 +24,9 @@ pub enum PinReason {
     Cursor,
     /// SEND_LONG_DATA accumulated on the backend statement awaits EXECUTE.
     LongData,
+    /// The last statement left warnings or an error: its diagnostics area is
+    /// on this backend (held briefly, see `pool.diagnostics_hold_ms`).
+    Diagnostics,
     /// The server reported a state change we cannot replay.
     UnknownState,
     /// The client changed the session trackers.
@@ -44,6 +47,7 @@ impl PinReason {
             PinReason::FoundRows => "found_rows",
             PinReason::Cursor => "cursor",
             PinReason::LongData => "long_data",
+            PinReason::Diagnostics => "diagnostics",
             PinReason::UnknownState => "unknown_state",
             PinReason::Trackers => "trackers",
         }
@@ -114,6 +118,7 @@ impl Pins {
             FoundRows,
             Cursor,
             LongData,
+            Diagnostics,
             UnknownState,
             Trackers,
         ]

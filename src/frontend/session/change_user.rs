@@ -107,7 +107,6 @@ impl Session {
         self.backend = None;
         self.drop_statements();
         self.pins.clear_state();
-        self.warnings = None;
         self.user = idx;
         self.pool = user.pool;
         self.handle

@@ -62,10 +62,22 @@ pub fn classify(sql: &[u8]) -> Option<Local> {
     }
 }
 
-/// `SHOW WARNINGS` (answered from the warnings fetched after the
-/// statement that raised them).
-pub fn is_show_warnings(sql: &[u8]) -> bool {
-    sql.len() <= SHORT && normalized(sql) == b"show warnings"
+/// Statements that read the diagnostics area without clearing it.
+pub fn is_diagnostic(sql: &[u8]) -> bool {
+    if sql.len() > 2 * SHORT {
+        return false;
+    }
+    let n = normalized(sql);
+    [
+        &b"show warnings"[..],
+        b"show errors",
+        b"show count(*) warnings",
+        b"show count(*) errors",
+        b"get diagnostics",
+        b"get current diagnostics",
+    ]
+    .iter()
+    .any(|p| n.starts_with(p))
 }
 
 /// Replaces `CONNECTION_ID()` (any case, outside quotes and comments) with
@@ -178,6 +190,14 @@ mod tests {
             Some(Local::FoundRows)
         );
         assert_eq!(classify(b"SELECT CONNECTION_ID() AS id"), None);
+    }
+
+    #[test]
+    fn diagnostic_statements() {
+        assert!(is_diagnostic(b"SHOW WARNINGS LIMIT 1,1"));
+        assert!(is_diagnostic(b"show  count(*)  errors"));
+        assert!(is_diagnostic(b"GET DIAGNOSTICS @n = NUMBER"));
+        assert!(!is_diagnostic(b"SELECT 1"));
     }
 
     #[test]

@@ -86,21 +86,31 @@ pub struct Session {
     user: usize,
     /// What other sessions see of this one (for KILL).
     handle: SessionHandle,
-    /// SHOW WARNINGS of the last statement, fetched before its backend was
-    /// released.
-    warnings: Option<Vec<Vec<u8>>>,
     /// Queue wait of the current command, when it used a backend.
     stmt_wait: Option<Duration>,
     /// When the open transaction started.
     txn_started: Option<Instant>,
     /// The current command is a ROLLBACK.
     last_is_rollback: bool,
+    /// The current command reads the diagnostics area (keeps it).
+    diagnostic_stmt: bool,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         if let Ok(mut m) = self.shared.sessions.lock() {
             m.remove(&self.id);
+        }
+        // A backend held only by session mode or for diagnostics is in a
+        // known, replayable state: it goes back to the pool. Anything else
+        // (a transaction, user variables, temporary tables, locks) is closed
+        // so no other client inherits it.
+        if let Some(b) = self.backend.take()
+            && self.only_session_mode()
+            && self.status & status::IN_TRANS == 0
+            && b.io.idle_is_healthy()
+        {
+            b.return_idle();
         }
     }
 }
@@ -159,10 +169,10 @@ impl Session {
             nonce: login.nonce,
             user: login.user,
             handle: SessionHandle::default(),
-            warnings: None,
             stmt_wait: None,
             txn_started: None,
             last_is_rollback: false,
+            diagnostic_stmt: false,
             cursor_stmt: None,
             found_rows: 0,
         };
@@ -272,6 +282,7 @@ impl Session {
         loop {
             let max = self.max_packet();
             let pinned = self.pins.any();
+            self.release_diagnostics_hold().await?;
             let wake = self.handle.wake.clone();
             self.client.release_idle_buffers();
             let pkt = tokio::select! {
@@ -312,6 +323,7 @@ impl Session {
         self.stmt_wait = None;
         let cmd = pkt.payload.first().copied();
         self.last_is_rollback = cmd == Some(COM_QUERY) && is_rollback(&pkt.payload[1..]);
+        self.diagnostic_stmt = cmd == Some(COM_QUERY) && local::is_diagnostic(&pkt.payload[1..]);
         let quit = self.dispatch(pkt).await;
         self.handle
             .pins
@@ -349,23 +361,6 @@ impl Session {
             COM_PING => self.send_ok(seq).await?,
             COM_QUERY => {
                 let sql = &pkt.payload[1..];
-                if local::is_show_warnings(sql) && !self.pins.any() && self.warnings.is_some() {
-                    let server = self.shared.pool.server_info();
-                    let view = ClientView {
-                        server_version: &server.version,
-                        caps: self.caps,
-                        trackers: &self.shared.trackers,
-                        status: self.status,
-                        intercept: None,
-                        max_packet: 0,
-                    };
-                    if let Some(w) = &self.warnings {
-                        super::relay::replay(&mut self.client, w, Shape::Query, &view, seq);
-                    }
-                    self.client.flush().await?;
-                    return Ok(false);
-                }
-                self.warnings = None;
                 if self.shared.users[self.user].admin
                     && let Some(c) = crate::admin::console::parse(sql)
                 {
@@ -711,21 +706,14 @@ impl Session {
                 if fx.trackers_touched {
                     self.pin(PinReason::Trackers);
                 }
-                // Warnings live on the backend that raised them. A pinned
-                // session's SHOW WARNINGS goes there anyway; otherwise fetch
-                // them now, before the backend serves someone else.
-                self.warnings = None;
-                if out.warnings > 0 && !self.pins.any() {
-                    match co.backend.capture("SHOW WARNINGS", 1 << 20).await {
-                        Ok(w) => self.warnings = w,
-                        Err(e) => {
-                            // The statement's reply already reached the
-                            // client; only the backend is lost.
-                            debug!(error = %e, "could not fetch warnings");
-                            drop(co);
-                            return Ok(None);
-                        }
-                    }
+                // The diagnostics area (SHOW WARNINGS / ERRORS, @@warning_count,
+                // GET DIAGNOSTICS) lives on the backend that ran the statement:
+                // hold it for the client's next statement (see serve()).
+                let keeps = self.diagnostic_stmt && self.pins.has(PinReason::Diagnostics);
+                if out.warnings > 0 || out.error.is_some() || keeps {
+                    self.pin(PinReason::Diagnostics);
+                } else {
+                    self.pins.remove(PinReason::Diagnostics);
                 }
                 Ok(Some((co, out)))
             }
@@ -798,6 +786,28 @@ impl Session {
         Ok(())
     }
 
+    /// A backend held only for its diagnostics area goes back to the pool
+    /// when the client stays silent for `pool.diagnostics_hold_ms`: idle
+    /// clients never keep backends from others for long.
+    async fn release_diagnostics_hold(&mut self) -> Result<(), End> {
+        let mut only = self.pins;
+        only.remove(PinReason::Diagnostics);
+        if !self.pins.has(PinReason::Diagnostics) || only.any() || self.client.buffered() > 0 {
+            return Ok(());
+        }
+        let hold = Duration::from_millis(self.shared.config.pool.diagnostics_hold_ms);
+        match tokio::time::timeout(hold, self.client.watch_peer()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(WireError::Closed)) => Err(End::ClientGone),
+            Ok(Err(e)) => Err(End::Client(e)),
+            Err(_) => {
+                self.pins.remove(PinReason::Diagnostics);
+                self.release_if_unpinned();
+                Ok(())
+            }
+        }
+    }
+
     /// Returns a pinned backend to its group when nothing pins it any more.
     fn release_if_unpinned(&mut self) {
         if !self.pins.any()
@@ -812,6 +822,7 @@ impl Session {
     fn only_session_mode(&self) -> bool {
         let mut p = self.pins;
         p.remove(PinReason::SessionMode);
+        p.remove(PinReason::Diagnostics);
         !p.any()
     }
 
