@@ -8,7 +8,7 @@ use bytes::BytesMut;
 
 use crate::protocol::caps::Caps;
 use crate::protocol::framing::{self, HEADER_LEN};
-use crate::protocol::packets::{ErrPacket, OkPacket, eof_payload};
+use crate::protocol::packets::{ErrPacket, OkPacket, eof_payload, status};
 use crate::protocol::response::{Class, Shape, Tracker};
 use crate::protocol::session_track::ClientTrackers;
 use crate::wire::{PacketIo, WireError};
@@ -39,6 +39,8 @@ pub struct Outcome {
     pub warnings: u16,
     /// Rows of the last result set, when there was one.
     pub rows: Option<u64>,
+    /// Column count of the first result set.
+    pub columns: Option<u64>,
 }
 
 /// How relaying failed.
@@ -78,6 +80,8 @@ pub struct ClientView<'a> {
     pub max_packet: usize,
     /// The backend's version string (server-specific error texts).
     pub server_version: &'a [u8],
+    /// Columns a prepared statement had when prepared (EXECUTE only).
+    pub expect_columns: Option<u64>,
 }
 
 /// Writes one translated control packet.
@@ -141,6 +145,8 @@ pub async fn relay(
     let mut out = Outcome::default();
     let mut sent = false;
     let mut refuse_infile = false;
+    let mut eof_pending = false;
+    let mut status_now = view.status & !status::TRANSIENT;
     let deprecate = view.caps.deprecate_eof();
     while !t.done() {
         if backend.buffered_chunk().is_none() && !client.wbuf.is_empty() {
@@ -171,6 +177,19 @@ pub async fn relay(
         let first = backend.chunk_payload(h);
         let class = t.next(first, h.continues());
         out.packets += 1;
+        if eof_pending {
+            eof_pending = false;
+            let cursor_open = class == Class::Terminator
+                && OkPacket::parse(first).is_some_and(|ok| ok.status & status::CURSOR_EXISTS != 0);
+            if !cursor_open {
+                // The status the server had when it sent the metadata is not
+                // known yet; the last one seen, without the per-statement
+                // transient flags, is the closest.
+                let transient = status::CURSOR_EXISTS | status::LAST_ROW_SENT;
+                insert_eof(client, &mut seq, status_now & !transient);
+                status_now &= !status::METADATA_CHANGED;
+            }
+        }
         match class {
             Class::Ok if refuse_infile => {
                 let Some(ok) = OkPacket::parse(first) else {
@@ -188,6 +207,7 @@ pub async fn relay(
                     return Err(RelayError::Malformed { sent });
                 };
                 out.status = Some(ok.status);
+                status_now = ok.status;
                 out.warnings = ok.warnings;
                 if ok.header == 0 && ok.last_insert_id != 0 {
                     out.last_insert_id = Some(ok.last_insert_id);
@@ -241,13 +261,27 @@ pub async fn relay(
             }
             Class::ColumnDef { last } | Class::ParamDef { last } => {
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);
-                let def_block_end = last && shape != Shape::FieldList;
-                if def_block_end && !deprecate {
-                    insert_eof(client, &mut seq, view.status);
+                if last && !deprecate {
+                    match shape {
+                        Shape::FieldList => {}
+                        Shape::Prepare => insert_eof(client, &mut seq, status_now),
+                        // Deferred: a cursor's metadata is followed by one
+                        // EOF only (the terminator carrying CURSOR_EXISTS).
+                        _ => eof_pending = true,
+                    }
                 }
             }
             Class::ColumnCount => {
                 out.rows = Some(0);
+                let n = crate::protocol::lenenc::Reader::new(first).lenenc_int();
+                if view.expect_columns.is_some() && n.is_some() && n != view.expect_columns {
+                    // A prepared statement's result changed shape: the
+                    // server flags that in the metadata's EOF.
+                    status_now |= status::METADATA_CHANGED;
+                }
+                out.columns = out
+                    .columns
+                    .or_else(|| crate::protocol::lenenc::Reader::new(first).lenenc_int());
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);
             }
             Class::Row => {

@@ -31,18 +31,23 @@ impl BackendStmts {
         Some(s)
     }
 
-    /// Records a fresh prepare; returns backend ids to close to stay within `cap`.
+    /// Records a fresh prepare; returns backend ids to close: a copy the
+    /// connection already had of the same statement (two clients raced to
+    /// prepare it), and the least recently used above `cap`.
     pub fn insert(&mut self, entry: u64, id: u32, cap: usize) -> Vec<u32> {
         self.clock += 1;
-        self.map.insert(
+        let mut close = Vec::new();
+        if let Some(old) = self.map.insert(
             entry,
             BackendStmt {
                 id,
                 types: None,
                 used: self.clock,
             },
-        );
-        let mut close = Vec::new();
+        ) && old.id != id
+        {
+            close.push(old.id);
+        }
         while self.map.len() > cap.max(1) {
             let Some((&k, _)) = self
                 .map
@@ -95,5 +100,17 @@ mod tests {
         assert!(m.get_mut(2).is_none());
         assert_eq!(m.remove(3), Some(103));
         assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn a_second_copy_closes_the_first() {
+        let mut m = BackendStmts::default();
+        assert!(m.insert(1, 101, 8).is_empty());
+        assert_eq!(
+            m.insert(1, 102, 8),
+            vec![101],
+            "no server statement is leaked"
+        );
+        assert_eq!(m.get_mut(1).map(|s| s.id), Some(102));
     }
 }

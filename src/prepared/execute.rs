@@ -65,6 +65,17 @@ pub fn parse(payload: &[u8], num_params: u16) -> Option<Execute<'_>> {
     })
 }
 
+/// True when the request claims new parameter types but the type block is
+/// cut off (the server calls that a malformed packet).
+pub fn types_truncated(payload: &[u8], num_params: u16) -> bool {
+    if num_params == 0 {
+        return false;
+    }
+    let n = usize::from(num_params);
+    let bound_at = 10 + n.div_ceil(8);
+    payload.get(bound_at) == Some(&1) && payload.len() < bound_at + 1 + 2 * n
+}
+
 /// Builds the request for the backend: `backend_id` in place of the client
 /// id, and `insert_types` added (with the bound flag set) when the client
 /// did not send types but the backend statement has not seen these.

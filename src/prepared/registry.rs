@@ -133,10 +133,60 @@ impl Registry {
         }
     }
 
+    /// Registers a fresh prepare reply: the existing entry when the server
+    /// described the statement the same way (statement id aside), otherwise
+    /// a new entry replacing the stale one.
+    pub fn upsert(
+        &mut self,
+        key: StmtKey,
+        num_params: u16,
+        num_columns: u16,
+        response: Vec<Vec<u8>>,
+    ) -> Arc<StmtEntry> {
+        self.clock += 1;
+        let clock = self.clock;
+        if let Some((e, used)) = self.map.get_mut(&key)
+            && same_reply(&e.response, &response)
+        {
+            *used = clock;
+            return e.clone();
+        }
+        if let Some((old, _)) = self.map.remove(&key) {
+            self.bytes -= old.bytes();
+        }
+        self.insert(key, num_params, num_columns, response)
+    }
+
+    /// Drops `entry` (its metadata went stale) so the next prepare of the
+    /// same text asks the server; clients holding it keep their copy.
+    pub fn forget(&mut self, entry: &StmtEntry) {
+        if self
+            .map
+            .get(&entry.key)
+            .is_some_and(|(e, _)| e.id == entry.id)
+            && let Some((e, _)) = self.map.remove(&entry.key)
+        {
+            self.bytes -= e.bytes();
+        }
+    }
+
     /// Runs eviction again (after clients released entries).
     pub fn trim(&mut self) {
         self.evict();
     }
+}
+
+/// Two prepare replies describe the same statement: equal except for the
+/// statement id (bytes 1..5 of the prepare-OK).
+fn same_reply(a: &[Vec<u8>], b: &[Vec<u8>]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).enumerate().all(|(i, (x, y))| {
+            if i == 0 && x.len() == y.len() && x.len() >= 5 {
+                x[0] == y[0] && x[5..] == y[5..]
+            } else {
+                x == y
+            }
+        })
 }
 
 #[cfg(test)]
@@ -180,5 +230,32 @@ mod tests {
         r.trim();
         assert_eq!(r.len(), 2);
         assert!(r.bytes() > 0);
+    }
+
+    #[test]
+    fn upsert_keeps_same_shape_and_replaces_changed_one() {
+        let mut r = Registry::new(10);
+        let ok = |id: u8, cols: u8| vec![vec![0, id, 0, 0, 0, cols, 0, 1, 0, 0, 0, 0]];
+        let a = r.upsert(key("q"), 1, 2, ok(1, 2));
+        let b = r.upsert(key("q"), 1, 2, ok(9, 2));
+        assert_eq!(a.id, b.id, "another backend's id, same statement");
+        let c = r.upsert(key("q"), 1, 3, ok(9, 3));
+        assert_ne!(a.id, c.id, "a changed shape is a new entry");
+        assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn forget_only_the_same_entry() {
+        let mut r = Registry::new(10);
+        let old = r.insert(key("a"), 0, 1, vec![]);
+        r.forget(&old);
+        assert!(r.get(&key("a")).is_none());
+        let new = r.insert(key("a"), 0, 2, vec![]);
+        r.forget(&old);
+        assert_eq!(
+            r.get(&key("a")).map(|e| e.id),
+            Some(new.id),
+            "a newer entry stays"
+        );
     }
 }

@@ -27,8 +27,12 @@ pub mod status {
     pub const CURSOR_EXISTS: u16 = 0x0040;
     /// The last row of a cursor was sent.
     pub const LAST_ROW_SENT: u16 = 0x0080;
+    /// Result-set metadata changed since the statement was prepared.
+    pub const METADATA_CHANGED: u16 = 0x0400;
     /// The OK carries session-state information.
     pub const SESSION_STATE_CHANGED: u16 = 0x4000;
+    /// Flags that describe one statement's result, not the session.
+    pub const TRANSIENT: u16 = CURSOR_EXISTS | LAST_ROW_SENT | METADATA_CHANGED;
 }
 
 /// A parsed OK packet (also used for the 0xFE terminator under DEPRECATE_EOF).

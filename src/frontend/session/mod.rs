@@ -94,6 +94,8 @@ pub struct Session {
     last_is_rollback: bool,
     /// The current command reads the diagnostics area (keeps it).
     diagnostic_stmt: bool,
+    /// Columns the executing prepared statement had when prepared.
+    expect_columns: Option<u64>,
 }
 
 impl Drop for Session {
@@ -173,6 +175,7 @@ impl Session {
             txn_started: None,
             last_is_rollback: false,
             diagnostic_stmt: false,
+            expect_columns: None,
             cursor_stmt: None,
             found_rows: 0,
         };
@@ -661,6 +664,7 @@ impl Session {
             status: self.status,
             intercept,
             max_packet: self.shared.config.frontend.max_allowed_packet,
+            expect_columns: self.expect_columns.take(),
         };
         let result = relay(&mut self.client, &mut co.backend.io, shape, &view, seq).await;
         self.handle

@@ -29,6 +29,9 @@ pub(super) struct ClientStmt {
     entry: Arc<StmtEntry>,
     /// Parameter types from the client's last bind.
     types: Option<Vec<u8>>,
+    /// Result columns as this client last saw them (the server flags
+    /// METADATA_CHANGED once when they change).
+    columns: u64,
 }
 
 fn unknown_stmt(id: u32, what: &str) -> ErrPacket {
@@ -37,6 +40,10 @@ fn unknown_stmt(id: u32, what: &str) -> ErrPacket {
         "HY000",
         format!("Unknown prepared statement handler ({id}) given to {what}"),
     )
+}
+
+fn malformed() -> ErrPacket {
+    ErrPacket::new(1835, "HY000", "Malformed communication packet")
 }
 
 fn wrong_arguments(what: &str) -> ErrPacket {
@@ -72,7 +79,15 @@ impl Session {
     fn register(&mut self, entry: Arc<StmtEntry>) -> u32 {
         self.next_stmt = self.next_stmt.wrapping_add(1).max(1);
         let id = self.next_stmt;
-        self.stmts.insert(id, ClientStmt { entry, types: None });
+        let columns = u64::from(entry.num_columns);
+        self.stmts.insert(
+            id,
+            ClientStmt {
+                entry,
+                types: None,
+                columns,
+            },
+        );
         id
     }
 
@@ -84,25 +99,17 @@ impl Session {
             schema: self.state.schema.clone(),
             sql: pkt.payload[1..].to_vec(),
         };
-        let cached = self
-            .shared
-            .registry
-            .lock()
-            .ok()
-            .and_then(|mut r| r.get(&key));
-        if let Some(entry) = cached {
-            let id = self.register(entry.clone());
-            self.write_prepare_reply(seq, &entry, id);
-            self.client.flush().await?;
-            return Ok(());
-        }
+        // Always asked of a server: only it knows the statement's current
+        // shape (a table may have changed since another client prepared the
+        // same text). The registry keeps one entry per shape, so backends
+        // share their statements between clients.
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(());
         };
         match co.backend.prepare(&key.sql).await {
             Ok(Ok(p)) => {
                 let entry = match self.shared.registry.lock() {
-                    Ok(mut r) => r.insert(key, p.params, p.columns, p.packets),
+                    Ok(mut r) => r.upsert(key, p.params, p.columns, p.packets),
                     Err(_) => {
                         return Err(End::Fatal("statement registry poisoned".into()));
                     }
@@ -175,10 +182,10 @@ impl Session {
     /// COM_STMT_EXECUTE.
     pub(super) async fn stmt_execute(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
-        let Some(client_id) = execute::stmt_id(&pkt.payload) else {
-            return self
-                .send_err(seq, &wrong_arguments("mysqld_stmt_execute"))
-                .await;
+        // The server's checks, in its order: the fixed header first.
+        let client_id = match execute::stmt_id(&pkt.payload) {
+            Some(id) if pkt.payload.len() >= 10 => id,
+            _ => return self.send_err(seq, &malformed()).await,
         };
         let Some(cs) = self.stmts.get_mut(&client_id) else {
             return self
@@ -188,6 +195,11 @@ impl Session {
         let entry = cs.entry.clone();
         let exec: Execute<'_> = match execute::parse(&pkt.payload, entry.num_params) {
             Some(e) => e,
+            // A cut-off type block is a malformed packet; a missing null
+            // bitmap or bound flag, wrong arguments (as the server says).
+            None if execute::types_truncated(&pkt.payload, entry.num_params) => {
+                return self.send_err(seq, &malformed()).await;
+            }
             None => {
                 return self
                     .send_err(seq, &wrong_arguments("mysqld_stmt_execute"))
@@ -198,6 +210,7 @@ impl Session {
             cs.types = Some(t.to_vec());
         }
         let types = cs.types.clone();
+        let seen_columns = cs.columns;
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(());
         };
@@ -232,6 +245,7 @@ impl Session {
                 s.types = types.clone();
             }
             let intercept = (attempt == 0).then_some(ER_NEED_REPREPARE);
+            self.expect_columns = (seen_columns > 0).then_some(seen_columns);
             let Some((next, out)) = self
                 .exchange(co, &payload, seq, Shape::Query, intercept)
                 .await?
@@ -245,6 +259,20 @@ impl Session {
                     let _ = co.backend.close_stmt(id).await;
                 }
                 continue;
+            }
+            // The table changed under the statement: later PREPAREs must get
+            // fresh metadata from the server, not the registry's copy.
+            let changed = out
+                .status
+                .is_some_and(|s| s & status::METADATA_CHANGED != 0)
+                || out
+                    .columns
+                    .is_some_and(|c| c != u64::from(entry.num_columns));
+            if changed && let Ok(mut r) = self.shared.registry.lock() {
+                r.forget(&entry);
+            }
+            if let (Some(n), Some(cs)) = (out.columns, self.stmts.get_mut(&client_id)) {
+                cs.columns = n;
             }
             self.pins.remove(PinReason::LongData);
             if exec.wants_cursor() && out.status.is_some_and(|s| s & status::CURSOR_EXISTS != 0) {
@@ -308,7 +336,7 @@ impl Session {
             let e = ErrPacket::new(
                 1421,
                 "HY000",
-                format!("The statement ({client_id}) has no open cursor."),
+                format!("The statement ({client_id}) has no open cursor"),
             );
             return self.send_err(seq, &e).await;
         }
