@@ -96,6 +96,8 @@ pub struct Session {
     diagnostic_stmt: bool,
     /// Columns the executing prepared statement had when prepared.
     expect_columns: Option<u64>,
+    /// When the current command arrived.
+    cmd_started: Instant,
 }
 
 impl Drop for Session {
@@ -176,6 +178,7 @@ impl Session {
             last_is_rollback: false,
             diagnostic_stmt: false,
             expect_columns: None,
+            cmd_started: Instant::now(),
             cursor_stmt: None,
             found_rows: 0,
         };
@@ -323,6 +326,7 @@ impl Session {
     /// Handles one command; returns true when the client quit.
     async fn command(&mut self, pkt: Packet) -> Result<bool, End> {
         let started = Instant::now();
+        self.cmd_started = started;
         self.stmt_wait = None;
         let cmd = pkt.payload.first().copied();
         self.last_is_rollback = cmd == Some(COM_QUERY) && is_rollback(&pkt.payload[1..]);
@@ -681,7 +685,9 @@ impl Session {
                     co.backend.status = st;
                     if st & status::IN_TRANS != 0 {
                         if !self.pins.has(PinReason::Transaction) {
-                            self.txn_started = Some(Instant::now());
+                            // From the start of the statement that opened
+                            // it, queue wait included, as the client sees it.
+                            self.txn_started = Some(self.cmd_started);
                         }
                         self.pin(PinReason::Transaction);
                     } else {
