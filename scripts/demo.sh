@@ -116,7 +116,7 @@ start_local_mariadb() {
     log "initialising a throwaway MariaDB in $dir/data"
     mariadb_install_db "$dir"
 
-    BACKEND_PORT=$(pick_port $((20000 + RANDOM % 40000)))
+    BACKEND_PORT=$(pick_port 0)
     log "starting mariadbd on 127.0.0.1:$BACKEND_PORT"
     mariadb_start "$dir" "$BACKEND_PORT" MARIADB_PID \
         --max-connections=6000 \

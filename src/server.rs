@@ -183,6 +183,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         known_schemas: Default::default(),
         templates,
         sessions: Default::default(),
+        slow_log: crate::telemetry::RateLimit::new(20),
         metrics: crate::metrics::Metrics::new(cfg_groups),
         registry: std::sync::Mutex::new(crate::prepared::Registry::new(cfg_registry_size)),
         shutdown,
@@ -314,17 +315,25 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     }
     shared.metrics.client_connections_total.increment(1);
     let _ = tcp.set_nodelay(true);
-    let io = PacketIo::new(Stream::Plain(tcp));
+    let io = PacketIo::new(Stream::Plain(tcp)).with_read_step(handshake::CLIENT_READ_STEP);
     let timeout = Duration::from_millis(shared.config.frontend.handshake_timeout_ms);
     let login = match tokio::time::timeout(timeout, handshake::login(&shared, io, id, peer)).await {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => {
             debug!(error = %e, "login failed");
-            shared.metrics.rejected("auth");
+            // Refused logins (bad password, bad handshake) are `auth`; a peer
+            // that connected and left without logging in (a port probe) is
+            // `handshake_aborted`.
+            let reason = match e {
+                handshake::HandshakeError::Refused(_) => "auth",
+                handshake::HandshakeError::Wire(_) => "handshake_aborted",
+            };
+            shared.metrics.rejected(reason);
             return;
         }
         Err(_) => {
             debug!("login timed out");
+            shared.metrics.rejected("handshake_timeout");
             return;
         }
     };

@@ -9,11 +9,70 @@ pub fn init(cfg: &LogConfig) {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&cfg.level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    use std::io::IsTerminal;
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match cfg.format {
         LogFormat::Json => b.json().try_init(),
         LogFormat::Text => b.try_init(),
     };
+}
+
+/// At most `per_second` events a second pass; the rest are counted and
+/// reported with the next one that passes (so a storm of slow statements
+/// becomes a few log lines saying how many were left out).
+#[derive(Debug)]
+pub struct RateLimit {
+    per_second: u64,
+    /// (second, passed this second, suppressed since the last pass)
+    state: std::sync::Mutex<(u64, u64, u64)>,
+    start: std::time::Instant,
+}
+
+impl RateLimit {
+    /// A limiter passing `per_second` events a second.
+    pub fn new(per_second: u64) -> Self {
+        Self {
+            per_second,
+            state: std::sync::Mutex::new((0, 0, 0)),
+            start: std::time::Instant::now(),
+        }
+    }
+
+    /// `Some(suppressed)` when this event may be logged.
+    pub fn admit(&self) -> Option<u64> {
+        let now = self.start.elapsed().as_secs();
+        let mut st = self.state.lock().ok()?;
+        if st.0 != now {
+            st.0 = now;
+            st.1 = 0;
+        }
+        if st.1 < self.per_second {
+            st.1 += 1;
+            let suppressed = st.2;
+            st.2 = 0;
+            Some(suppressed)
+        } else {
+            st.2 += 1;
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limit_counts_what_it_drops() {
+        let r = RateLimit::new(2);
+        assert_eq!(r.admit(), Some(0));
+        assert_eq!(r.admit(), Some(0));
+        assert_eq!(r.admit(), None);
+        assert_eq!(r.admit(), None);
+        // Same second: still limited.
+        assert_eq!(r.admit(), None);
+    }
 }

@@ -9,6 +9,7 @@
 #   find_bin NAME...               - first NAME on PATH or in /usr/sbin
 #   port_in_use PORT               - something listens on 127.0.0.1:PORT?
 #   pick_port PREFERRED [EXCL...]  - PREFERRED if free, else a random free port
+#                                    below the ephemeral range (0 = random)
 #   wait_for_port PORT PID NAME LOGFILE TIMEOUT
 #   stop_pid PID NAME TIMEOUT      - SIGTERM, SIGKILL after TIMEOUT seconds
 #   mariadb_install_db DIR         - new datadir DIR/data (log DIR/install.log)
@@ -52,11 +53,30 @@ MARIADB_CLI=${MARIADB_CLI:-$(find_bin mariadb mysql || true)}
 
 port_in_use() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# pick_port PREFERRED [EXCLUDED...]: PREFERRED if free, else a random free one.
+# Listening ports are picked outside the kernel's ephemeral range: a port in
+# it may be the local end of some outgoing connection at any moment, and then
+# bind() fails with "Address already in use" although nothing listens there.
+_ephemeral_range() {
+    local lo hi
+    read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || { lo=32768 hi=60999; }
+    echo "$lo $hi"
+}
+
+# pick_port PREFERRED [EXCLUDED...]: PREFERRED if free and outside the
+# ephemeral range, else a random free one below it (0 = random).
 pick_port() {
-    local preferred=$1 port excluded _
+    local preferred=$1 port excluded _ elo ehi lo hi
     shift
+    read -r elo ehi <<<"$(_ephemeral_range)"
+    if ((elo > 12000)); then
+        lo=10000 hi=$((elo - 1))
+    else # unusual kernel setting: fall back to the old range
+        lo=20000 hi=60999
+    fi
     port=$preferred
+    if ((port < 1024 || (port >= elo && port <= ehi && elo > 12000))); then
+        port=0
+    fi
     for _ in {1..200}; do
         for excluded in "$@"; do
             [[ $port == "$excluded" ]] && port=0
@@ -65,7 +85,7 @@ pick_port() {
             echo "$port"
             return 0
         fi
-        port=$((20000 + RANDOM % 40000))
+        port=$((lo + RANDOM % (hi - lo + 1)))
     done
     die "could not find a free TCP port"
 }

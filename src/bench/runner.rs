@@ -37,10 +37,22 @@ impl Target {
         })
     }
 
-    /// Connection options: TCP always (no silent switch to a unix socket).
-    pub fn opts(&self) -> Result<Opts, String> {
+    /// Connection options: TCP always (no silent switch to a unix socket),
+    /// and a statement cache holding every statement of the workload (the
+    /// driver's default of 32 would re-prepare constantly with 4+ tables).
+    pub fn opts_for(&self, tables: u32) -> Result<Opts, String> {
         let base = Opts::from_url(&self.url).map_err(|e| e.to_string())?;
-        Ok(OptsBuilder::from_opts(base).prefer_socket(false).into())
+        let explicit = self.url.contains("stmt_cache_size");
+        let mut b = OptsBuilder::from_opts(base).prefer_socket(false);
+        if !explicit {
+            b = b.stmt_cache_size(Some(9 * tables as usize + 8));
+        }
+        Ok(b.into())
+    }
+
+    /// Connection options for one-off work (prepare, cleanup).
+    pub fn opts(&self) -> Result<Opts, String> {
+        self.opts_for(1)
     }
 }
 
@@ -117,7 +129,7 @@ pub async fn run_point(
     s: Settings,
     progress: impl Fn(&str, u64, f64) + Send + Sync + 'static,
 ) -> Result<PointResult, String> {
-    let opts = target.opts()?;
+    let opts = target.opts_for(s.tables.count)?;
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));

@@ -13,10 +13,13 @@ use rand::Rng;
 #[serde(rename_all = "snake_case")]
 pub enum Workload {
     /// `oltp_read_write`: 18 statements in BEGIN … COMMIT.
+    #[value(alias = "oltp_read_write")]
     OltpReadWrite,
     /// `oltp_read_only`: the 14 reads in BEGIN … COMMIT.
+    #[value(alias = "oltp_read_only")]
     OltpReadOnly,
     /// `oltp_point_select`: one point select, no transaction.
+    #[value(alias = "oltp_point_select")]
     OltpPointSelect,
 }
 

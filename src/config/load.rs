@@ -33,9 +33,23 @@ pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         config::Environment::with_prefix("MYPLEX")
             .prefix_separator("_")
             .separator("__")
-            .try_parsing(true),
+            .try_parsing(true)
+            .source(Some(config_env())),
     );
     finish(b)
+}
+
+/// The environment variables that are configuration: `MYPLEX_<SECTION>__<KEY>`
+/// and `MYPLEX_<TOP_LEVEL_KEY>`. Other `MYPLEX_*` variables (a script's
+/// `MYPLEX_BIN`, say) are not ours and must not fail the load.
+fn config_env() -> config::Map<String, String> {
+    const TOP: &[&str] = &["LISTEN", "ADMIN_LISTEN", "LISTEN_BACKLOG", "WORKER_THREADS"];
+    std::env::vars()
+        .filter(|(k, _)| {
+            k.strip_prefix("MYPLEX_")
+                .is_some_and(|rest| rest.contains("__") || TOP.contains(&rest))
+        })
+        .collect()
 }
 
 /// Loads from a TOML string only (tests, `check-config` of inline text).

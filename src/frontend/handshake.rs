@@ -20,6 +20,9 @@ use crate::protocol::packets::ErrPacket;
 use crate::wire::packet_io::Packet;
 use crate::wire::{PacketIo, Stream, WireError};
 
+/// Read-buffer growth step for client connections.
+pub const CLIENT_READ_STEP: usize = 2048;
+
 /// A logged-in client.
 pub struct Login {
     /// The client's socket.
@@ -133,7 +136,8 @@ pub async fn login(
             .accept(tcp)
             .await
             .map_err(|e| HandshakeError::Refused(format!("tls handshake failed: {e}")))?;
-        io = PacketIo::new(Stream::ServerTls(Box::new(tls_stream)));
+        io =
+            PacketIo::new(Stream::ServerTls(Box::new(tls_stream))).with_read_step(CLIENT_READ_STEP);
         pkt = read_login_packet(&mut io, max, 2).await?;
     }
     let mut seq = pkt.last_seq.wrapping_add(1);

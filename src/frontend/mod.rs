@@ -51,6 +51,8 @@ pub struct Shared {
     pub known_schemas: Mutex<HashMap<Vec<u8>, Instant>>,
     /// Column definitions for locally answered statements.
     pub templates: session::local::Templates,
+    /// Rate limit of the slow-statement log.
+    pub slow_log: crate::telemetry::RateLimit,
     /// Metrics of this proxy.
     pub metrics: crate::metrics::Metrics,
     /// Live sessions by proxy connection id (KILL, admin console).

@@ -9,7 +9,8 @@ pub const CLIENT_CONNECTIONS: &str = "myplex_client_connections";
 /// Counter: client connections accepted.
 pub const CLIENT_CONNECTIONS_TOTAL: &str = "myplex_client_connections_total";
 /// Counter{reason}: client connections refused (`max_client_connections`,
-/// `fd_exhausted`, `shutdown`) or failed logins (`auth`).
+/// `fd_exhausted`, `shutdown`), refused logins (`auth`), and peers that left
+/// (`handshake_aborted`) or stalled (`handshake_timeout`) before logging in.
 pub const CLIENT_CONNECTIONS_REJECTED_TOTAL: &str = "myplex_client_connections_rejected_total";
 /// Counter{group, kind}: statements (commands needing a backend) by command kind.
 pub const STATEMENTS_TOTAL: &str = "myplex_statements_total";

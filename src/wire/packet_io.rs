@@ -57,6 +57,7 @@ pub struct PacketIo {
     rbuf: BytesMut,
     /// Bytes queued for the peer; sent by [`PacketIo::flush`].
     pub wbuf: BytesMut,
+    read_step: usize,
 }
 
 impl PacketIo {
@@ -66,7 +67,15 @@ impl PacketIo {
             stream,
             rbuf: BytesMut::new(),
             wbuf: BytesMut::new(),
+            read_step: READ_STEP,
         }
+    }
+
+    /// Grows the read buffer in smaller steps (clients send small commands;
+    /// thousands of them idle).
+    pub fn with_read_step(mut self, step: usize) -> Self {
+        self.read_step = step.max(HEADER_LEN);
+        self
     }
 
     /// Bytes already read but not consumed (must be empty before a TLS upgrade).
@@ -75,8 +84,9 @@ impl PacketIo {
     }
 
     async fn fill(&mut self, want: usize) -> Result<(), WireError> {
-        if self.rbuf.capacity() - self.rbuf.len() < want.clamp(1024, READ_STEP) {
-            self.rbuf.reserve(want.max(READ_STEP));
+        let step = self.read_step;
+        if self.rbuf.capacity() - self.rbuf.len() < want.clamp(step.min(1024), step) {
+            self.rbuf.reserve(want.max(step));
         }
         let n = self.stream.read_buf(&mut self.rbuf).await?;
         if n == 0 {

@@ -115,16 +115,12 @@ impl Session {
         if let Ok(mut u) = self.handle.user.lock() {
             *u = name;
         }
-        let collation = req.collation.unwrap_or(0);
-        let mut st = TrackedState::for_collation(collation);
-        if st.vars.is_empty() {
-            st = self.initial.clone();
-            st.schema = None;
-            st.last_insert_id = 0;
-        }
-        st.multi_statements = self.initial.multi_statements;
-        self.initial = st.clone();
-        self.state = st;
+        let collation = match req.collation {
+            Some(c) if !TrackedState::for_collation(c).vars.is_empty() => c,
+            _ => self.initial.0,
+        };
+        self.initial = (collation, self.initial.1);
+        self.state = super::initial_state(self.initial);
         self.status = status::AUTOCOMMIT;
         self.found_rows = 0;
         self.tickets = shared.config.pool.high_prio_tickets;

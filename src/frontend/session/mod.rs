@@ -66,8 +66,9 @@ pub struct Session {
     group: Arc<Group>,
     /// State the client expects.
     state: TrackedState,
-    /// State right after login (what COM_RESET_CONNECTION returns to).
-    initial: TrackedState,
+    /// Login collation and multi-statements option: what COM_RESET_CONNECTION
+    /// returns the state to (kept small; rebuilt on demand).
+    initial: (u16, bool),
     pins: Pins,
     backend: Option<Leased>,
     status: u16,
@@ -143,13 +144,8 @@ impl Session {
         let user = &shared.users[login.user];
         let pool = user.pool;
         let group = shared.pool.group_for(id).clone();
-        let mut initial = TrackedState::for_collation(login.collation);
-        if initial.vars.is_empty() {
-            // Unknown collation id: keep the backend's.
-            initial =
-                TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
-        }
-        initial.multi_statements = login.caps.has(flag::MULTI_STATEMENTS);
+        let initial = (login.collation, login.caps.has(flag::MULTI_STATEMENTS));
+        let state = initial_state(initial);
         let mut pins = Pins::default();
         if shared.pool.mode == PoolMode::Session {
             pins.add(PinReason::SessionMode);
@@ -161,7 +157,7 @@ impl Session {
             caps: login.caps,
             pool,
             group,
-            state: initial.clone(),
+            state,
             initial,
             pins,
             backend: None,
@@ -317,7 +313,9 @@ impl Session {
                 Err(WireError::Closed) => return Err(End::ClientGone),
                 Err(e) => return Err(End::Client(e)),
             };
-            if self.command(pkt).await? {
+            // Boxed: the (large) state of a running command is allocated per
+            // command instead of living in every idle session's future.
+            if Box::pin(self.command(pkt)).await? {
                 return Ok(());
             }
         }
@@ -342,8 +340,12 @@ impl Session {
                 .statement(group, cmd, wait, started.elapsed());
             let slow = self.shared.config.log.slow_statement_ms;
             let total = started.elapsed();
-            if slow > 0 && total.as_millis() >= u128::from(slow) {
+            if slow > 0
+                && total.as_millis() >= u128::from(slow)
+                && let Some(suppressed) = self.shared.slow_log.admit()
+            {
                 tracing::warn!(
+                    suppressed_since_last = suppressed,
                     client = self.id,
                     group,
                     kind = crate::metrics::KINDS[crate::metrics::kind_index(cmd)],
@@ -466,7 +468,7 @@ impl Session {
             }
         }
         let schema = self.state.schema.take();
-        self.state = self.initial.clone();
+        self.state = initial_state(self.initial);
         self.state.schema = schema;
         self.pins.clear_state();
         self.drop_statements();
@@ -908,6 +910,17 @@ async fn sync(backend: &mut Leased, plan: &SyncPlan) -> Result<Option<ErrPacket>
 
 fn queue_timeout_err(msg: &str) -> ErrPacket {
     ErrPacket::new(errors::ER_QUERY_INTERRUPTED, "70100", msg)
+}
+
+/// The state of a fresh session: the character set of its login collation
+/// (the backend's when the id is unknown) and its multi-statements option.
+fn initial_state((collation, multi): (u16, bool)) -> TrackedState {
+    let mut st = TrackedState::for_collation(collation);
+    if st.vars.is_empty() {
+        st = TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
+    }
+    st.multi_statements = multi;
+    st
 }
 
 /// True for `ROLLBACK` (not `ROLLBACK TO SAVEPOINT`, which keeps the
