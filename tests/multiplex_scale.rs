@@ -245,9 +245,11 @@ async fn two_thousand_clients_share_eight_backends() {
             if work.is_err() {
                 stage.store(STAGE_FAILED, Ordering::Relaxed);
             }
-            if barrier.wait().await.is_leader() {
-                at_barrier.store(shared.clients.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
+            // Sampled on arrival, before anyone is released: once the last
+            // client arrives every client is connected, while after the
+            // barrier the first ones may already be disconnecting.
+            at_barrier.fetch_max(shared.clients.load(Ordering::Relaxed), Ordering::Relaxed);
+            barrier.wait().await;
             match work {
                 Ok(c) => {
                     let r = client_finish(i, c).await;
