@@ -7,9 +7,12 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::load::{
+    Samplers, app_sessions, group_snapshots, listen_overflows, wait_no_app_sessions,
+};
 use common::mariadb::{APP_PASSWORD, APP_USER};
 use common::{MariaDb, Proxy};
 use mysql_async::prelude::*;
@@ -40,47 +43,6 @@ const STAGE_NAMES: [&str; 7] = [
 ];
 const STAGE_FAILED: usize = 5;
 const STAGE_DONE: usize = 6;
-
-const APP_SESSIONS_SQL: &str =
-    "SELECT COUNT(*) FROM information_schema.processlist WHERE user='app'";
-
-fn app_sessions(db: &MariaDb) -> usize {
-    let out = db.sql(APP_SESSIONS_SQL);
-    out.trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("processlist count {out:?}: {e}"))
-}
-
-fn wait_no_app_sessions(db: &MariaDb, limit: Duration) -> Duration {
-    let start = Instant::now();
-    loop {
-        if app_sessions(db) == 0 {
-            return start.elapsed();
-        }
-        if start.elapsed() > limit {
-            panic!(
-                "user app still has backend sessions after {limit:?}:\n{}",
-                db.sql("SELECT id, user, host, db, command, time, state, info FROM information_schema.processlist WHERE user='app'")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// `TcpExtListenOverflows` of this network namespace (diagnostics only).
-fn listen_overflows() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/net/netstat").ok()?;
-    let mut lines = text.lines();
-    while let (Some(keys), Some(values)) = (lines.next(), lines.next()) {
-        if keys.starts_with("TcpExt:") {
-            let pos = keys
-                .split_whitespace()
-                .position(|k| k == "ListenOverflows")?;
-            return values.split_whitespace().nth(pos)?.parse().ok();
-        }
-    }
-    None
-}
 
 /// One client's life up to the barrier: login, statements, a transaction.
 /// Returns the open connection.
@@ -186,36 +148,9 @@ async fn two_thousand_clients_share_eight_backends() {
             .await
             .expect("probe check");
 
-    // Samplers: the backend's processlist (blocking CLI, std thread) and
-    // the pool's own count of owned connections.
-    let stop = Arc::new(AtomicBool::new(false));
-    let pl_sampler = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut samples = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                samples.push(app_sessions(db));
-                if let Some(rest) = Duration::from_millis(200).checked_sub(t.elapsed()) {
-                    std::thread::sleep(rest);
-                }
-            }
-            samples
-        })
-    };
-    let owned_sampler = {
-        let stop = stop.clone();
-        let shared = proxy.shared.clone();
-        tokio::spawn(async move {
-            let mut max = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let owned: usize = shared.pool.groups.iter().map(|g| g.snapshot().owned).sum();
-                max = max.max(owned);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            max
-        })
-    };
+    // Samplers: the backend's processlist and the pool's own count of owned
+    // connections.
+    let samplers = Samplers::start(db, proxy.shared.clone(), app_sessions);
 
     let opts: Opts = OptsBuilder::from_opts(
         Opts::from_url(&proxy.url(APP_USER, APP_PASSWORD, SCHEMA)).expect("url"),
@@ -275,20 +210,10 @@ async fn two_thousand_clients_share_eight_backends() {
     let elapsed = started.elapsed();
     let overflows = listen_overflows().zip(overflows_before).map(|(a, b)| a - b);
 
-    stop.store(true, Ordering::Relaxed);
-    let samples = tokio::task::spawn_blocking(move || pl_sampler.join())
-        .await
-        .expect("join")
-        .expect("processlist sampler panicked");
-    let owned_max = owned_sampler.await.expect("owned sampler");
-    let pl_max = samples.iter().copied().max().unwrap_or(0);
-    let snapshot: Vec<_> = proxy
-        .shared
-        .pool
-        .groups
-        .iter()
-        .map(|g| g.snapshot())
-        .collect();
+    let sampled = samplers.finish().await;
+    let pl_max = sampled.max_of(|&n| n);
+    let (samples, owned_max) = (sampled.server, sampled.owned_max);
+    let snapshot = group_snapshots(&proxy.shared);
     eprintln!(
         "[multiplex_scale] {CLIENTS} clients in {elapsed:?} | probe gone after {probe_gone:?} | \
          proxy clients at barrier={} | kernel ListenOverflows delta={overflows:?} | processlist max={pl_max} over {} samples | owned max={owned_max} | \

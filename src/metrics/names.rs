@@ -86,3 +86,68 @@ pub const LABELS: &[&str] = &[
     "direction",
     "outcome",
 ];
+
+/// What a Prometheus text exposition exports that this catalogue does not
+/// document: one entry per sample line whose metric name is not in [`ALL`]
+/// (`metric <name>`), and per label not in [`LABELS`] (`label <label> on
+/// <name>`), in order of appearance, without repeats. Histogram series
+/// (`<name>_bucket`, `_sum`, `_count`) count as `<name>`, and their `le`
+/// label is allowed. Comment and blank lines are skipped. Empty when
+/// everything exported is documented.
+pub fn undocumented(exposition: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut note = |what: String| {
+        if !out.contains(&what) {
+            out.push(what);
+        }
+    };
+    for line in exposition
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name = line.split(['{', ' ']).next().unwrap_or_default();
+        let base = name
+            .trim_end_matches("_bucket")
+            .trim_end_matches("_sum")
+            .trim_end_matches("_count");
+        if !ALL.contains(&name) && !ALL.contains(&base) {
+            note(format!("metric {name}"));
+        }
+        if let Some(labels) = line
+            .split_once('{')
+            .map(|(_, l)| l.split('}').next().unwrap_or_default())
+        {
+            for pair in labels.split(',').filter(|p| !p.is_empty()) {
+                let label = pair.split('=').next().unwrap_or_default();
+                if !LABELS.contains(&label) && label != "le" {
+                    note(format!("label {label} on {name}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undocumented_finds_unknown_names_and_labels() {
+        let text = "# TYPE myplex_queue_wait_seconds histogram\n\
+                    myplex_queue_wait_seconds_bucket{group=\"0\",le=\"0.1\"} 1\n\
+                    myplex_queue_wait_seconds_sum{group=\"0\"} 0.05\n\
+                    myplex_queue_wait_seconds_count{group=\"0\"} 1\n\
+                    myplex_mystery_total 3\n\
+                    myplex_stalls_total{group=\"0\",colour=\"red\"} 1\n\
+                    myplex_stalls_total{group=\"1\",colour=\"red\"} 2\n\n";
+        assert_eq!(
+            undocumented(text),
+            [
+                "metric myplex_mystery_total",
+                "label colour on myplex_stalls_total"
+            ]
+        );
+        assert!(undocumented("myplex_in_flight{group=\"0\"} 2\n").is_empty());
+    }
+}

@@ -10,8 +10,10 @@ pub mod mariadb;
 #[allow(unused_imports)]
 pub use mariadb::{MariaDb, free_port, mariadb_bin};
 
+pub mod load;
 pub mod proxy;
 pub mod raw;
+pub mod sysbench;
 
 #[allow(unused_imports)]
 pub use proxy::Proxy;
