@@ -10,7 +10,7 @@ pub struct BackendStmt {
     /// The backend's statement id.
     pub id: u32,
     /// Parameter types the backend statement last received.
-    pub types: Option<Vec<u8>>,
+    pub types: Option<std::sync::Arc<[u8]>>,
     used: u64,
 }
 

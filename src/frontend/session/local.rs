@@ -29,25 +29,34 @@ pub struct Templates {
     pub found_rows: Option<Vec<u8>>,
 }
 
-fn normalized(sql: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(sql.len());
-    for &c in sql {
+/// `sql` lowercased with whitespace runs collapsed to one space and
+/// leading whitespace dropped, without allocating.
+fn normalized(sql: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let mut prev_space = true;
+    sql.iter().filter_map(move |&c| {
         if c.is_ascii_whitespace() {
-            if out.last().is_some_and(|l: &u8| *l != b' ') {
-                out.push(b' ');
-            }
+            let emit = !prev_space;
+            prev_space = true;
+            emit.then_some(b' ')
         } else {
-            out.push(c.to_ascii_lowercase());
+            prev_space = false;
+            Some(c.to_ascii_lowercase())
         }
+    })
+}
+
+/// True when the normalized `sql` starts with `pat`; with `exact`, only
+/// spaces and semicolons may follow.
+fn matches(sql: &[u8], pat: &[u8], exact: bool) -> bool {
+    let mut n = normalized(sql);
+    if !pat.iter().all(|p| n.next() == Some(*p)) {
+        return false;
     }
-    while matches!(out.last(), Some(b' ') | Some(b';')) {
-        out.pop();
-    }
-    out
+    !exact || n.all(|c| c == b' ' || c == b';')
 }
 
 /// The statements answered here are short: anything longer is skipped
-/// without normalizing (no allocation on the common path).
+/// without looking further.
 const SHORT: usize = 64;
 
 /// Recognizes the locally answered statements.
@@ -55,10 +64,12 @@ pub fn classify(sql: &[u8]) -> Option<Local> {
     if sql.len() > SHORT {
         return None;
     }
-    match normalized(sql).as_slice() {
-        b"select connection_id()" => Some(Local::ConnectionId),
-        b"select found_rows()" => Some(Local::FoundRows),
-        _ => None,
+    if matches(sql, b"select connection_id()", true) {
+        Some(Local::ConnectionId)
+    } else if matches(sql, b"select found_rows()", true) {
+        Some(Local::FoundRows)
+    } else {
+        None
     }
 }
 
@@ -67,7 +78,6 @@ pub fn is_diagnostic(sql: &[u8]) -> bool {
     if sql.len() > 2 * SHORT {
         return false;
     }
-    let n = normalized(sql);
     [
         &b"show warnings"[..],
         b"show errors",
@@ -77,7 +87,7 @@ pub fn is_diagnostic(sql: &[u8]) -> bool {
         b"get current diagnostics",
     ]
     .iter()
-    .any(|p| n.starts_with(p))
+    .any(|p| matches(sql, p, false))
 }
 
 /// Replaces `CONNECTION_ID()` (any case, outside quotes and comments) with

@@ -28,7 +28,7 @@ const ER_NEED_REPREPARE: u16 = 1615;
 pub(super) struct ClientStmt {
     entry: Arc<StmtEntry>,
     /// Parameter types from the client's last bind.
-    types: Option<Vec<u8>>,
+    types: Option<Arc<[u8]>>,
     /// Result columns as this client last saw them (the server flags
     /// METADATA_CHANGED once when they change).
     columns: u64,
@@ -206,8 +206,12 @@ impl Session {
                     .await;
             }
         };
-        if let Some(t) = exec.types {
-            cs.types = Some(t.to_vec());
+        // Drivers often re-send the same types with every EXECUTE: keep
+        // the shared copy unless they changed.
+        if let Some(t) = exec.types
+            && cs.types.as_deref() != Some(t)
+        {
+            cs.types = Some(Arc::from(t));
         }
         let types = cs.types.clone();
         let seen_columns = cs.columns;
@@ -233,14 +237,15 @@ impl Session {
                 .backend
                 .stmts
                 .get_mut(entry.id)
-                .and_then(|s| s.types.clone());
+                .is_some_and(|s| s.types.as_deref() == types.as_deref());
             let insert = match (&exec.types, &types) {
-                (None, Some(t)) if seen.as_ref() != Some(t) => Some(t.as_slice()),
+                (None, Some(t)) if !seen => Some(&t[..]),
                 _ => None,
             };
             let payload = execute::rewrite(&pkt.payload, &exec, backend_id, insert);
-            if let Some(s) = co.backend.stmts.get_mut(entry.id)
+            if !seen
                 && (exec.types.is_some() || insert.is_some())
+                && let Some(s) = co.backend.stmts.get_mut(entry.id)
             {
                 s.types = types.clone();
             }
