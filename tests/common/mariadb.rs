@@ -223,6 +223,13 @@ impl MariaDb {
             .map_err(|e| StartError::Fatal(format!("cannot create {}: {e}", base_dir.display())))?;
         let datadir = base_dir.join("data");
         let socket = base_dir.join("sock");
+        // A private tmpdir: temporary-table files are named after the pid,
+        // and test processes in other PID namespaces may share /tmp (seen:
+        // mariadb-install-db failing on another bootstrap's
+        // `#sql-temptable-<pid>-1-3`).
+        let tmpdir = base_dir.join("tmp");
+        std::fs::create_dir_all(&tmpdir)
+            .map_err(|e| StartError::Fatal(format!("cannot create {}: {e}", tmpdir.display())))?;
         let as_root = running_as_root();
 
         // 1. Initialise the datadir.
@@ -230,6 +237,7 @@ impl MariaDb {
         install
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
+            .arg(format!("--tmpdir={}", tmpdir.display()))
             .arg("--auth-root-authentication-method=normal")
             .arg("--skip-test-db")
             .arg("--skip-name-resolve");
@@ -259,6 +267,7 @@ impl MariaDb {
             format!("--socket={}", socket.display()),
             format!("--pid-file={}", base_dir.join("mariadbd.pid").display()),
             format!("--log-error={}", base_dir.join("error.log").display()),
+            format!("--tmpdir={}", tmpdir.display()),
             format!("--port={port}"),
         ];
         args.extend(MACHINE_ARGS.iter().map(|s| s.to_string()));
