@@ -33,6 +33,8 @@ pub const SECURE_CONNECTION: u32 = 0x0000_8000;
 pub const MULTI_RESULTS: u32 = 0x0002_0000;
 pub const PS_MULTI_RESULTS: u32 = 0x0004_0000;
 pub const PLUGIN_AUTH: u32 = 0x0008_0000;
+pub const MULTI_STATEMENTS: u32 = 0x0001_0000;
+pub const SESSION_TRACK: u32 = 0x0080_0000;
 pub const DEPRECATE_EOF: u32 = 0x0100_0000;
 
 /// What the raw client asks for (DEPRECATE_EOF is added per connection).
@@ -631,6 +633,31 @@ impl RawConn {
         db: Option<&str>,
         deprecate_eof: bool,
     ) -> Result<RawConn, ErrInfo> {
+        let mut wanted = BASE_CAPS;
+        if deprecate_eof {
+            wanted |= DEPRECATE_EOF;
+        }
+        let c = RawConn::try_connect_with(addr, user, password, db, wanted, 45).await?;
+        assert_eq!(
+            c.caps & DEPRECATE_EOF != 0,
+            deprecate_eof,
+            "server does not offer the requested DEPRECATE_EOF setting"
+        );
+        Ok(c)
+    }
+
+    /// Logs in asking for capabilities `wanted` (CONNECT_WITH_DB is added
+    /// when `db` is given; the result is `wanted` ∩ the server's offer) and
+    /// handshake collation `collation` (e.g. 8 = latin1_swedish_ci,
+    /// 45 = utf8mb4_general_ci). Returns the server's ERR on failure.
+    pub async fn try_connect_with(
+        addr: &str,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+        wanted: u32,
+        collation: u8,
+    ) -> Result<RawConn, ErrInfo> {
         let mut stream = timeout(WAIT, TcpStream::connect(addr))
             .await
             .expect("connect timed out")
@@ -642,24 +669,16 @@ impl RawConn {
             return Err(e);
         }
         let greeting = parse_greeting(&g);
-        let mut wanted = BASE_CAPS;
-        if deprecate_eof {
-            wanted |= DEPRECATE_EOF;
-        }
+        let mut wanted = wanted;
         if db.is_some() {
             wanted |= CONNECT_WITH_DB;
         }
         let caps = wanted & greeting.caps;
-        assert_eq!(
-            caps & DEPRECATE_EOF != 0,
-            deprecate_eof,
-            "server does not offer the requested DEPRECATE_EOF setting"
-        );
         let auth = native(&greeting.scramble, password);
         let mut p = Vec::new();
         p.extend_from_slice(&caps.to_le_bytes());
         p.extend_from_slice(&(16u32 << 20).to_le_bytes());
-        p.push(45); // utf8mb4_general_ci
+        p.push(collation);
         p.extend_from_slice(&[0u8; 23]);
         p.extend_from_slice(user.as_bytes());
         p.push(0);
@@ -814,6 +833,27 @@ impl RawConn {
         p.extend_from_slice(sql.as_bytes());
         self.send_command(&p).await;
         self.read_response(sql, false).await
+    }
+
+    /// COM_QUERY read to the end of a multi-result answer: every response
+    /// while the server flags more results (an ERR ends it).
+    pub async fn query_multi(&mut self, sql: &str) -> Vec<Response> {
+        let mut p = vec![COM_QUERY];
+        p.extend_from_slice(sql.as_bytes());
+        self.send_command(&p).await;
+        let mut out = Vec::new();
+        loop {
+            let r = self.read_response(sql, false).await;
+            let more = match &r {
+                Response::Ok(ok) => ok.status & STATUS_MORE_RESULTS != 0,
+                Response::Rows(rs) => rs.end.status & STATUS_MORE_RESULTS != 0,
+                Response::Err(_) => false,
+            };
+            out.push(r);
+            if !more {
+                return out;
+            }
+        }
     }
 
     /// COM_QUERY expecting a result; returns the text rows.
