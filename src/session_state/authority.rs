@@ -15,7 +15,7 @@
 use super::inventory::Inventory;
 use super::tracked::{ApplyEffects, TrackedState};
 use super::variables::fresh_value;
-use crate::sql::{Analysis, Effect, Kind, Scope, Statement};
+use crate::sql::{Analysis, Effect, FuncKind, Kind, Scope, Statement};
 
 /// Facts about one response that matter for sharing.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +42,10 @@ pub struct Followup {
     pub count_user_vars: bool,
     /// The connection collation changed in a way the text does not show.
     pub probe_collation: bool,
+    /// Replayable variables set back to DEFAULT: both the session and the
+    /// backend are at the server's default now, which is represented by
+    /// their absence (so two sessions at the default never differ).
+    pub defaulted: Vec<String>,
 }
 
 /// Per-backend marks the authority sets; they travel with the connection.
@@ -142,7 +146,9 @@ pub fn after_query(
     let mut explained = false;
     let mut set_statement = false;
     for (i, st) in stmts.iter().enumerate() {
-        let removes = i < ran_fully;
+        // Effects that end state count only when the statement certainly
+        // ran them (not in a branch, loop or skipped executable comment).
+        let removes = i < ran_fully && !st.conditional;
         let adds = removes || failed_at.is_none() || opaque(st.kind);
         if !adds {
             continue;
@@ -173,8 +179,22 @@ pub fn after_query(
     // Variables the proxy cannot replay, as the server reported them. In
     // the reply of SET STATEMENT … FOR they are that statement's temporary
     // values (the server reports the restore with the next statement).
+    // Variables the statements set themselves are decided by the text
+    // (the tracker reports `timestamp=DEFAULT` as the old value, and the
+    // one-shot `insert_id` as a value); the tracker speaks for the rest
+    // (set by stored code).
+    let set_by_text = |n: &str| {
+        stmts.iter().any(|s| {
+            s.effects.iter().any(|e| {
+                matches!(e, Effect::SetVariable { name, .. } if name.as_slice() == n.as_bytes())
+            })
+        })
+    };
     if !set_statement {
         for (name, value) in &tracker.pinning_vars {
+            if set_by_text(name) || name == "insert_id" {
+                continue;
+            }
             if fresh_value(name) == Some(value.as_str()) {
                 inv.pinning_vars.remove(name);
             } else {
@@ -192,13 +212,8 @@ pub fn after_query(
         marks.needs_reset = true;
     }
     if tracker.charset_without_collation {
-        // SET NAMES x [COLLATE y] is read from the text; any other way of
-        // changing the character set asks the server for the collation.
-        fu.probe_collation = !stmts.iter().any(|s| {
-            s.effects
-                .iter()
-                .any(|e| matches!(e, Effect::SetNames { .. }))
-        });
+        // The character set changed and the collation was not reported.
+        fu.probe_collation = true;
     }
     if reply.insert_id {
         marks.insert_id_unknown = true;
@@ -222,7 +237,7 @@ fn is_one_shot_effect(e: &Effect) -> bool {
 fn apply_statement(
     inv: &mut Inventory,
     marks: &mut BackendMarks,
-    state: &mut TrackedState,
+    _state: &mut TrackedState,
     schema: &[u8],
     st: &Statement,
     removes: bool,
@@ -255,18 +270,19 @@ fn apply_statement(
                     }
                 }
             }
-            Effect::TableRename { pairs } => {
+            Effect::TableRename { from, to } => {
                 explained = true;
-                if removes {
-                    for (from, to) in pairs {
-                        let key = (
-                            from.0.clone().unwrap_or_else(|| schema.to_vec()),
-                            from.1.clone(),
-                        );
-                        if inv.temp_tables.remove(&key) {
-                            let s = to.0.clone().unwrap_or_else(|| schema.to_vec());
-                            inv.temp_tables.insert((s, to.1.clone()));
-                        }
+                let key = (
+                    from.0.clone().unwrap_or_else(|| schema.to_vec()),
+                    from.1.clone(),
+                );
+                if inv.temp_tables.contains(&key) {
+                    // Add the new name at once; forget the old one only when
+                    // the rename certainly ran.
+                    let s = to.0.clone().unwrap_or_else(|| schema.to_vec());
+                    inv.temp_tables.insert((s, to.1.clone()));
+                    if removes {
+                        inv.temp_tables.remove(&key);
                     }
                 }
             }
@@ -361,6 +377,14 @@ fn apply_statement(
                     continue;
                 }
                 let n = String::from_utf8_lossy(name).into_owned();
+                if *to_default
+                    && removes
+                    && !n.starts_with("character_set_")
+                    && !n.starts_with("collation_")
+                    && super::variables::classify(&n) == super::variables::VarClass::Replayable
+                {
+                    fu.defaulted.push(n.clone());
+                }
                 if n == "insert_id" {
                     inv.one_shot = true;
                     marks.needs_reset = true;
@@ -377,20 +401,20 @@ fn apply_statement(
                     }
                 }
             }
-            Effect::SetNames { collation } => {
+            Effect::SetNames => {
+                // The server reports the character sets, not the collation
+                // (with or without COLLATE): ask it.
                 explained = true;
-                if removes {
-                    match collation {
-                        Some(c) => state.set_collation(&String::from_utf8_lossy(c)),
-                        None => {}
-                    }
-                }
+                fu.probe_collation = true;
             }
             Effect::CalcFoundRows => {
                 marks.needs_reset = true;
                 inv.calc_found_rows = true;
             }
             Effect::Use { .. } | Effect::SetOther | Effect::SetStatement => explained = true,
+            Effect::Function(f) if f.kind == FuncKind::LastInsertId { args: true } => {
+                marks.insert_id_unknown = true
+            }
             _ => {}
         }
     }
@@ -426,4 +450,198 @@ fn xa_verb(sql: &[u8], st: &Statement) -> XaVerb {
         }
     }
     XaVerb::Other
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session_state::PinReason;
+    use crate::sql::{LexOptions, analyze};
+
+    struct Run {
+        inv: Inventory,
+        marks: BackendMarks,
+        state: TrackedState,
+    }
+
+    impl Run {
+        fn new() -> Self {
+            Self {
+                inv: Inventory::default(),
+                marks: BackendMarks::default(),
+                state: TrackedState::for_collation(45),
+            }
+        }
+
+        fn query(&mut self, sql: &str, reply: Reply, tracker: ApplyEffects) -> Followup {
+            let a = analyze(sql.as_bytes(), LexOptions::default());
+            after_query(
+                &mut self.inv,
+                &mut self.marks,
+                &mut self.state,
+                b"test",
+                &a,
+                &reply,
+                &tracker,
+                sql.as_bytes(),
+            )
+        }
+
+        fn ok(&mut self, sql: &str) -> Followup {
+            self.query(sql, Reply::default(), ApplyEffects::default())
+        }
+
+        fn changed(&mut self, sql: &str) -> Followup {
+            let fx = ApplyEffects {
+                state_changed: true,
+                ..Default::default()
+            };
+            self.query(sql, Reply::default(), fx)
+        }
+    }
+
+    #[test]
+    fn harmless_text_holds_nothing() {
+        let mut r = Run::new();
+        for q in [
+            "SELECT 'bob@example.com'",
+            "SELECT * FROM budget_lock",
+            "SELECT 'GET_LOCK(1)' -- SET @x = 1",
+            "/* LOCK TABLES t WRITE */ SELECT 1",
+            "SELECT @x",
+            "INSERT INTO t VALUES (1)",
+        ] {
+            r.ok(q);
+            assert!(r.inv.is_empty(), "{q}: {:?}", r.inv);
+            assert_eq!(release(r.marks), Release::Share, "{q}");
+        }
+    }
+
+    #[test]
+    fn user_variables_pin_until_all_null() {
+        let mut r = Run::new();
+        r.changed("SET @a = 1, @b := 2");
+        assert!(r.inv.pins().has(PinReason::UserVariable));
+        r.changed("SET @a = NULL");
+        assert!(r.inv.pins().has(PinReason::UserVariable));
+        r.changed("SET @b = NULL");
+        assert!(r.inv.is_empty());
+        // Whatever the session did, the backend is reset before reuse.
+        assert_eq!(release(r.marks), Release::Reset);
+    }
+
+    #[test]
+    fn statements_after_an_error_did_not_run() {
+        let mut r = Run::new();
+        let err = |results| Reply {
+            error: true,
+            results,
+            ..Default::default()
+        };
+        r.query(
+            "SELECT * FROM nosuch; SELECT GET_LOCK('L', 0)",
+            err(0),
+            ApplyEffects::default(),
+        );
+        assert!(r.inv.is_empty());
+        let fu = r.query(
+            "SELECT GET_LOCK('L', 0); SELECT * FROM nosuch",
+            err(1),
+            ApplyEffects::default(),
+        );
+        assert!(r.inv.pins().has(PinReason::UserLock));
+        assert!(fu.verify_locks);
+        // A release that failed half way proves nothing.
+        r.query(
+            "DO RELEASE_ALL_LOCKS(); SELECT * FROM nosuch",
+            err(0),
+            ApplyEffects::default(),
+        );
+        assert!(r.inv.pins().has(PinReason::UserLock));
+    }
+
+    #[test]
+    fn unexplained_state_change_is_unknown() {
+        let mut r = Run::new();
+        r.changed("CALL make_temp_table()");
+        assert!(r.inv.pins().has(PinReason::UnknownState));
+        assert_eq!(release(r.marks), Release::Reset);
+        let mut r = Run::new();
+        r.changed("CREATE TEMPORARY TABLE t (a INT)");
+        assert!(!r.inv.pins().has(PinReason::UnknownState));
+        r.changed("DROP TEMPORARY TABLE IF EXISTS t");
+        assert!(r.inv.is_empty());
+    }
+
+    #[test]
+    fn set_statement_values_are_not_lasting() {
+        let mut r = Run::new();
+        let fx = ApplyEffects {
+            pinning_vars: vec![("sql_log_bin".into(), "OFF".into())],
+            ..Default::default()
+        };
+        r.query(
+            "SET STATEMENT sql_log_bin=0 FOR SELECT 1",
+            Reply::default(),
+            fx,
+        );
+        assert!(r.inv.is_empty());
+        // The restore the server reports with the next statement.
+        let fx = ApplyEffects {
+            pinning_vars: vec![("sql_log_bin".into(), "ON".into())],
+            ..Default::default()
+        };
+        r.query("SELECT 2", Reply::default(), fx);
+        assert!(r.inv.is_empty());
+    }
+
+    #[test]
+    fn one_shot_settings_end_with_their_statement() {
+        let mut r = Run::new();
+        r.ok("SET TRANSACTION READ ONLY");
+        assert!(r.inv.pins().has(PinReason::OneShot));
+        r.ok("SET SESSION sql_mode = ''");
+        assert!(r.inv.pins().has(PinReason::OneShot));
+        r.ok("SELECT 1");
+        assert!(r.inv.is_empty());
+        r.ok("SET SESSION TRANSACTION READ ONLY");
+        assert!(r.inv.is_empty());
+    }
+
+    #[test]
+    fn diagnostics_and_unclear_text_are_never_shared_as_is() {
+        let mut r = Run::new();
+        r.query(
+            "SELECT 1/0",
+            Reply {
+                warnings: 1,
+                ..Default::default()
+            },
+            ApplyEffects::default(),
+        );
+        assert_eq!(release(r.marks), Release::ClearDiagnostics);
+        // A later clean statement does not clear the server's area.
+        r.ok("SELECT 1");
+        assert_eq!(release(r.marks), Release::ClearDiagnostics);
+        let mut r = Run::new();
+        r.ok("SELECT 'unterminated");
+        assert_eq!(release(r.marks), Release::Reset);
+    }
+
+    #[test]
+    fn xa_and_locks_follow_their_verbs() {
+        let mut r = Run::new();
+        r.ok("XA START 'x'");
+        assert!(r.inv.pins().has(PinReason::Xa));
+        r.ok("XA END 'x'");
+        assert!(r.inv.pins().has(PinReason::Xa));
+        r.ok("XA ROLLBACK 'x'");
+        assert!(r.inv.is_empty());
+        r.ok("LOCK TABLES t READ");
+        r.ok("UNLOCK TABLES");
+        assert!(r.inv.is_empty());
+        r.ok("HANDLER t OPEN AS h");
+        r.ok("HANDLER h CLOSE");
+        assert!(r.inv.is_empty());
+    }
 }

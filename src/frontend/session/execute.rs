@@ -296,6 +296,10 @@ impl Session {
                     &fx,
                     sql,
                 );
+                for n in &fu.defaulted {
+                    self.state.vars.remove(n);
+                    co.backend.state.vars.remove(n);
+                }
                 // The backend ran the same statements: same collation.
                 if let Some(c) = self.state.vars.get("collation_connection") {
                     co.backend.state.set_collation(&c.clone());
@@ -448,7 +452,12 @@ impl Session {
         // changed it (the OK's insert id is not the same thing: an explicit
         // id is reported there too), read it before the backend goes back.
         self.sync_inventory_pins();
-        if backend.marks.insert_id_unknown && !self.pins.any() {
+        // Outside a transaction the session may move after this statement
+        // (inside one, the read happens after the statement that ends it).
+        if backend.marks.insert_id_unknown
+            && self.status & status::IN_TRANS == 0
+            && !self.pins.has(PinReason::SessionMode)
+        {
             if let Ok(Some(row)) = backend.query_row("SELECT LAST_INSERT_ID()").await
                 && let Some(id) = row
                     .first()
@@ -561,6 +570,7 @@ fn command_analysis(payload: &[u8], opts: &crate::sql::LexOptions) -> Analysis {
                 effects: vec![Effect::Use {
                     schema: payload[1..].to_vec(),
                 }],
+                conditional: false,
             }],
             incomplete: false,
         },

@@ -406,7 +406,11 @@ impl Session {
                     .filter(|w| *w == local::Local::ConnectionId || !self.pins.any())
                     && self.answer_local(seq, what).await?
                 {
-                } else if let Some(rewritten) = local::replace_connection_id(sql, self.id) {
+                } else if let Some(rewritten) = local::replace_connection_id(
+                    sql,
+                    self.id,
+                    crate::session_state::authority::lex_options(&self.state),
+                ) {
                     let mut p = Vec::with_capacity(rewritten.len() + 1);
                     p.push(COM_QUERY);
                     p.extend_from_slice(&rewritten);
