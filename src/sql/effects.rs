@@ -44,8 +44,8 @@ pub struct Analysis {
     pub statements: Vec<Statement>,
     /// Something could not be read reliably (an unterminated string,
     /// identifier or comment, a body whose blocks do not add up, a `;`
-    /// inside an executable comment, too many statements): treat the whole
-    /// query as opaque.
+    /// inside an executable comment, a statement after one that sets
+    /// sql_mode, too many statements): treat the whole query as opaque.
     pub incomplete: bool,
 }
 
@@ -70,7 +70,7 @@ pub struct Statement {
 }
 
 /// The leading verb of a statement (after leading comments and `(`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     Select,
     Insert,
@@ -128,7 +128,7 @@ pub enum Kind {
 pub type TableName = (Option<Vec<u8>>, Vec<u8>);
 
 /// The scope of a system-variable assignment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scope {
     /// SESSION, LOCAL, `@@session.`, `@@local.`.
     Session,
@@ -140,7 +140,7 @@ pub enum Scope {
 }
 
 /// The target of a KILL.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KillTarget {
     /// `KILL [CONNECTION|QUERY] n` with a literal number.
     Id(u64),
@@ -153,7 +153,7 @@ pub enum KillTarget {
 }
 
 /// A function whose value depends on the session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FuncKind {
     /// LAST_INSERT_ID(); `args` for LAST_INSERT_ID(expr), which also sets it.
     LastInsertId {
@@ -165,7 +165,7 @@ pub enum FuncKind {
 }
 
 /// A call of a [`FuncKind`] function.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Func {
     /// Which function.
     pub kind: FuncKind,
@@ -181,7 +181,7 @@ pub struct Func {
 /// branch of IF()): effects that end state from function calls should be
 /// confirmed from the result before they are trusted. They are not reported
 /// inside stored bodies (routine definitions, CREATE/ALTER VIEW) or EXPLAIN.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Effect {
     /// A user variable is assigned: `SET @x = …`, `@x := …`, `INTO @x`,
     /// a bare `@x` argument of CALL (it may be OUT/INOUT), the `@x` of a
@@ -231,6 +231,11 @@ pub enum Effect {
     ExecutePrepared { name: Vec<u8> },
     /// EXECUTE IMMEDIATE: dynamic SQL, opaque.
     ExecuteImmediate,
+    /// The statement text of `PREPARE name FROM '…'` or `EXECUTE IMMEDIATE
+    /// '…'` when it is a plain string literal, unquoted (emitted right after
+    /// TextPrepare / ExecuteImmediate): analyze it to learn what EXECUTE
+    /// will do. Absent when the text comes from a variable or expression.
+    DynamicSql { text: Vec<u8> },
     /// Any XA statement.
     Xa,
     /// A system variable is assigned in a SET list. `name` is lowercase,
@@ -285,7 +290,13 @@ pub fn analyze(sql: &[u8], opts: LexOptions) -> Analysis {
             .take_while(|&&c| c == b';' || super::lexer::is_space(c))
             .count();
     let mut segment = 0;
+    // A statement changed sql_mode: later statements may be lexed
+    // differently by the server (ANSI_QUOTES, NO_BACKSLASH_ESCAPES).
+    let mut mode_changed = false;
     loop {
+        if mode_changed {
+            incomplete = true;
+        }
         let first = statements.is_empty();
         if statements.len() >= MAX_STATEMENTS {
             incomplete = true;
@@ -310,6 +321,7 @@ pub fn analyze(sql: &[u8], opts: LexOptions) -> Analysis {
                     conditional: r.conditional,
                 });
                 incomplete |= r.incomplete;
+                mode_changed = statements.last().is_some_and(changes_sql_mode);
                 match r.terminator {
                     Some(t) => {
                         segment = t + 1;
@@ -345,6 +357,14 @@ pub fn analyze(sql: &[u8], opts: LexOptions) -> Analysis {
         statements,
         incomplete,
     }
+}
+
+/// True when `s` assigns the session's sql_mode.
+fn changes_sql_mode(s: &Statement) -> bool {
+    s.effects.iter().any(|e| {
+        matches!(e, Effect::SetVariable { name, scope, .. }
+            if name == b"sql_mode" && *scope != Scope::Global)
+    })
 }
 
 /// `from..to` without leading and trailing whitespace.

@@ -47,7 +47,10 @@ impl<'a> Cursor<'a> {
 
     /// The `k`-th token ahead (`k < LOOKAHEAD`).
     fn peek(&mut self, k: usize) -> Option<Token> {
-        debug_assert!(k < LOOKAHEAD);
+        if k >= LOOKAHEAD {
+            debug_assert!(false, "lookahead {k} is too far");
+            return None;
+        }
         while self.len <= k {
             let t = self.lexer.next()?;
             self.ring[(self.head + self.len) % LOOKAHEAD] = t;

@@ -131,13 +131,18 @@ fn unit(r: &mut Reader, ctx: Ctx) -> Kind {
         }
         b"prepare" => {
             if let Some(name) = r.peek(0).and_then(|t| r.name(&t)) {
+                r.next();
                 r.emit(Effect::TextPrepare { name: lower(name) });
+                if r.eat_word(b"from") {
+                    dynamic_sql(r);
+                }
             }
             Kind::Prepare
         }
         b"execute" => {
             if r.eat_word(b"immediate") {
                 r.emit(Effect::ExecuteImmediate);
+                dynamic_sql(r);
                 return Kind::ExecuteImmediate;
             }
             if let Some(name) = r.peek(0).and_then(|t| r.name(&t)) {
@@ -473,6 +478,25 @@ fn handler(r: &mut Reader) {
         r.emit(Effect::HandlerOpen { alias });
     } else if r.eat_word(b"close") {
         r.emit(Effect::HandlerClose { alias: table });
+    }
+}
+
+/// A string literal (optionally with a charset introducer) that is the
+/// whole statement text of PREPARE / EXECUTE IMMEDIATE.
+fn dynamic_sql(r: &mut Reader) {
+    let sql = r.sql;
+    let mut k = 0;
+    if r.peek(0)
+        .is_some_and(|t| t.kind == TokenKind::Word && t.text(sql).first() == Some(&b'_'))
+    {
+        k = 1;
+    }
+    let Some(lit) = r.peek(k).filter(|t| t.kind == TokenKind::String) else {
+        return;
+    };
+    if r.peek(k + 1).is_none() || r.peek_word(k + 1, b"using") {
+        let text = r.value(&lit).into_owned();
+        r.emit(Effect::DynamicSql { text });
     }
 }
 

@@ -416,9 +416,27 @@ fn session_functions_carry_their_spans() {
 fn prepared_xa_kill_use() {
     let cases: &[(&str, &[Kind], &[Effect])] = &[
         (
-            "PREPARE S1 FROM 'SELECT GET_LOCK(1)'",
+            "PREPARE S1 FROM 'SELECT GET_LOCK(''a'', 0)'",
             &[Prepare],
-            &[Effect::TextPrepare { name: b("s1") }],
+            &[
+                Effect::TextPrepare { name: b("s1") },
+                Effect::DynamicSql {
+                    text: b("SELECT GET_LOCK('a', 0)"),
+                },
+            ],
+        ),
+        (
+            "PREPARE k FROM _utf8mb4 'KILL 5'",
+            &[Prepare],
+            &[
+                Effect::TextPrepare { name: b("k") },
+                Effect::DynamicSql { text: b("KILL 5") },
+            ],
+        ),
+        (
+            "PREPARE k FROM CONCAT('KILL ', 5)",
+            &[Prepare],
+            &[Effect::TextPrepare { name: b("k") }],
         ),
         (
             "PREPARE `s 2` FROM @q",
@@ -441,7 +459,17 @@ fn prepared_xa_kill_use() {
             &[Effect::ExecutePrepared { name: b("s1") }],
         ),
         (
-            "EXECUTE IMMEDIATE 'SET @x = 1'",
+            "EXECUTE IMMEDIATE 'SET @x = ?' USING 1",
+            &[ExecuteImmediate],
+            &[
+                Effect::ExecuteImmediate,
+                Effect::DynamicSql {
+                    text: b("SET @x = ?"),
+                },
+            ],
+        ),
+        (
+            "EXECUTE IMMEDIATE @q",
             &[ExecuteImmediate],
             &[Effect::ExecuteImmediate],
         ),
@@ -786,6 +814,27 @@ fn sql_modes() {
 }
 
 #[test]
+fn sql_mode_change_makes_the_rest_opaque() {
+    // After this SET the server lexes "…" as an identifier: the rest of the
+    // query cannot be split reliably with the options it started with.
+    for sql in [
+        "SET sql_mode = 'ANSI_QUOTES'; SELECT \"a;b\"",
+        "SET SESSION sql_mode = ''; SELECT 1",
+        "SET @@sql_mode = DEFAULT; /* c */",
+    ] {
+        assert!(run(sql, D).incomplete, "{sql}");
+    }
+    for sql in [
+        "SELECT 1; SET sql_mode = ''",
+        "SET GLOBAL sql_mode = ''; SELECT 1",
+        "SET STATEMENT sql_mode = '' FOR SELECT 1; SELECT 2",
+        "SET sql_mode = ''; ",
+    ] {
+        assert!(!run(sql, D).incomplete, "{sql}");
+    }
+}
+
+#[test]
 fn unterminated_is_incomplete() {
     for sql in [
         "SELECT 'abc",
@@ -950,6 +999,51 @@ fn compound_statements_run_now() {
         check(sql, D, &[Compound], effects);
         assert!(run(sql, D).statements[0].conditional, "{sql}");
     }
+}
+
+#[test]
+fn dumps_and_mixed_queries() {
+    // mysqldump's trigger form: every part in executable comments.
+    check(
+        "/*!50003 CREATE*/ /*!50017 DEFINER=`root`@`localhost`*/ /*!50003 TRIGGER trg \
+         BEFORE INSERT ON t FOR EACH ROW BEGIN SET NEW.b = 1; END */; SELECT 7",
+        D,
+        &[RoutineDefinition, Select],
+        &[],
+    );
+    // mariadb-dump's header.
+    let a = run(
+        "/*M!100616 SET @OLD_NOTE_VERBOSITY=@@NOTE_VERBOSITY, NOTE_VERBOSITY=0 */",
+        D,
+    );
+    assert_eq!(
+        a.statements[0].effects,
+        [
+            uv("old_note_verbosity", false),
+            sv("note_verbosity", Scope::Default, false)
+        ]
+    );
+    assert!(a.statements[0].conditional);
+    check(
+        "SELECT 1; BEGIN NOT ATOMIC SET @a=1; SELECT 5; END; SELECT @a",
+        D,
+        &[Select, Compound, Select],
+        &[uv("a", false)],
+    );
+    check(
+        "CREATE PROCEDURE p1() BEGIN SELECT begin, end FROM (SELECT 1 AS begin, 2 AS end) x; \
+         SELECT CASE WHEN 1 THEN 2 END; END; CALL p1(); SELECT 9",
+        D,
+        &[RoutineDefinition, Call, Select],
+        &[Effect::Call],
+    );
+    check(
+        "BEGIN NOT ATOMIC DECLARE no_table CONDITION FOR SQLSTATE '42S02'; \
+         DECLARE c CURSOR FOR SELECT a FROM t; DECLARE x INT; SET x = 1, no_table = 2; END",
+        D,
+        &[Compound],
+        &[sv("no_table", Scope::Default, false)],
+    );
 }
 
 #[test]
