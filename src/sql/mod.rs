@@ -15,10 +15,12 @@
 //! ```
 
 mod blocks;
+mod ddl;
 pub mod effects;
 pub mod lexer;
 mod observe;
 mod reader;
+mod set;
 mod statement;
 
 #[cfg(test)]
