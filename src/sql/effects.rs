@@ -18,17 +18,24 @@
 //!   is an empty segment between statements;
 //! - after the last statement, whitespace and further `;` produce no result
 //!   and no statement; a trailing comment does (`SELECT 1; -- x` gives two
-//!   results).
+//!   results);
+//! - a compound statement (like CALL) can send several results: one per
+//!   result set of its inner statements, then an OK.
 //!
 //! Names: identifiers are unquoted. User variables, system variables and
 //! prepared-statement names are ASCII-lowercased (the server compares them
-//! case-insensitively). Lock names are kept byte for byte: MariaDB 10.11
-//! keys user locks by the raw bytes of the name (an MDL key hashed with the
-//! binary collation), so `GET_LOCK('Abc',0)` leaves `IS_USED_LOCK('abc')`
-//! NULL, contrary to its documentation; MySQL 8 is documented to compare
-//! them case-insensitively, where a caller must fold case itself. Schema,
-//! table and handler names keep their case (it depends on
-//! lower_case_table_names).
+//! case-insensitively; non-ASCII names are compared byte for byte here,
+//! which can only keep a pin longer). Lock names are kept byte for byte:
+//! MariaDB 10.11 keys user locks by the raw bytes of the name (an MDL key
+//! hashed with the binary collation), so after `GET_LOCK('Abc',0)`,
+//! `IS_USED_LOCK('abc')` is NULL and `RELEASE_LOCK('ABC')` releases
+//! nothing (checked on 10.11.19; the MariaDB documentation still calls the
+//! names case-insensitive). MySQL 8 was not checked. Schema, table and
+//! handler names keep their case (it depends on lower_case_table_names).
+//!
+//! Not supported (callers must treat such sessions as opaque): connection
+//! character sets with ASCII-range trail bytes (big5, cp932, gbk, gb18030,
+//! sjis; see `lexer`), and sql_mode=ORACLE syntax other than packages.
 
 use std::ops::Range;
 

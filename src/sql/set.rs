@@ -25,6 +25,12 @@ pub(super) fn set(r: &mut Reader, ctx: Ctx) {
     let sql = r.sql;
     if r.eat_word(b"statement") {
         r.emit(Effect::SetStatement);
+        if ctx == Ctx::Inner {
+            // SET STATEMENT … FOR SET STATEMENT …: the server rejects it, and
+            // following it would nest without bound.
+            r.incomplete = true;
+            return;
+        }
         let base = r.depth;
         loop {
             let Some(t) = r.next() else { return };

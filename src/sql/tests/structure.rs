@@ -477,6 +477,24 @@ fn multi_statements() {
 }
 
 #[test]
+fn deep_nesting_is_bounded() {
+    let nested = "SET STATEMENT a=1 FOR ".repeat(200_000) + "SELECT 1";
+    let a = run(&nested, D);
+    assert!(a.incomplete);
+    assert_eq!(a.statements.len(), 1);
+    let cases = "BEGIN NOT ATOMIC SELECT ".to_string()
+        + &"CASE WHEN 1 THEN ".repeat(100_000)
+        + "1"
+        + &" END".repeat(100_000)
+        + "; END";
+    let a = run(&cases, D);
+    assert!(!a.incomplete);
+    assert_eq!(a.statements[0].kind, Compound);
+    let parens = "SELECT ".to_string() + &"(".repeat(100_000) + &")".repeat(100_000);
+    assert!(!run(&parens, D).incomplete);
+}
+
+#[test]
 fn large_statements_stay_linear() {
     let mut sql = String::from("INSERT INTO t (a, b) VALUES ");
     for i in 0..200_000 {
