@@ -32,6 +32,11 @@ pub(super) struct Observer {
 }
 
 impl Observer {
+    /// An inner statement of a body ended: an INTO list cannot go on.
+    pub(super) fn unit_end(&mut self) {
+        self.into = Into::Off;
+    }
+
     /// The statement ended: unclosed calls end at its last token.
     pub(super) fn finish(&mut self, effects: &mut [Effect], last: Option<Token>) {
         let end = last.map_or(0, |t| t.end);

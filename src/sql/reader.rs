@@ -263,7 +263,13 @@ impl<'a> Reader<'a> {
         if t.is_symbol(self.sql, b";") {
             self.unit_done = true;
             match &mut self.body {
-                Some(b) if !b.top_level() => b.semicolon(),
+                Some(b) if !b.top_level() => {
+                    // An inner statement ends, whatever it left open.
+                    b.semicolon();
+                    self.depth = 0;
+                    self.observer.unit_end();
+                    self.prev = Some(t);
+                }
                 _ => {
                     self.stmt_done = true;
                     self.terminator = Some(t.start);
