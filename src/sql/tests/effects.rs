@@ -484,6 +484,15 @@ fn set_forms() {
                 sv("d", Default, false),
             ],
         ),
+        // Checked on MariaDB 10.11: `@@b` is the session's, `c` is global again.
+        (
+            "SET GLOBAL a = 1, @@b = 2, c = 3",
+            &[
+                sv("a", Global, false),
+                sv("b", Default, false),
+                sv("c", Global, false),
+            ],
+        ),
         ("SET LOCAL X = 1", &[sv("x", Session, false)]),
         ("SET @@global.x = 1", &[sv("x", Global, false)]),
         ("SET @@local.x = 1", &[sv("x", Session, false)]),
