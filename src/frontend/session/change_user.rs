@@ -129,6 +129,7 @@ impl Session {
         self.backend = None;
         self.drop_statements();
         self.pins.clear_state();
+        self.inv.clear();
         self.user = idx;
         self.pool = user.pool;
         self.handle
@@ -141,10 +142,12 @@ impl Session {
             Some(c) if !TrackedState::for_collation(c).vars.is_empty() => c,
             _ => self.initial.0,
         };
-        // The multi-statements option is the connection's, not the user's:
-        // the server keeps it.
-        self.initial = (collation, self.state.multi_statements);
+        self.initial = (collation, self.initial.1);
+        // The server keeps the multi-statements option across a change of
+        // user.
+        let multi = self.state.multi_statements;
         self.state = super::initial_state(self.initial);
+        self.state.multi_statements = multi;
         self.status = status::AUTOCOMMIT;
         self.found_rows = 0;
         self.tickets = shared.config.pool.high_prio_tickets;
@@ -171,6 +174,7 @@ impl Session {
         self.backend = None;
         self.drop_statements();
         self.pins.clear_state();
+        self.inv.clear();
         let schema = self.state.schema.take();
         let multi = self.state.multi_statements;
         let old = std::mem::replace(&mut self.state, super::initial_state(self.initial));
