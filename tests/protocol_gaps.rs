@@ -125,6 +125,9 @@ async fn long_data_is_never_answered() {
             &format!("{m}: EXECUTE after long data for parameter 5"),
         );
         assert_eq!(rc.clone().err().code, 1210, "{m}");
+        let rc = c.execute(sc.id, 0, &[Param::str("x")], true).await;
+        let rd = d.execute(sd.id, 0, &[Param::str("x")], true).await;
+        same(&rc, &rd, &format!("{m}: the error stays until reset"));
 
         // That error state stays with the client's statement; no other
         // client of the proxy inherits it on the shared backend statement.
@@ -138,6 +141,14 @@ async fn long_data_is_never_answered() {
             vec![vec![Some("still in step".to_string())]],
             "{m}"
         );
+        let rc = c.reset(sc.id).await;
+        let rd = d.reset(sd.id).await;
+        same(&rc, &rd, &format!("{m}: reset"));
+        let rc = c.execute(sc.id, 0, &[Param::str("x")], true).await;
+        let rd = d.execute(sd.id, 0, &[Param::str("x")], true).await;
+        same(&rc, &rd, &format!("{m}: EXECUTE after reset"));
+        assert_eq!(binary_value(&rc), Value::str("x"), "{m}");
+        assert!(!pins(&p, &c).has(PinReason::LongData), "{m}");
     }
 }
 
@@ -783,7 +794,37 @@ async fn max_allowed_packet_as_the_server_enforces_it() {
         assert_eq!(pr.1, dr.1, "{size}: connection closed afterwards");
         assert!(dr.1, "{size}: the server closes the connection");
     }
-    // The proxy goes on serving.
+    // Long data above the server's limit, in packets below it: the server
+    // refuses it at EXECUTE, and at every EXECUTE until COM_STMT_RESET.
     let mut c = via(&p, true).await;
+    let mut d = direct(&db, true).await;
+    let chunk = vec![b'y'; 9 << 20];
+    let blob = [Param::LongData(TYPE_BLOB)];
+    let mut answers = Vec::new();
+    for conn in [&mut c, &mut d] {
+        let s = conn.prepare("SELECT LENGTH(?)").await.expect("prepare");
+        conn.send_long_data(s.id, 0, &chunk).await;
+        conn.send_long_data(s.id, 0, &chunk).await;
+        let first = conn.execute(s.id, 0, &blob, true).await;
+        let second = conn.execute(s.id, 0, &blob, true).await;
+        let reset = conn.reset(s.id).await;
+        conn.send_long_data(s.id, 0, b"small").await;
+        let after = conn.execute(s.id, 0, &blob, true).await;
+        answers.push([first, second, reset, after]);
+    }
+    for (i, what) in ["EXECUTE", "EXECUTE again", "RESET", "EXECUTE after RESET"]
+        .iter()
+        .enumerate()
+    {
+        same(
+            &answers[0][i],
+            &answers[1][i],
+            &format!("18 MiB of long data: {what}"),
+        );
+    }
+    assert_eq!(answers[1][0].clone().err().code, 1105);
+    assert!(!pins(&p, &c).any(), "{:?}", pins(&p, &c).primary());
+
+    // The proxy goes on serving.
     assert_eq!(c.query_one("SELECT 'served'").await, "served");
 }

@@ -500,9 +500,14 @@ impl Session {
             if route.private && bound {
                 h.private_types = types.clone();
             }
-            h.long_data = false;
+            // Long data the server refused (a parameter the statement lacks,
+            // a value above max_allowed_packet) leaves the statement in an
+            // error state every EXECUTE reports until COM_STMT_RESET: it
+            // stays with this client.
+            let refused = had_long_data && out.error.is_some_and(long_data_state_error);
+            h.long_data = refused;
             h.cursor = cursor;
-            if cursor {
+            if cursor || refused {
                 if !h.private {
                     co.backend.stmts.set_busy(entry.id, true);
                 }
@@ -510,9 +515,8 @@ impl Session {
                     cs.held = Some(h);
                 }
             } else {
-                // A failed EXECUTE after long data may leave the statement
-                // in the server's long-data error state: reset it before
-                // anyone else uses it.
+                // Any other failure after long data: reset the statement
+                // before anyone else uses it, in case.
                 let reset = had_long_data && out.error.is_some();
                 if release_held(&mut co.backend, &entry, h, reset)
                     .await
@@ -737,6 +741,13 @@ impl Session {
             r.trim();
         }
     }
+}
+
+/// Errors the server keeps reporting for a statement whose long data it
+/// refused (ER_WRONG_ARGUMENTS for a parameter it lacks, ER_UNKNOWN_ERROR
+/// for a value above `max_allowed_packet`).
+fn long_data_state_error(code: u16) -> bool {
+    matches!(code, 1210 | 1105)
 }
 
 /// Ends what a statement held on `backend`: a private statement is closed;
