@@ -100,6 +100,16 @@ pub fn lex_options(state: &TrackedState) -> crate::sql::LexOptions {
     }
 }
 
+/// Client character sets whose multi-byte characters may contain bytes
+/// that look like quotes or backslashes: the lexer cannot read their text
+/// reliably, so every query of such a session is treated as opaque.
+pub fn lexable_charset(state: &TrackedState) -> bool {
+    !matches!(
+        state.vars.get("character_set_client").map(String::as_str),
+        Some("big5" | "cp932" | "gbk" | "gb18030" | "sjis")
+    )
+}
+
 /// Statements whose work the text does not show (stored code, dynamic SQL).
 fn opaque(kind: Kind) -> bool {
     matches!(

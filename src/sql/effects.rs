@@ -18,17 +18,24 @@
 //!   is an empty segment between statements;
 //! - after the last statement, whitespace and further `;` produce no result
 //!   and no statement; a trailing comment does (`SELECT 1; -- x` gives two
-//!   results).
+//!   results);
+//! - a compound statement (like CALL) can send several results: one per
+//!   result set of its inner statements, then an OK.
 //!
 //! Names: identifiers are unquoted. User variables, system variables and
 //! prepared-statement names are ASCII-lowercased (the server compares them
-//! case-insensitively). Lock names are kept byte for byte: MariaDB 10.11
-//! keys user locks by the raw bytes of the name (an MDL key hashed with the
-//! binary collation), so `GET_LOCK('Abc',0)` leaves `IS_USED_LOCK('abc')`
-//! NULL, contrary to its documentation; MySQL 8 is documented to compare
-//! them case-insensitively, where a caller must fold case itself. Schema,
-//! table and handler names keep their case (it depends on
-//! lower_case_table_names).
+//! case-insensitively; non-ASCII names are compared byte for byte here,
+//! which can only keep a pin longer). Lock names are kept byte for byte:
+//! MariaDB 10.11 keys user locks by the raw bytes of the name (an MDL key
+//! hashed with the binary collation), so after `GET_LOCK('Abc',0)`,
+//! `IS_USED_LOCK('abc')` is NULL and `RELEASE_LOCK('ABC')` releases
+//! nothing (checked on 10.11.19; the MariaDB documentation still calls the
+//! names case-insensitive). MySQL 8 was not checked. Schema, table and
+//! handler names keep their case (it depends on lower_case_table_names).
+//!
+//! Not supported (callers must treat such sessions as opaque): connection
+//! character sets with ASCII-range trail bytes (big5, cp932, gbk, gb18030,
+//! sjis; see `lexer`), and sql_mode=ORACLE syntax other than packages.
 
 use std::ops::Range;
 
@@ -44,8 +51,8 @@ pub struct Analysis {
     pub statements: Vec<Statement>,
     /// Something could not be read reliably (an unterminated string,
     /// identifier or comment, a body whose blocks do not add up, a `;`
-    /// inside an executable comment, too many statements): treat the whole
-    /// query as opaque.
+    /// inside an executable comment, a statement after one that sets
+    /// sql_mode, too many statements): treat the whole query as opaque.
     pub incomplete: bool,
 }
 
@@ -70,7 +77,7 @@ pub struct Statement {
 }
 
 /// The leading verb of a statement (after leading comments and `(`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     Select,
     Insert,
@@ -128,7 +135,7 @@ pub enum Kind {
 pub type TableName = (Option<Vec<u8>>, Vec<u8>);
 
 /// The scope of a system-variable assignment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scope {
     /// SESSION, LOCAL, `@@session.`, `@@local.`.
     Session,
@@ -140,7 +147,7 @@ pub enum Scope {
 }
 
 /// The target of a KILL.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KillTarget {
     /// `KILL [CONNECTION|QUERY] n` with a literal number.
     Id(u64),
@@ -153,7 +160,7 @@ pub enum KillTarget {
 }
 
 /// A function whose value depends on the session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FuncKind {
     /// LAST_INSERT_ID(); `args` for LAST_INSERT_ID(expr), which also sets it.
     LastInsertId {
@@ -165,7 +172,7 @@ pub enum FuncKind {
 }
 
 /// A call of a [`FuncKind`] function.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Func {
     /// Which function.
     pub kind: FuncKind,
@@ -181,7 +188,7 @@ pub struct Func {
 /// branch of IF()): effects that end state from function calls should be
 /// confirmed from the result before they are trusted. They are not reported
 /// inside stored bodies (routine definitions, CREATE/ALTER VIEW) or EXPLAIN.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Effect {
     /// A user variable is assigned: `SET @x = …`, `@x := …`, `INTO @x`,
     /// a bare `@x` argument of CALL (it may be OUT/INOUT), the `@x` of a
@@ -231,6 +238,11 @@ pub enum Effect {
     ExecutePrepared { name: Vec<u8> },
     /// EXECUTE IMMEDIATE: dynamic SQL, opaque.
     ExecuteImmediate,
+    /// The statement text of `PREPARE name FROM '…'` or `EXECUTE IMMEDIATE
+    /// '…'` when it is a plain string literal, unquoted (emitted right after
+    /// TextPrepare / ExecuteImmediate): analyze it to learn what EXECUTE
+    /// will do. Absent when the text comes from a variable or expression.
+    DynamicSql { text: Vec<u8> },
     /// Any XA statement.
     Xa,
     /// A system variable is assigned in a SET list. `name` is lowercase,
@@ -285,7 +297,13 @@ pub fn analyze(sql: &[u8], opts: LexOptions) -> Analysis {
             .take_while(|&&c| c == b';' || super::lexer::is_space(c))
             .count();
     let mut segment = 0;
+    // A statement changed sql_mode: later statements may be lexed
+    // differently by the server (ANSI_QUOTES, NO_BACKSLASH_ESCAPES).
+    let mut mode_changed = false;
     loop {
+        if mode_changed {
+            incomplete = true;
+        }
         let first = statements.is_empty();
         if statements.len() >= MAX_STATEMENTS {
             incomplete = true;
@@ -310,6 +328,7 @@ pub fn analyze(sql: &[u8], opts: LexOptions) -> Analysis {
                     conditional: r.conditional,
                 });
                 incomplete |= r.incomplete;
+                mode_changed = statements.last().is_some_and(changes_sql_mode);
                 match r.terminator {
                     Some(t) => {
                         segment = t + 1;
@@ -345,6 +364,14 @@ pub fn analyze(sql: &[u8], opts: LexOptions) -> Analysis {
         statements,
         incomplete,
     }
+}
+
+/// True when `s` assigns the session's sql_mode.
+fn changes_sql_mode(s: &Statement) -> bool {
+    s.effects.iter().any(|e| {
+        matches!(e, Effect::SetVariable { name, scope, .. }
+            if name == b"sql_mode" && *scope != Scope::Global)
+    })
 }
 
 /// `from..to` without leading and trailing whitespace.

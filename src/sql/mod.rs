@@ -7,18 +7,22 @@
 //! pins a session or what is replayed (that is `session_state`'s job).
 //!
 //! ```text
-//! lexer ─► reader (statement boundaries, lookahead) ─► statement (verbs,
-//!          └─ blocks (routine / compound bodies)        SET/DROP/KILL/… lists)
-//!                                                    └► observe (expression
-//!                                                       patterns: @x :=, GET_LOCK(…), …)
-//! effects: the public result, `analyze`
+//! lexer ─► reader ─────────────► statement (verbs; CALL, KILL, HANDLER, …)
+//!          │ statement ends,      ├─ set (SET lists, scopes, SET STATEMENT)
+//!          │ lookahead            └─ ddl (CREATE/ALTER/DROP/RENAME)
+//!          ├─ blocks (routine and compound bodies: BEGIN … END nesting)
+//!          └─ observe (anywhere in a statement: @x :=, INTO @x,
+//!                      GET_LOCK(…), CONNECTION_ID(), …)
+//! effects: the public result types and `analyze`
 //! ```
 
 mod blocks;
+mod ddl;
 pub mod effects;
 pub mod lexer;
 mod observe;
 mod reader;
+mod set;
 mod statement;
 
 #[cfg(test)]

@@ -32,6 +32,11 @@ pub(super) struct Observer {
 }
 
 impl Observer {
+    /// An inner statement of a body ended: an INTO list cannot go on.
+    pub(super) fn unit_end(&mut self) {
+        self.into = Into::Off;
+    }
+
     /// The statement ended: unclosed calls end at its last token.
     pub(super) fn finish(&mut self, effects: &mut [Effect], last: Option<Token>) {
         let end = last.map_or(0, |t| t.end);
@@ -115,14 +120,13 @@ impl Reader<'_> {
     /// it).
     pub(super) fn observe_token(&mut self, t: Token, depth: u32) {
         let sql = self.sql;
-        if t.is_symbol(sql, b")") {
-            if let Some(&(i, d)) = self.observer.pending.last() {
-                if d == depth {
-                    self.observer.pending.pop();
-                    if let Some(Effect::Function(f)) = self.effects.get_mut(i) {
-                        f.span.end = t.end;
-                    }
-                }
+        if t.is_symbol(sql, b")")
+            && let Some(&(i, d)) = self.observer.pending.last()
+            && d == depth
+        {
+            self.observer.pending.pop();
+            if let Some(Effect::Function(f)) = self.effects.get_mut(i) {
+                f.span.end = t.end;
             }
         }
         let was = self.observer.into;
@@ -157,10 +161,11 @@ impl Reader<'_> {
                 } else {
                     known(&self.value(&t))
                 };
-                if let Some(f) = f {
-                    if self.peek_symbol(0, b"(") && !self.name_context() {
-                        self.call(f, t, depth);
-                    }
+                if let Some(f) = f
+                    && self.peek_symbol(0, b"(")
+                    && !self.name_context()
+                {
+                    self.call(f, t, depth);
                 }
             }
             _ => {}

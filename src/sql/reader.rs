@@ -47,7 +47,10 @@ impl<'a> Cursor<'a> {
 
     /// The `k`-th token ahead (`k < LOOKAHEAD`).
     fn peek(&mut self, k: usize) -> Option<Token> {
-        debug_assert!(k < LOOKAHEAD);
+        if k >= LOOKAHEAD {
+            debug_assert!(false, "lookahead {k} is too far");
+            return None;
+        }
         while self.len <= k {
             let t = self.lexer.next()?;
             self.ring[(self.head + self.len) % LOOKAHEAD] = t;
@@ -260,7 +263,13 @@ impl<'a> Reader<'a> {
         if t.is_symbol(self.sql, b";") {
             self.unit_done = true;
             match &mut self.body {
-                Some(b) if !b.top_level() => b.semicolon(),
+                Some(b) if !b.top_level() => {
+                    // An inner statement ends, whatever it left open.
+                    b.semicolon();
+                    self.depth = 0;
+                    self.observer.unit_end();
+                    self.prev = Some(t);
+                }
                 _ => {
                     self.stmt_done = true;
                     self.terminator = Some(t.start);
@@ -320,12 +329,12 @@ impl<'a> Reader<'a> {
         let first = self.peek(0)?;
         let first = self.name(&first)?;
         self.next();
-        if self.peek_symbol(0, b".") {
-            if let Some(second) = self.peek(1).and_then(|t| self.name(&t)) {
-                self.next();
-                self.next();
-                return Some((Some(first), second));
-            }
+        if self.peek_symbol(0, b".")
+            && let Some(second) = self.peek(1).and_then(|t| self.name(&t))
+        {
+            self.next();
+            self.next();
+            return Some((Some(first), second));
         }
         Some((None, first))
     }

@@ -216,6 +216,7 @@ impl Session {
             .store(co.backend.thread_id, std::sync::atomic::Ordering::Release);
         // Lexed with the session's sql_mode as it was before the statement.
         let lex = authority::lex_options(&self.state);
+        let lexable = authority::lexable_charset(&self.state);
         let sent = co.backend.io.send_packet(0, payload).await;
         if let Err(e) = sent {
             self.handle
@@ -277,7 +278,8 @@ impl Session {
                 if let Some(rows) = out.rows {
                     self.found_rows = rows;
                 }
-                let analysis = command_analysis(payload, &lex);
+                let mut analysis = command_analysis(payload, &lex);
+                analysis.incomplete |= !lexable;
                 let reply = Reply {
                     error: out.error.is_some(),
                     results: out.results,

@@ -49,12 +49,16 @@ pub fn plan(sql: &[u8], analysis: &crate::sql::Analysis) -> Option<KillPlan> {
         .filter(|s| s.kind == Kind::Kill)
         .collect();
     if kills.is_empty() {
-        // KILL hidden in dynamic SQL is refused where it is visible: the
-        // text of PREPARE … FROM '…' / EXECUTE IMMEDIATE '…' is not lexed
-        // as code, so look for the word itself.
+        // KILL hidden in dynamic SQL is refused where it is visible (the
+        // literal text of PREPARE … FROM '…' / EXECUTE IMMEDIATE '…').
         let dynamic_kill = analysis.statements.iter().any(|s| {
-            matches!(s.kind, Kind::Prepare | Kind::ExecuteImmediate)
-                && has_word(sql.get(s.span.clone()).unwrap_or(&[]), b"kill")
+            s.effects.iter().any(|e| match e {
+                Effect::DynamicSql { text } => {
+                    let inner = crate::sql::analyze(text, crate::sql::LexOptions::default());
+                    inner.incomplete || inner.statements.iter().any(|s| s.kind == Kind::Kill)
+                }
+                _ => false,
+            })
         });
         return dynamic_kill.then_some(KillPlan::Refuse(
             "KILL in dynamic SQL (PREPARE / EXECUTE IMMEDIATE) through myplex",
@@ -98,16 +102,6 @@ pub fn plan_for(sql: &[u8], state: &crate::session_state::TrackedState) -> Optio
     }
     let opts = crate::session_state::authority::lex_options(state);
     plan(sql, &crate::sql::analyze(sql, opts))
-}
-
-/// True when `word` occurs in `text` as a whole word (any case).
-fn has_word(text: &[u8], word: &[u8]) -> bool {
-    let is_ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$';
-    text.windows(word.len()).enumerate().any(|(i, w)| {
-        w.eq_ignore_ascii_case(word)
-            && (i == 0 || !is_ident(text[i - 1]))
-            && text.get(i + word.len()).is_none_or(|c| !is_ident(*c))
-    })
 }
 
 /// The user name of `KILL … USER name` (quotes removed, host part
