@@ -567,6 +567,8 @@ pub struct RawConn {
     pub conn_id: u32,
     /// The server version from the greeting.
     pub version: String,
+    /// The greeting's scramble (COM_CHANGE_USER answers it).
+    pub scramble: Vec<u8>,
 }
 
 async fn read_exact(s: &mut TcpStream, buf: &mut [u8], what: &str) -> io::Result<()> {
@@ -723,6 +725,7 @@ impl RawConn {
             caps,
             conn_id: greeting.conn_id,
             version: greeting.version,
+            scramble: greeting.scramble,
         })
     }
 
@@ -978,6 +981,59 @@ impl RawConn {
         let mut p = vec![COM_STMT_CLOSE];
         p.extend_from_slice(&id.to_le_bytes());
         self.send_command(&p).await;
+    }
+
+    /// Sends a command and reads the one packet that answers it, with its
+    /// sequence id; `None` when the peer closed instead.
+    pub async fn command_reply(&mut self, payload: &[u8], what: &str) -> Option<(u8, Vec<u8>)> {
+        self.send_command(payload).await;
+        self.try_read(what).await
+    }
+
+    /// COM_CHANGE_USER with mysql_native_password, answering an auth switch
+    /// request; returns the final reply (OK or ERR) with its sequence id.
+    pub async fn change_user(
+        &mut self,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+    ) -> (u8, Vec<u8>) {
+        let auth = native(&self.scramble, password);
+        let mut p = vec![0x11];
+        p.extend_from_slice(user.as_bytes());
+        p.push(0);
+        p.push(auth.len() as u8);
+        p.extend_from_slice(&auth);
+        p.extend_from_slice(db.unwrap_or("").as_bytes());
+        p.push(0);
+        p.extend_from_slice(&45u16.to_le_bytes());
+        p.extend_from_slice(b"mysql_native_password\0");
+        self.send_command(&p).await;
+        loop {
+            let (seq, reply) = self
+                .try_read("change user reply")
+                .await
+                .expect("connection closed during COM_CHANGE_USER");
+            if reply.first() != Some(&0xFE) || reply.len() < 2 {
+                return (seq, reply);
+            }
+            let nul = reply[1..]
+                .iter()
+                .position(|&b| b == 0)
+                .expect("auth switch plugin name");
+            let mut nonce = reply[2 + nul..].to_vec();
+            if nonce.last() == Some(&0) {
+                nonce.pop();
+            }
+            self.send_raw(seq.wrapping_add(1), &native(&nonce, password))
+                .await
+                .expect("auth switch response");
+        }
+    }
+
+    /// The socket, for tests that drive it themselves.
+    pub fn into_stream(self) -> TcpStream {
+        self.stream
     }
 
     /// Sends COM_QUIT and drops the connection.

@@ -52,7 +52,11 @@ impl Session {
             ));
         };
         match self.shared.pool.dial(self.pool, deadline).await {
-            Ok(conn) => Ok(res.fulfil(conn)),
+            Ok(mut conn) => {
+                // A direct client gets the global limits of the moment.
+                let _ = conn.learn_limits(&self.shared.limits).await;
+                Ok(res.fulfil(conn))
+            }
             Err(e) if e.is_out_of_fds() => Err(errors::out_of_resources(
                 "no file descriptors for a backend connection",
             )),
