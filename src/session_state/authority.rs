@@ -126,6 +126,7 @@ fn consumes_one_shot(kind: Kind) -> bool {
 /// Applies one query's statements and the server's answer to the
 /// session's inventory and the backend's marks. `schema` is the session's
 /// schema before the query; `tracker` what the trackers reported.
+#[allow(clippy::too_many_arguments)]
 pub fn after_query(
     inv: &mut Inventory,
     marks: &mut BackendMarks,
@@ -144,7 +145,7 @@ pub fn after_query(
     // Which statements ran: all without an error; with one, the first
     // `results` (one result per statement) — unless stored code ran, whose
     // results cannot be counted: then every statement may have run.
-    let any_opaque = stmts.iter().any(|s| opaque(s.kind));
+    let any_opaque = stmts.iter().any(is_opaque);
     let (ran_fully, failed_at) = if !reply.error {
         (stmts.len(), None)
     } else if any_opaque {
@@ -155,20 +156,38 @@ pub fn after_query(
     };
     let mut explained = false;
     let mut set_statement = false;
+    let removes_ok = !reply.error && !analysis.incomplete;
     for (i, st) in stmts.iter().enumerate() {
         // Effects that end state count only when the statement certainly
         // ran them (not in a branch, loop or skipped executable comment).
         let removes = i < ran_fully && !st.conditional;
-        let adds = removes || failed_at.is_none() || opaque(st.kind);
+        let adds = removes || failed_at.is_none() || is_opaque(st);
         if !adds {
             continue;
         }
-        explained |= apply_statement(inv, marks, state, schema, st, removes, sql, &mut fu);
+        explained |= apply_statement(inv, marks, schema, st, removes, sql, &mut fu);
         set_statement |= st.effects.iter().any(|e| matches!(e, Effect::SetStatement));
-        if opaque(st.kind) {
+        if is_opaque(st) {
             marks.needs_reset = true;
             marks.insert_id_unknown = true;
             fu.count_user_vars = true;
+        }
+        // EXECUTE IMMEDIATE with literal text: what it runs is known.
+        for e in &st.effects {
+            if let Effect::DynamicSql { text } = e
+                && st.kind == Kind::ExecuteImmediate
+            {
+                let inner = crate::sql::analyze(text, lex_options(state));
+                if inner.incomplete || inner.statements.iter().any(is_opaque) {
+                    marks.needs_reset = true;
+                    fu.count_user_vars = true;
+                    explained = false;
+                    inv.unknown |= inner.incomplete;
+                }
+                for ist in &inner.statements {
+                    explained |= apply_statement(inv, marks, schema, ist, removes, text, &mut fu);
+                }
+            }
         }
     }
     if analysis.incomplete {
@@ -202,7 +221,16 @@ pub fn after_query(
     };
     if !set_statement {
         for (name, value) in &tracker.pinning_vars {
-            if set_by_text(name) || name == "insert_id" {
+            if name == "insert_id" {
+                continue;
+            }
+            if fresh_value(name) == Some(value.as_str()) {
+                if removes_ok {
+                    inv.pinning_vars.remove(name);
+                }
+                continue;
+            }
+            if set_by_text(name) {
                 continue;
             }
             if fresh_value(name) == Some(value.as_str()) {
@@ -212,6 +240,17 @@ pub fn after_query(
                 marks.needs_reset = true;
             }
         }
+    }
+    // A user variable assigned NULL may have been the last one the count
+    // found: count again.
+    if inv.user_vars_unverified
+        && stmts.iter().any(|s| {
+            s.effects
+                .iter()
+                .any(|e| matches!(e, Effect::UserVarAssign { null: true, .. }))
+        })
+    {
+        fu.count_user_vars = true;
     }
     if tracker.trackers_touched {
         inv.trackers = true;
@@ -232,10 +271,43 @@ pub fn after_query(
     fu
 }
 
+/// Statements whose work the text does not show: stored code, prepared
+/// statements, dynamic SQL that is not a literal.
+fn is_opaque(s: &Statement) -> bool {
+    match s.kind {
+        Kind::ExecuteImmediate => !s
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::DynamicSql { .. })),
+        k => opaque(k),
+    }
+}
+
+/// True when the statement text assigns the literal 0 to `name`
+/// (`SET insert_id = 0`).
+fn assigns_zero(text: Option<&[u8]>, name: &str) -> bool {
+    let Some(text) = text else { return false };
+    let squeezed: Vec<u8> = text
+        .iter()
+        .filter(|c| !c.is_ascii_whitespace())
+        .map(u8::to_ascii_lowercase)
+        .collect();
+    [format!("{name}=0"), format!("{name}:=0")].iter().any(|p| {
+        squeezed.windows(p.len()).enumerate().any(|(i, w)| {
+            w == p.as_bytes()
+                && squeezed
+                    .get(i + p.len())
+                    .is_none_or(|c| !c.is_ascii_digit())
+        })
+    })
+}
+
 fn is_one_shot_effect(e: &Effect) -> bool {
     match e {
         Effect::SetTransaction { scope } => *scope == Scope::Default,
-        Effect::SetVariable { name, .. } => name.as_slice() == b"insert_id",
+        Effect::SetVariable {
+            name, to_default, ..
+        } => name.as_slice() == b"insert_id" && !to_default,
         _ => false,
     }
 }
@@ -243,11 +315,9 @@ fn is_one_shot_effect(e: &Effect) -> bool {
 /// Applies one statement; returns true when it explains a bare state
 /// change reported by the server. `removes`: the statement certainly ran,
 /// so effects that end state count too.
-#[allow(clippy::too_many_arguments)]
 fn apply_statement(
     inv: &mut Inventory,
     marks: &mut BackendMarks,
-    _state: &mut TrackedState,
     schema: &[u8],
     st: &Statement,
     removes: bool,
@@ -387,6 +457,16 @@ fn apply_statement(
                     continue;
                 }
                 let n = String::from_utf8_lossy(name).into_owned();
+                if n.starts_with("session_track_") {
+                    // The backend stops reporting what the proxy needs.
+                    inv.trackers = true;
+                    marks.needs_reset = true;
+                    continue;
+                }
+                if n == "last_insert_id" || n == "identity" {
+                    marks.insert_id_unknown = true;
+                    continue;
+                }
                 if *to_default
                     && removes
                     && !n.starts_with("character_set_")
@@ -396,7 +476,13 @@ fn apply_statement(
                     fu.defaulted.push(n.clone());
                 }
                 if n == "insert_id" {
-                    inv.one_shot = true;
+                    // `insert_id = 0` (or DEFAULT) cancels the pending value.
+                    let cancels = *to_default || assigns_zero(sql.get(st.span.clone()), &n);
+                    if cancels && removes {
+                        inv.one_shot = false;
+                    } else if !cancels {
+                        inv.one_shot = true;
+                    }
                     marks.needs_reset = true;
                     continue;
                 }

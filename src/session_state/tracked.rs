@@ -91,6 +91,13 @@ impl TrackedState {
     /// variables become part of the state; the others are returned for the
     /// caller to decide (see [`super::authority`]).
     pub fn apply_block(&mut self, block: &[u8]) -> ApplyEffects {
+        self.apply_block_with(block, true)
+    }
+
+    /// [`Self::apply_block`]; with `keep_vars` false, replayable variable
+    /// values are not taken (the reply of `SET STATEMENT … FOR` reports
+    /// that statement's temporary values).
+    pub fn apply_block_with(&mut self, block: &[u8], keep_vars: bool) -> ApplyEffects {
         let mut fx = ApplyEffects::default();
         let (mut cs_conn, mut coll_conn) = (false, false);
         for e in entries(block) {
@@ -102,11 +109,12 @@ impl TrackedState {
                     let name = String::from_utf8_lossy(name).to_ascii_lowercase();
                     let value = String::from_utf8_lossy(value).into_owned();
                     match classify(&name) {
-                        VarClass::Replayable => {
+                        VarClass::Replayable if keep_vars => {
                             cs_conn |= name == "character_set_connection";
                             coll_conn |= name == "collation_connection";
                             self.vars.insert(name, value);
                         }
+                        VarClass::Replayable => {}
                         VarClass::ServerOwned => {}
                         VarClass::Trackers => fx.trackers_touched = true,
                         VarClass::Pinning => fx.pinning_vars.push((name, value)),

@@ -269,17 +269,22 @@ impl Session {
                         self.pins.remove(PinReason::Transaction);
                     }
                 }
+                let mut analysis = command_analysis(payload, &lex);
+                analysis.incomplete |= !lexable;
+                let keep_vars = !analysis.statements.iter().any(|s| {
+                    s.effects
+                        .iter()
+                        .any(|e| matches!(e, crate::sql::Effect::SetStatement))
+                });
                 let schema_before = self.state.schema.clone().unwrap_or_default();
-                let fx = self.state.apply_block(&out.state);
+                let fx = self.state.apply_block_with(&out.state, keep_vars);
                 if self.state.schema.as_deref().unwrap_or_default() != &schema_before[..] {
                     self.schema_gone = false;
                 }
-                co.backend.state.apply_block(&out.state);
+                co.backend.state.apply_block_with(&out.state, keep_vars);
                 if let Some(rows) = out.rows {
                     self.found_rows = rows;
                 }
-                let mut analysis = command_analysis(payload, &lex);
-                analysis.incomplete |= !lexable;
                 let reply = Reply {
                     error: out.error.is_some(),
                     results: out.results,
@@ -419,31 +424,33 @@ impl Session {
                 }
             }
         }
-        if fu.count_user_vars {
+        if fu.count_user_vars || self.inv.user_vars_unverified {
             // Stored code may set user variables the text does not show.
             // The count reads a table, which clears the diagnostics area:
-            // with warnings or an error to keep, assume the worst.
-            if out.warnings > 0 || out.error.is_some() {
-                self.inv.unknown = true;
+            // with warnings or an error to keep, count after a later
+            // statement and stay pinned meanwhile.
+            if out.warnings > 0 || out.error.is_some() || backend.marks.diagnostics {
+                self.inv.user_vars_unverified = true;
             } else {
-                match backend
+                let n = backend
                     .query_row(
                         "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
                          WHERE VARIABLE_VALUE IS NOT NULL",
                     )
                     .await
-                {
-                    Ok(Some(row)) => {
-                        let n: usize = row
-                            .first()
-                            .and_then(|c| c.as_deref())
-                            .and_then(|c| c.parse().ok())
-                            .unwrap_or(usize::MAX);
-                        if n > self.inv.user_vars.len() {
-                            self.inv.unknown = true;
-                        }
+                    .ok()
+                    .flatten()
+                    .and_then(|row| row.first().cloned().flatten())
+                    .and_then(|c| c.parse::<usize>().ok());
+                // Reading the table cleared the diagnostics area.
+                backend.marks.diagnostics = false;
+                match n {
+                    Some(0) => {
+                        self.inv.user_vars.clear();
+                        self.inv.user_vars_unverified = false;
                     }
-                    _ => self.inv.unknown = true,
+                    Some(n) => self.inv.user_vars_unverified = n > self.inv.user_vars.len(),
+                    None => self.inv.user_vars_unverified = true,
                 }
             }
         }
