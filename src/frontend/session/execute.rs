@@ -282,6 +282,18 @@ impl Session {
                     self.schema_gone = false;
                 }
                 co.backend.state.apply_block_with(&out.state, keep_vars);
+                if analysis.incomplete
+                    && lexable
+                    && payload.first() == Some(&COM_QUERY)
+                    && let Some(a) = relex_after_mode_change(
+                        &payload[1..],
+                        &analysis,
+                        lex,
+                        authority::lex_options(&self.state),
+                    )
+                {
+                    analysis = a;
+                }
                 if let Some(rows) = out.rows {
                     self.found_rows = rows;
                 }
@@ -429,7 +441,7 @@ impl Session {
             // The count reads a table, which clears the diagnostics area:
             // with warnings or an error to keep, count after a later
             // statement and stay pinned meanwhile.
-            if out.warnings > 0 || out.error.is_some() || backend.marks.diagnostics {
+            if out.warnings > 0 || out.error.is_some() {
                 self.inv.user_vars_unverified = true;
             } else {
                 let n = backend
@@ -568,6 +580,39 @@ fn sql_string(s: &[u8]) -> String {
     }
     q.push('\'');
     q
+}
+
+/// A query that changed sql_mode and then went on: the lexer stops trusting
+/// the rest (the server lexes it with the new mode). The session now knows
+/// the new mode, so the statements after the change are lexed again with
+/// it. `None` when that does not give a complete reading (several changes).
+fn relex_after_mode_change(
+    sql: &[u8],
+    analysis: &Analysis,
+    before: crate::sql::LexOptions,
+    after: crate::sql::LexOptions,
+) -> Option<Analysis> {
+    let k = analysis.statements.iter().position(|s| {
+        s.effects.iter().any(|e| {
+            matches!(e, Effect::SetVariable { name, scope, .. }
+                if name.as_slice() == b"sql_mode" && *scope != crate::sql::Scope::Global)
+        })
+    })?;
+    let rest_start = analysis.statements.get(k + 1)?.span.start;
+    let head = crate::sql::analyze(sql.get(..analysis.statements[k].span.end)?, before);
+    let rest = crate::sql::analyze(sql.get(rest_start..)?, after);
+    if head.incomplete || rest.incomplete {
+        return None;
+    }
+    let mut statements = head.statements;
+    statements.extend(rest.statements.into_iter().map(|mut s| {
+        s.span = s.span.start + rest_start..s.span.end + rest_start;
+        s
+    }));
+    Some(Analysis {
+        statements,
+        incomplete: false,
+    })
 }
 
 /// What the command's text does, for the authority. Queries are lexed;
