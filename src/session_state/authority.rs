@@ -384,21 +384,17 @@ fn apply_statement(
                 }
             }
             Effect::ReleaseLock { .. } => fu.verify_locks = true,
-            Effect::ReleaseAllLocks => {
-                if removes {
-                    inv.locks.clear();
-                    inv.unnamed_lock = false;
-                }
+            Effect::ReleaseAllLocks if removes => {
+                inv.locks.clear();
+                inv.unnamed_lock = false;
             }
             Effect::LockTables => {
                 marks.needs_reset = true;
                 inv.table_locks = true;
             }
-            Effect::UnlockTables => {
-                if removes {
-                    inv.table_locks = false;
-                    inv.global_read_lock = false;
-                }
+            Effect::UnlockTables if removes => {
+                inv.table_locks = false;
+                inv.global_read_lock = false;
             }
             Effect::FlushReadLock => {
                 marks.needs_reset = true;
@@ -424,10 +420,8 @@ fn apply_statement(
                 marks.needs_reset = true;
                 inv.handlers.insert(alias.to_ascii_lowercase());
             }
-            Effect::HandlerClose { alias } => {
-                if removes {
-                    inv.handlers.remove(&alias.to_ascii_lowercase());
-                }
+            Effect::HandlerClose { alias } if removes => {
+                inv.handlers.remove(&alias.to_ascii_lowercase());
             }
             Effect::TextPrepare { name } => {
                 explained = true;
