@@ -444,19 +444,7 @@ impl Session {
             if out.warnings > 0 || out.error.is_some() {
                 self.inv.user_vars_unverified = true;
             } else {
-                let n = backend
-                    .query_row(
-                        "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
-                         WHERE VARIABLE_VALUE IS NOT NULL",
-                    )
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|row| row.first().cloned().flatten())
-                    .and_then(|c| c.parse::<usize>().ok());
-                // Reading the table cleared the diagnostics area.
-                backend.marks.diagnostics = false;
-                match n {
+                match count_user_variables(backend).await {
                     Some(0) => {
                         self.inv.user_vars.clear();
                         self.inv.user_vars_unverified = false;
@@ -534,19 +522,10 @@ pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
             Release::ClearDiagnostics => {
                 // Reading a table clears the diagnostics area; the count
                 // double-checks that no user variable is left behind.
-                match b
-                    .query_row(
-                        "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
-                         WHERE VARIABLE_VALUE IS NOT NULL",
-                    )
-                    .await
-                {
-                    Ok(Some(row)) if row.first().and_then(|c| c.as_deref()) == Some("0") => {
-                        b.marks.diagnostics = false;
-                        true
-                    }
-                    Ok(_) => b.reset(&baseline()).await.is_ok(),
-                    Err(_) => false,
+                match count_user_variables(&mut b).await {
+                    Some(0) => true,
+                    Some(_) => b.reset(&baseline()).await.is_ok(),
+                    None => false,
                 }
             }
             Release::Reset => b.reset(&baseline()).await.is_ok(),
@@ -561,6 +540,26 @@ pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
             );
         }
     });
+}
+
+/// How many user variables with a value the backend's session holds. The
+/// count reads a table, which clears the diagnostics area (the mark goes).
+/// `None` when the server did not answer it.
+pub(super) async fn count_user_variables(b: &mut Leased) -> Option<usize> {
+    let n = b
+        .query_row(
+            "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
+             WHERE VARIABLE_VALUE IS NOT NULL",
+        )
+        .await
+        .ok()
+        .flatten()
+        .and_then(|row| row.first().cloned().flatten())
+        .and_then(|c| c.parse::<usize>().ok());
+    if n.is_some() {
+        b.marks.diagnostics = false;
+    }
+    n
 }
 
 fn baseline() -> TrackedState {

@@ -562,21 +562,12 @@ impl Session {
             Ok(Err(e)) => Err(End::Client(e)),
             Err(_) => {
                 self.pins.remove(PinReason::Diagnostics);
-                if recount && let Some(b) = self.backend.as_mut() {
-                    let n = b
-                        .query_row(
-                            "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
-                             WHERE VARIABLE_VALUE IS NOT NULL",
-                        )
-                        .await
-                        .ok()
-                        .flatten()
-                        .and_then(|row| row.first().cloned().flatten());
-                    if n.as_deref() == Some("0") {
-                        b.marks.diagnostics = false;
-                        self.inv.user_vars_unverified = false;
-                        self.sync_inventory_pins();
-                    }
+                if recount
+                    && let Some(b) = self.backend.as_mut()
+                    && execute::count_user_variables(b).await == Some(0)
+                {
+                    self.inv.user_vars_unverified = false;
+                    self.sync_inventory_pins();
                 }
                 self.release_if_unpinned();
                 Ok(())
