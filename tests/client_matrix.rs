@@ -40,7 +40,7 @@ use common::{MariaDb, Proxy};
 /// Clients running at the same time (the machine has 2 cores, shared).
 const PARALLEL: usize = 3;
 /// One scenario run; they take about a second when healthy.
-const RUN_TIMEOUT: Duration = Duration::from_secs(90);
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 /// tests/clients/setup.sh may have to download drivers.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(600);
 /// Lines of diff shown per differing client (the full outputs are on disk).
@@ -109,27 +109,127 @@ const fn c(
 /// perl-defaults, java-defaults, node-default, pymysql-multi), compression
 /// (php-compress, cli-compress).
 const CLIENTS: &[Client] = &[
-    c("php-plain", Runtime::Php, "plain", "mysqli/mysqlnd defaults; multi_query via COM_SET_OPTION"),
-    c("php-found-rows", Runtime::Php, "found_rows", "MYSQLI_CLIENT_FOUND_ROWS"),
-    c("php-compress", Runtime::Php, "compress", "MYSQLI_CLIENT_COMPRESS"),
-    c("php-latin1", Runtime::Php, "latin1", "latin1 handshake charset"),
-    c("perl-defaults", Runtime::Perl, "defaults", "DBD::MariaDB defaults (found_rows on)"),
-    c("perl-server-ps", Runtime::Perl, "server_ps", "server-side prepare, multi statements, no found_rows"),
-    c("java-defaults", Runtime::Java, "defaults", "Connector/J defaults (FOUND_ROWS, client-side prepare)"),
-    c("java-server-ps", Runtime::Java, "server_ps", "useServerPrepStmts, useAffectedRows, allowMultiQueries, useBulkStmts"),
-    c("java-rewrite", Runtime::Java, "rewrite", "rewriteBatchedStatements, allowMultiQueries"),
-    c("node-default", Runtime::Node, "default", "mysql2 defaults (FOUND_ROWS, IGNORE_SPACE, no multi statements)"),
-    c("node-multi", Runtime::Node, "multi", "multipleStatements, no FOUND_ROWS"),
-    c("node-collation255", Runtime::Node, "collation255", "handshake collation 255 utf8mb4_0900_ai_ci"),
-    c("pymysql", Runtime::Python, "pymysql", "PyMySQL defaults (no multi statements, no DEPRECATE_EOF)"),
-    c("pymysql-multi", Runtime::Python, "pymysql_multi", "PyMySQL MULTI_STATEMENTS | FOUND_ROWS"),
-    c("connector", Runtime::Python, "connector", "mysql-connector-python pure, defaults, server-side prepared"),
-    c("connector-nomulti", Runtime::Python, "connector_nomulti", "mysql-connector-python without MULTI_STATEMENTS"),
-    c("connector-cext", Runtime::Python, "connector_cext", "mysql-connector-python C extension"),
-    c("mariadb-py", Runtime::Python, "mariadb", "MariaDB Connector/Python, binary protocol, callproc OUT"),
+    c(
+        "php-plain",
+        Runtime::Php,
+        "plain",
+        "mysqli/mysqlnd defaults; multi_query via COM_SET_OPTION",
+    ),
+    c(
+        "php-found-rows",
+        Runtime::Php,
+        "found_rows",
+        "MYSQLI_CLIENT_FOUND_ROWS",
+    ),
+    c(
+        "php-compress",
+        Runtime::Php,
+        "compress",
+        "MYSQLI_CLIENT_COMPRESS",
+    ),
+    c(
+        "php-latin1",
+        Runtime::Php,
+        "latin1",
+        "latin1 handshake charset",
+    ),
+    c(
+        "perl-defaults",
+        Runtime::Perl,
+        "defaults",
+        "DBD::MariaDB defaults (found_rows on)",
+    ),
+    c(
+        "perl-server-ps",
+        Runtime::Perl,
+        "server_ps",
+        "server-side prepare, multi statements, no found_rows",
+    ),
+    c(
+        "java-defaults",
+        Runtime::Java,
+        "defaults",
+        "Connector/J defaults (FOUND_ROWS, client-side prepare)",
+    ),
+    c(
+        "java-server-ps",
+        Runtime::Java,
+        "server_ps",
+        "useServerPrepStmts, useAffectedRows, allowMultiQueries, useBulkStmts",
+    ),
+    c(
+        "java-rewrite",
+        Runtime::Java,
+        "rewrite",
+        "rewriteBatchedStatements, allowMultiQueries",
+    ),
+    c(
+        "node-default",
+        Runtime::Node,
+        "default",
+        "mysql2 defaults (FOUND_ROWS, IGNORE_SPACE, no multi statements)",
+    ),
+    c(
+        "node-multi",
+        Runtime::Node,
+        "multi",
+        "multipleStatements, no FOUND_ROWS",
+    ),
+    c(
+        "node-collation255",
+        Runtime::Node,
+        "collation255",
+        "handshake collation 255 utf8mb4_0900_ai_ci",
+    ),
+    c(
+        "pymysql",
+        Runtime::Python,
+        "pymysql",
+        "PyMySQL defaults (no multi statements, no DEPRECATE_EOF)",
+    ),
+    c(
+        "pymysql-multi",
+        Runtime::Python,
+        "pymysql_multi",
+        "PyMySQL MULTI_STATEMENTS | FOUND_ROWS",
+    ),
+    c(
+        "connector",
+        Runtime::Python,
+        "connector",
+        "mysql-connector-python pure, defaults, server-side prepared",
+    ),
+    c(
+        "connector-nomulti",
+        Runtime::Python,
+        "connector_nomulti",
+        "mysql-connector-python without MULTI_STATEMENTS",
+    ),
+    c(
+        "connector-cext",
+        Runtime::Python,
+        "connector_cext",
+        "mysql-connector-python C extension",
+    ),
+    c(
+        "mariadb-py",
+        Runtime::Python,
+        "mariadb",
+        "MariaDB Connector/Python, binary protocol, callproc OUT",
+    ),
     c("cli-plain", Runtime::Cli, "plain", "mariadb CLI utf8mb4"),
-    c("cli-compress", Runtime::Cli, "compress", "mariadb CLI --compress"),
-    c("cli-latin1", Runtime::Cli, "latin1", "mariadb CLI --default-character-set=latin1"),
+    c(
+        "cli-compress",
+        Runtime::Cli,
+        "compress",
+        "mariadb CLI --compress",
+    ),
+    c(
+        "cli-latin1",
+        Runtime::Cli,
+        "latin1",
+        "mariadb CLI --default-character-set=latin1",
+    ),
 ];
 
 fn repo() -> &'static Path {
@@ -177,8 +277,18 @@ fn run(mut cmd: Command, timeout: Duration) -> Ran {
             buf
         })
     };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let deadline = Instant::now() + timeout;
     let (status, timed_out) = loop {
         match child.try_wait() {
@@ -214,7 +324,11 @@ fn command_ok(program: &str, args: &[&str]) -> Result<(), String> {
     if ran.ok {
         Ok(())
     } else {
-        Err(format!("`{program} {}` failed: {}", args.join(" "), ran.text.trim()))
+        Err(format!(
+            "`{program} {}` failed: {}",
+            args.join(" "),
+            ran.text.trim()
+        ))
     }
 }
 
@@ -243,23 +357,45 @@ impl Setup {
         cmd.arg(&script);
         let ran = run(cmd, SETUP_TIMEOUT);
         if !ran.ok {
-            eprintln!("client_matrix: {} reported problems:\n{}", script.display(), ran.text);
+            eprintln!(
+                "client_matrix: {} reported problems:\n{}",
+                script.display(),
+                ran.text
+            );
         }
 
         let checks: [(Runtime, Result<(), String>); 6] = [
             (
                 Runtime::Php,
-                command_ok("php", &["-r", "exit(extension_loaded('mysqli') && extension_loaded('mysqlnd') ? 0 : 1);"]),
+                command_ok(
+                    "php",
+                    &[
+                        "-r",
+                        "exit(extension_loaded('mysqli') && extension_loaded('mysqlnd') ? 0 : 1);",
+                    ],
+                ),
             ),
-            (Runtime::Perl, command_ok("perl", &["-MDBD::MariaDB", "-e", "1"])),
+            (
+                Runtime::Perl,
+                command_ok("perl", &["-MDBD::MariaDB", "-e", "1"]),
+            ),
             (Runtime::Java, setup.compile_java()),
             (
                 Runtime::Node,
-                command_ok("node", &["-e", &format!("require('{}/mysql2')", setup.node_modules.display())]),
+                command_ok(
+                    "node",
+                    &[
+                        "-e",
+                        &format!("require('{}/mysql2')", setup.node_modules.display()),
+                    ],
+                ),
             ),
             (
                 Runtime::Python,
-                command_ok(&setup.python.display().to_string(), &["-c", "import pymysql, mysql.connector, mariadb"]),
+                command_ok(
+                    &setup.python.display().to_string(),
+                    &["-c", "import pymysql, mysql.connector, mariadb"],
+                ),
             ),
             (Runtime::Cli, command_ok("mariadb", &["--version"])),
         ];
@@ -281,7 +417,9 @@ impl Setup {
 
     fn compile_java(&self) -> Result<(), String> {
         if !Path::new(CONNECTOR_J).exists() {
-            return Err(format!("{CONNECTOR_J} missing (Debian package libmariadb-java)"));
+            return Err(format!(
+                "{CONNECTOR_J} missing (Debian package libmariadb-java)"
+            ));
         }
         std::fs::create_dir_all(&self.java_classes).map_err(|e| e.to_string())?;
         let source = repo().join("tests/clients/java/Scenario.java");
@@ -304,7 +442,11 @@ impl Setup {
             return Some(why.clone());
         }
         if client.runtime == Runtime::Python {
-            if let Some((_, why)) = self.python_missing.iter().find(|(v, _)| *v == client.variant) {
+            if let Some((_, why)) = self
+                .python_missing
+                .iter()
+                .find(|(v, _)| *v == client.variant)
+            {
                 return Some(why.clone());
             }
         }
@@ -316,7 +458,15 @@ impl Setup {
         let mut cmd = match client.runtime {
             Runtime::Php => {
                 let mut cmd = Command::new("php");
-                cmd.arg(scripts.join("php/scenario.php"));
+                // A stalled protocol fails with mysqlnd's own error instead of
+                // waiting for RUN_TIMEOUT.
+                cmd.args([
+                    "-d",
+                    "mysqlnd.net_read_timeout=15",
+                    "-d",
+                    "default_socket_timeout=15",
+                ])
+                .arg(scripts.join("php/scenario.php"));
                 cmd
             }
             Runtime::Perl => {
@@ -503,7 +653,14 @@ fn run_client(setup: &Setup, db: &MariaDb, proxy_port: u16, client: &Client) -> 
             return Outcome::Broken(format!(
                 "the direct run did not complete ({}):\n{}",
                 file.display(),
-                text.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+                text.lines()
+                    .rev()
+                    .take(30)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n")
             ));
         }
         texts.push(text);
@@ -603,7 +760,10 @@ async fn every_client_sees_through_the_proxy_what_it_sees_directly() {
             }
             Outcome::Missing(why) if skip_missing => {
                 skipped += 1;
-                format!("skipped, runtime missing: {}", why.lines().next().unwrap_or(""))
+                format!(
+                    "skipped, runtime missing: {}",
+                    why.lines().next().unwrap_or("")
+                )
             }
             Outcome::Missing(why) => {
                 differ += 1;

@@ -140,7 +140,7 @@ async function main() {
     return;
   }
   const hs = conn.connection._handshakePacket || {};
-  out('serverVersion: ' + esc(String(conn.connection.serverVersion)));
+  out('serverVersion: ' + esc(String(hs.serverVersion)));
   out('handshake capabilityFlags: ' + hs.capabilityFlags + ' characterSet: ' + hs.characterSet);
 
   await q(conn, 'SELECT CONNECTION_ID() > 0 AS has_id');

@@ -17,6 +17,7 @@ Usage: scenario.py VARIANT
 Connection from the environment: CM_HOST CM_PORT CM_USER CM_PASSWORD CM_DB.
 """
 
+import importlib.metadata
 import os
 import sys
 import warnings
@@ -96,7 +97,7 @@ class PyMySQL(Driver):
             host=HOST, port=PORT, user=USER, password=PASSWORD, database=DB,
             charset="utf8mb4", client_flag=flags, autocommit=True,
         )
-        self.name = "pymysql " + pymysql.__version__
+        self.name = "PyMySQL " + importlib.metadata.version("PyMySQL")
         out(f"server_info: {self.conn.get_server_info()}")
         out(f"server_charset: {self.conn.server_charset!r}")
         out(f"encoding: {self.conn.encoding}")
@@ -132,7 +133,10 @@ class Connector(Driver):
         if not multi:
             kwargs["client_flags"] = [-ClientFlag.MULTI_STATEMENTS]
         self.conn = mysql.connector.connect(**kwargs)
-        self.name = f"mysql-connector-python {mysql.connector.__version__} {type(self.conn).__name__}"
+        self.name = (
+            f"mysql-connector-python {importlib.metadata.version('mysql-connector-python')} "
+            f"{type(self.conn).__name__}"
+        )
         out(f"server_info: {self.conn.server_info}")
         out(f"server_version: {self.conn.server_version}")
         out(f"charset: {self.conn.charset} collation: {self.conn.collation}")
