@@ -104,7 +104,7 @@ const fn c(
 
 /// The matrix. Capabilities that must be covered: no MULTI_STATEMENTS
 /// (php-*, perl-defaults, java-defaults, node-default, pymysql,
-/// connector-nomulti, mariadb-py), collation 255 (node-collation255), no
+/// connector-nomulti, mariadb-py), collation 255 (connector-cext, node-collation255), no
 /// DEPRECATE_EOF (php-*, pymysql*, connector*), FOUND_ROWS (php-found-rows,
 /// perl-defaults, java-defaults, node-default, pymysql-multi), compression
 /// (php-compress, cli-compress).
@@ -209,7 +209,7 @@ const CLIENTS: &[Client] = &[
         "connector-cext",
         Runtime::Python,
         "connector_cext",
-        "mysql-connector-python C extension",
+        "mysql-connector-python C extension (libmysqlclient: handshake collation 255)",
     ),
     c(
         "mariadb-py",
@@ -404,13 +404,20 @@ impl Setup {
                 setup.missing.push((runtime, why));
             }
         }
-        // The C extension of mysql-connector-python is a separate build that
-        // can fail to load where the rest works (its wheel links OpenSSL 3.2).
-        if let Err(why) = command_ok(
-            &setup.python.display().to_string(),
-            &["-c", "import mysql.connector.connection_cext"],
-        ) {
-            setup.python_missing.push(("connector_cext", why));
+        // The C extension of mysql-connector-python (libmysqlclient) needs the
+        // OpenSSL >= 3.2 its wheel vendors; Python's own ssl module would
+        // otherwise load the system's libssl.so.3 (3.0 on Debian 12) first.
+        let mut cmd = Command::new(&setup.python);
+        cmd.args(["-c", "import mysql.connector.connection_cext"]);
+        if let Some(dir) = connector_vendor_dir() {
+            cmd.env("LD_LIBRARY_PATH", dir);
+        }
+        let ran = run(cmd, Duration::from_secs(60));
+        if !ran.ok {
+            setup.python_missing.push((
+                "connector_cext",
+                format!("the C extension does not load: {}", ran.text.trim()),
+            ));
         }
         setup
     }
@@ -441,16 +448,10 @@ impl Setup {
         if let Some((_, why)) = self.missing.iter().find(|(r, _)| *r == client.runtime) {
             return Some(why.clone());
         }
-        if client.runtime == Runtime::Python {
-            if let Some((_, why)) = self
-                .python_missing
-                .iter()
-                .find(|(v, _)| *v == client.variant)
-            {
-                return Some(why.clone());
-            }
-        }
-        None
+        self.python_missing
+            .iter()
+            .find(|(v, _)| client.runtime == Runtime::Python && *v == client.variant)
+            .map(|(_, why)| why.clone())
     }
 
     fn command(&self, client: &Client, port: u16, db: &str) -> Command {
@@ -490,6 +491,11 @@ impl Setup {
             Runtime::Python => {
                 let mut cmd = Command::new(&self.python);
                 cmd.arg(scripts.join("python/scenario.py"));
+                if client.variant == "connector_cext"
+                    && let Some(dir) = connector_vendor_dir()
+                {
+                    cmd.env("LD_LIBRARY_PATH", dir);
+                }
                 cmd
             }
             Runtime::Cli => {
@@ -510,6 +516,17 @@ impl Setup {
             .env("PYTHONIOENCODING", "utf-8");
         cmd
     }
+}
+
+/// `site-packages/mysql/vendor` of the venv: the OpenSSL (and plugins) that
+/// mysql-connector-python's wheel ships for its C extension.
+fn connector_vendor_dir() -> Option<PathBuf> {
+    let lib = target().join("pyenv/lib");
+    std::fs::read_dir(&lib)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("site-packages/mysql/vendor"))
+        .find(|p| p.is_dir())
 }
 
 /// Replace what legitimately differs between two connections.
@@ -605,14 +622,13 @@ fn diff(a: &str, b: &str, limit: usize) -> String {
     for &k in &changed {
         let from = k.saturating_sub(2);
         let to = (k + 2).min(ops.len() - 1);
-        for idx in from..=to {
+        for (idx, &(tag, line, text)) in ops.iter().enumerate().take(to + 1).skip(from) {
             if last_shown.is_some_and(|l| idx <= l) {
                 continue;
             }
             if last_shown.is_none_or(|l| idx > l + 1) {
-                out.push(format!("@@ direct line {}", ops[idx].1 + 1));
+                out.push(format!("@@ direct line {}", line + 1));
             }
-            let (tag, _, text) = ops[idx];
             out.push(format!("{tag} {text}"));
             last_shown = Some(idx);
         }

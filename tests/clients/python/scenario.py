@@ -7,11 +7,13 @@ Usage: scenario.py VARIANT
   pymysql          PyMySQL defaults: text protocol, no CLIENT_MULTI_STATEMENTS,
                    no CLIENT_FOUND_ROWS, no DEPRECATE_EOF
   pymysql_multi    PyMySQL with CLIENT_MULTI_STATEMENTS | CLIENT_FOUND_ROWS
-  connector        mysql-connector-python, pure Python, its defaults (a MySQL 8
-                   client: utf8mb4 with collation 255 utf8mb4_0900_ai_ci in the
-                   handshake), server-side prepared statements for the prepared part
+  connector        mysql-connector-python, pure Python, its defaults (against a
+                   "5.5.5-" server it picks utf8mb4_general_ci, not 255), with
+                   server-side prepared statements for the prepared part
   connector_nomulti  the same without CLIENT_MULTI_STATEMENTS
-  connector_cext   mysql-connector-python's C extension (libmysqlclient)
+  connector_cext   mysql-connector-python's C extension (libmysqlclient 9: sends
+                   collation 255 utf8mb4_0900_ai_ci in the handshake); the harness
+                   puts the wheel's vendored OpenSSL on LD_LIBRARY_PATH
   mariadb          the `mariadb` package (MariaDB Connector/Python on libmariadb),
                    binary protocol for the prepared part and callproc
 Connection from the environment: CM_HOST CM_PORT CM_USER CM_PASSWORD CM_DB.
