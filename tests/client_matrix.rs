@@ -10,9 +10,9 @@
 //! id Connector/J puts in its messages and the query times the `mariadb` CLI
 //! prints. Nothing else.
 //!
-//! Setup: one MariaDB configured like a production primary (binary log on,
-//! ROW format, Debian's utf8mb4 server charset, default
-//! `max_prepared_stmt_count`) and one proxy (transaction pooling, the
+//! Setup: one MariaDB configured like a production primary (the fixture's
+//! default profile: binary log on, ROW format; plus Debian's utf8mb4 server
+//! charset) and one proxy (transaction pooling, the
 //! default test builder). Every run gets a freshly created database of its
 //! own, so direct and proxied runs start from the same state; up to
 //! [`PARALLEL`] clients run at once.
@@ -52,12 +52,11 @@ const ONLY_ENV: &str = "MYPLEX_CLIENT_MATRIX_ONLY";
 /// Debian's Connector/J jar (package libmariadb-java).
 const CONNECTOR_J: &str = "/usr/share/java/mariadb-java-client.jar";
 
-/// mariadbd options of a production primary, appended to the fixture's.
+/// Appended to the fixture's production profile (binary log, ROW, server
+/// id): the server charset Debian's packaged configuration sets
+/// (/etc/mysql/mariadb.conf.d/50-server.cnf), so a handshake collation the
+/// server does not know falls back to utf8mb4 as on a packaged server.
 const SERVER_ARGS: &[&str] = &[
-    "--log-bin=mariadb-bin",
-    "--binlog-format=ROW",
-    "--server-id=1",
-    "--max-prepared-stmt-count=16382",
     "--character-set-server=utf8mb4",
     "--collation-server=utf8mb4_general_ci",
 ];
