@@ -462,9 +462,9 @@ impl Setup {
                 // waiting for RUN_TIMEOUT.
                 cmd.args([
                     "-d",
-                    "mysqlnd.net_read_timeout=15",
+                    "mysqlnd.net_read_timeout=10",
                     "-d",
-                    "default_socket_timeout=15",
+                    "default_socket_timeout=10",
                 ])
                 .arg(scripts.join("php/scenario.php"));
                 cmd
