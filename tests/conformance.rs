@@ -1,0 +1,416 @@
+//! Conformance: MariaDB's own test suite, direct and through myplex.
+//!
+//! Runs the mysqltest cases listed in `tests/conformance/cases.txt` (from
+//! `mysql-test/main` of Debian's `mariadb-test` package), each in plain and
+//! in `--ps-protocol` mode, and the `mariadb-client-test` tests listed in
+//! `tests/conformance/client_tests.txt`, twice: against a MariaDB directly
+//! and through myplex (transaction pooling, 2 thread groups, 8 backend
+//! connections) in front of an identically configured second MariaDB. Each
+//! mysqltest case's output is compared with its `.result` file.
+//!
+//! Asserts (1) that enough cases pass directly (a broken harness passes
+//! nothing) and (2) that everything that passes directly passes through the
+//! proxy, except the differences listed in
+//! `tests/conformance/known_differences.txt` /
+//! `client_known_differences.txt`, each of which names the
+//! `docs/compatibility.md` entry that explains why it cannot pass under
+//! transaction pooling.
+//!
+//! Per case and mode the status on both lanes goes to
+//! `target/conformance/summary.txt` (and is printed); outputs, logs and
+//! diffs of failures stay in `target/conformance/{direct,proxy}/`.
+//!
+//! The servers run with the settings mysql-test-run gives its server where
+//! results depend on them (MyISAM default engine, engine-independent
+//! statistics, small buffers, name resolution so that 127.0.0.1 logs in as
+//! `root@localhost`), on top of the fixture's production-like defaults and
+//! the binary log in ROW format.
+
+mod common;
+#[path = "conformance/lists.rs"]
+mod lists;
+#[path = "conformance/runner.rs"]
+mod runner;
+#[path = "conformance/suite.rs"]
+mod suite;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::mariadb::ROOT_PASSWORD;
+use common::{MariaDb, Proxy};
+use myplex::config::UserConfig;
+use runner::{Lane, Mode, Status};
+use suite::{Inversions, Suite};
+
+/// mysqltest cases that must pass directly in each mode.
+const MIN_DIRECT_CASES: usize = 1;
+/// Client tests that must pass directly.
+const MIN_DIRECT_CLIENT_TESTS: usize = 150;
+/// Servers (lanes) per side; cases are independent, so each side spreads
+/// them over its lanes.
+const SHARDS: usize = 2;
+/// Time budget of each side (both run in parallel); what is not started by
+/// then is reported as not run (and fails the test).
+const BUDGET: Duration = Duration::from_secs(200);
+
+/// Server options mysql-test-run sets (include/default_mysqld.cnf) that
+/// the listed cases' results depend on, plus the binary log.
+const SERVER_ARGS: &[&str] = &[
+    "--log-bin",
+    "--binlog-format=ROW",
+    "--skip-name-resolve=0",
+    "--default-storage-engine=MyISAM",
+    "--log-bin-trust-function-creators=1",
+    "--key-buffer-size=1M",
+    "--sort-buffer-size=256K",
+    "--max-heap-table-size=1M",
+    "--local-infile",
+    "--use-stat-tables=preferably",
+    "--histogram-type=json_hb",
+    "--binlog-direct-non-transactional-updates",
+    "--innodb-buffer-pool-size=64M",
+];
+
+type Results = BTreeMap<(String, Mode), Status>;
+
+fn out_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/conformance")
+}
+
+#[test]
+fn mariadb_test_suite_direct_and_through_proxy() {
+    let started = Instant::now();
+    let suite = Suite::locate();
+    let cases = lists::names("cases.txt");
+    let client_tests = lists::names("client_tests.txt");
+    let known = lists::known_case_differences("known_differences.txt");
+    let known_client = lists::known_client_differences("client_known_differences.txt");
+
+    let root = out_root();
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("create target/conformance");
+    let inversions = suite.build_overlay(&root.join("overlay"), ROOT_PASSWORD, &cases);
+
+    // SHARDS servers per side, started in parallel; one proxy per proxied
+    // server.
+    let servers: Vec<MariaDb> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2 * SHARDS)
+            .map(|_| s.spawn(|| MariaDb::start_with_args(SERVER_ARGS)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("start server"))
+            .collect()
+    });
+    let (direct_dbs, proxied_dbs) = servers.split_at(SHARDS);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let proxies: Vec<Proxy> = proxied_dbs
+        .iter()
+        .map(|db| {
+            rt.block_on(
+                Proxy::builder(db)
+                    .groups(2)
+                    .max_backend(8)
+                    .with(|cfg| {
+                        cfg.users.push(UserConfig {
+                            name: "root".into(),
+                            password: Some(ROOT_PASSWORD.into()),
+                            ..Default::default()
+                        })
+                    })
+                    .start(),
+            )
+        })
+        .collect();
+    let direct: Vec<Lane> = direct_dbs
+        .iter()
+        .enumerate()
+        .map(|(i, db)| Lane::new(db, db.port, &suite, root.join(format!("direct{i}"))))
+        .collect();
+    let proxied: Vec<Lane> = proxied_dbs
+        .iter()
+        .zip(&proxies)
+        .enumerate()
+        .map(|(i, (db, px))| Lane::new(db, px.addr.port(), &suite, root.join(format!("proxy{i}"))))
+        .collect();
+    let setup = started.elapsed();
+
+    let deadline = Instant::now() + BUDGET;
+    let overlay = root.join("overlay");
+    let jobs = Jobs {
+        suite: &suite,
+        overlay: &overlay,
+        cases: &cases,
+        inversions: &inversions,
+        client_tests: &client_tests,
+        deadline,
+    };
+    let (d, p) = std::thread::scope(|s| {
+        let d = s.spawn(|| jobs.run(&direct));
+        let p = s.spawn(|| jobs.run(&proxied));
+        (
+            d.join().expect("direct lanes panicked"),
+            p.join().expect("proxy lanes panicked"),
+        )
+    });
+    drop(proxies);
+
+    let mut problems = Vec::new();
+    let mut summary = String::new();
+    let _ = writeln!(
+        summary,
+        "# myplex conformance: MariaDB test suite ({}), direct vs through myplex \
+         (transaction pooling, 2 groups, 8 backends); setup {:.0?}, total {:.0?}",
+        suite.root.display(),
+        setup,
+        started.elapsed()
+    );
+    for (name, side) in [("direct", &d), ("proxy", &p)] {
+        let _ = writeln!(
+            summary,
+            "# {name} ({SHARDS} servers): mysqltest cases {:.0?}, client tests {:.0?}",
+            side.cases_time, side.client_time
+        );
+    }
+    report_cases(&mut summary, &mut problems, &cases, &d.cases, &p.cases, &known);
+    report_client(&mut summary, &mut problems, &client_tests, &d.client, &p.client, &known_client);
+
+    std::fs::write(root.join("summary.txt"), &summary).expect("write summary.txt");
+    println!("{summary}");
+    println!("(written to {})", root.join("summary.txt").display());
+    assert!(
+        problems.is_empty(),
+        "{} conformance problem(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// The work of one side (direct or proxied): every case in both modes,
+/// then every client test, spread over that side's lanes (each lane takes
+/// the next job when it is free; a job runs wholly on one server).
+struct Jobs<'a> {
+    suite: &'a Suite,
+    overlay: &'a Path,
+    cases: &'a [String],
+    inversions: &'a BTreeMap<String, Inversions>,
+    client_tests: &'a [String],
+    deadline: Instant,
+}
+
+impl Jobs<'_> {
+    fn run(&self, lanes: &[Lane]) -> SideRun {
+        let t0 = Instant::now();
+        let case_jobs: Vec<(String, Mode)> = self
+            .cases
+            .iter()
+            .flat_map(|c| [(c.clone(), Mode::Plain), (c.clone(), Mode::Ps)])
+            .collect();
+        let cases = self.spread(lanes, &case_jobs, |lane, (case, mode)| {
+            lane.run_case(self.suite, self.overlay, case, *mode, &self.inversions[case])
+        });
+        let cases_time = t0.elapsed();
+        let t1 = Instant::now();
+        let client = self.spread(lanes, self.client_tests, |lane, test| {
+            lane.run_client_test(self.suite, test)
+        });
+        SideRun {
+            cases,
+            client,
+            cases_time,
+            client_time: t1.elapsed(),
+        }
+    }
+
+    /// Runs `jobs` on `lanes` in parallel; jobs not started before the
+    /// deadline are `NotRun`.
+    fn spread<J: Ord + Clone + Send + Sync>(
+        &self,
+        lanes: &[Lane],
+        jobs: &[J],
+        run: impl Fn(&Lane, &J) -> Status + Sync,
+    ) -> BTreeMap<J, Status> {
+        let next = AtomicUsize::new(0);
+        let results = Mutex::new(BTreeMap::new());
+        std::thread::scope(|s| {
+            for lane in lanes {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(job) = jobs.get(i) else { break };
+                        let status = if Instant::now() > self.deadline {
+                            Status::NotRun
+                        } else {
+                            run(lane, job)
+                        };
+                        results
+                            .lock()
+                            .expect("results lock")
+                            .insert(job.clone(), status);
+                    }
+                });
+            }
+        });
+        results.into_inner().expect("results lock")
+    }
+}
+
+/// What one side produced.
+struct SideRun {
+    cases: Results,
+    client: BTreeMap<String, Status>,
+    cases_time: Duration,
+    client_time: Duration,
+}
+
+/// Status column text: the word, plus the cause for failures and skips.
+fn cell(s: &Status) -> String {
+    s.word().to_string()
+}
+
+fn cause(s: &Status) -> Option<&str> {
+    match s {
+        Status::Fail(c) | Status::Skipped(c) => Some(c),
+        _ => None,
+    }
+}
+
+fn report_cases(
+    out: &mut String,
+    problems: &mut Vec<String>,
+    cases: &[String],
+    direct: &Results,
+    proxied: &Results,
+    known: &BTreeMap<(String, Mode), String>,
+) {
+    for (case, mode) in known.keys() {
+        if !cases.contains(case) {
+            problems.push(format!(
+                "known_differences.txt names {case} {}, which is not in cases.txt",
+                mode.name()
+            ));
+        }
+    }
+    let _ = writeln!(out, "\n## mysqltest cases ({} listed, each plain and --ps-protocol)\n", cases.len());
+    for mode in [Mode::Plain, Mode::Ps] {
+        let count = |r: &Results, f: fn(&Status) -> bool| {
+            cases.iter().filter(|c| f(&r[&((*c).clone(), mode)])).count()
+        };
+        let d_pass = count(direct, Status::is_pass);
+        let both = cases
+            .iter()
+            .filter(|c| {
+                let k = ((*c).clone(), mode);
+                direct[&k].is_pass() && proxied[&k].is_pass()
+            })
+            .count();
+        let known_n = cases
+            .iter()
+            .filter(|c| {
+                let k = ((*c).clone(), mode);
+                direct[&k].is_pass() && !proxied[&k].is_pass() && known.contains_key(&k)
+            })
+            .count();
+        let _ = writeln!(
+            out,
+            "mode {:<5}: direct pass {d_pass}, fail {}, skipped {}, not run {} | \
+             through proxy: {both} of the {d_pass} direct passes pass, {known_n} known differences, \
+             {} unexplained failures",
+            mode.name(),
+            count(direct, |s| matches!(s, Status::Fail(_))),
+            count(direct, |s| matches!(s, Status::Skipped(_))),
+            count(direct, |s| *s == Status::NotRun),
+            d_pass - both - known_n,
+        );
+        if d_pass < MIN_DIRECT_CASES {
+            problems.push(format!(
+                "only {d_pass} cases pass directly in {} mode (need {MIN_DIRECT_CASES}): harness or environment broken",
+                mode.name()
+            ));
+        }
+    }
+    let _ = writeln!(out, "\n{:<36} {:<5} {:<8} {:<8} note", "case", "mode", "direct", "proxy");
+    for case in cases {
+        for mode in [Mode::Plain, Mode::Ps] {
+            let k = (case.clone(), mode);
+            let (d, p) = (&direct[&k], &proxied[&k]);
+            let note = if !d.is_pass() {
+                format!("direct: {}", cause(d).unwrap_or("not run"))
+            } else if p.is_pass() {
+                match known.get(&k) {
+                    Some(_) => "known difference, but passes".to_string(),
+                    None => String::new(),
+                }
+            } else if let Some(reason) = known.get(&k) {
+                format!("known: {reason}")
+            } else {
+                let c = cause(p).unwrap_or("not run (lane budget)");
+                problems.push(format!("{case} {}: passes direct, through proxy {}: {c}", mode.name(), p.word()));
+                format!("proxy: {c}")
+            };
+            let _ = writeln!(out, "{:<36} {:<5} {:<8} {:<8} {note}", case, mode.name(), cell(d), cell(p));
+        }
+    }
+}
+
+fn report_client(
+    out: &mut String,
+    problems: &mut Vec<String>,
+    tests: &[String],
+    direct: &BTreeMap<String, Status>,
+    proxied: &BTreeMap<String, Status>,
+    known: &BTreeMap<String, String>,
+) {
+    for t in known.keys() {
+        if !tests.contains(t) {
+            problems.push(format!("client_known_differences.txt names {t}, which is not in client_tests.txt"));
+        }
+    }
+    let d_pass = tests.iter().filter(|t| direct[*t].is_pass()).count();
+    let both = tests
+        .iter()
+        .filter(|t| direct[*t].is_pass() && proxied[*t].is_pass())
+        .count();
+    let known_n = tests
+        .iter()
+        .filter(|t| direct[*t].is_pass() && !proxied[*t].is_pass() && known.contains_key(*t))
+        .count();
+    let _ = writeln!(
+        out,
+        "\n## mariadb-client-test ({} listed)\n\ndirect pass {d_pass}, not passing {} | through proxy: \
+         {both} of the {d_pass} direct passes pass, {known_n} known differences, {} unexplained failures\n",
+        tests.len(),
+        tests.len() - d_pass,
+        d_pass - both - known_n
+    );
+    if d_pass < MIN_DIRECT_CLIENT_TESTS {
+        problems.push(format!(
+            "only {d_pass} client tests pass directly (need {MIN_DIRECT_CLIENT_TESTS}): harness or environment broken"
+        ));
+    }
+    let _ = writeln!(out, "{:<36} {:<8} {:<8} note", "client test", "direct", "proxy");
+    for t in tests {
+        let (d, p) = (&direct[t], &proxied[t]);
+        let note = if !d.is_pass() {
+            format!("direct: {}", cause(d).unwrap_or("not run"))
+        } else if p.is_pass() {
+            if known.contains_key(t) { "known difference, but passes".into() } else { String::new() }
+        } else if let Some(reason) = known.get(t) {
+            format!("known: {reason}")
+        } else {
+            let c = cause(p).unwrap_or("not run (lane budget)");
+            problems.push(format!("client test {t}: passes direct, through proxy {}: {c}", p.word()));
+            format!("proxy: {c}")
+        };
+        let _ = writeln!(out, "{:<36} {:<8} {:<8} {note}", t, cell(d), cell(p));
+    }
+}
