@@ -444,21 +444,16 @@ fn skip_reason(log: &Path) -> String {
         .to_string()
 }
 
-/// mysqltest's own message ("At line N: query '…' failed: …"), shortened.
+/// mysqltest's own message ("At line N: query '…' failed: …", which may
+/// span lines when the query does), on one line, shortened.
 fn mysqltest_error(log: &Path, code: i32) -> String {
     let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).into_owned();
-    let line = text
-        .lines()
-        .filter(|l| l.contains("mysqltest:") || l.starts_with("At line"))
-        .map(|l| l.trim_start_matches("mysqltest: ").to_string())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let line = if line.is_empty() {
-        text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_string()
-    } else {
-        line
-    };
-    format!("exit {code}: {}", shorten(&line, 240))
+    let from = text
+        .find("At line")
+        .or_else(|| text.find("mysqltest:"))
+        .unwrap_or(0);
+    let msg = text[from..].split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("exit {code}: {}", shorten(&msg, 240))
 }
 
 /// The client test's last messages (its banner lines start with `#`).
