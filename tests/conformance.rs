@@ -181,8 +181,22 @@ fn mariadb_test_suite_direct_and_through_proxy() {
             side.cases_time, side.client_time
         );
     }
-    report_cases(&mut summary, &mut problems, &cases, &d.cases, &p.cases, &known);
-    report_client(&mut summary, &mut problems, &client_tests, &d.client, &p.client, &known_client);
+    report_cases(
+        &mut summary,
+        &mut problems,
+        &cases,
+        &d.cases,
+        &p.cases,
+        &known,
+    );
+    report_client(
+        &mut summary,
+        &mut problems,
+        &client_tests,
+        &d.client,
+        &p.client,
+        &known_client,
+    );
 
     std::fs::write(root.join("summary.txt"), &summary).expect("write summary.txt");
     println!("{summary}");
@@ -216,7 +230,13 @@ impl Jobs<'_> {
             .flat_map(|c| [(c.clone(), Mode::Plain), (c.clone(), Mode::Ps)])
             .collect();
         let cases = self.spread(lanes, &case_jobs, |lane, (case, mode)| {
-            lane.run_case(self.suite, self.overlay, case, *mode, &self.inversions[case])
+            lane.run_case(
+                self.suite,
+                self.overlay,
+                case,
+                *mode,
+                &self.inversions[case],
+            )
         });
         let cases_time = t0.elapsed();
         let t1 = Instant::now();
@@ -272,9 +292,72 @@ struct SideRun {
     client_time: Duration,
 }
 
-/// Status column text: the word, plus the cause for failures and skips.
+/// Status column text.
 fn cell(s: &Status) -> String {
     s.word().to_string()
+}
+
+/// A short signature of a failure cause, to group failures in the
+/// summary: the server error (name and code) if there is one, else the
+/// kind of mismatch.
+fn signature(cause: &str) -> String {
+    if let Some(i) = cause.find("ER_") {
+        let name: String = cause[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        // "…: 'message'" or "…): message" follows the name.
+        let msg = cause[i + name.len()..]
+            .trim_start_matches(|c: char| {
+                c == ' ' || c == '(' || c.is_ascii_digit() || c == ')' || c == ':'
+            })
+            .trim_start_matches('\'');
+        let msg: String = msg.chars().take(60).collect();
+        return format!("{name}: {msg}");
+    }
+    for needle in [
+        "Timeout in ",
+        "timed out",
+        "Could not open connection",
+        "connection failed",
+        "Lost connection",
+        "Access denied",
+    ] {
+        if let Some(i) = cause.find(needle) {
+            return cause[i..].chars().take(70).collect();
+        }
+    }
+    if cause.starts_with("line ") {
+        return "result differs from .result".into();
+    }
+    cause.chars().take(70).collect()
+}
+
+/// Failures through the proxy (of direct passes, not known), grouped by
+/// signature, largest group first.
+fn grouped_failures(items: &[(String, String)]) -> String {
+    let mut groups: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for (what, cause) in items {
+        groups.entry(signature(cause)).or_default().push(what);
+    }
+    let mut groups: Vec<_> = groups.into_iter().collect();
+    groups.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    let mut out = String::new();
+    for (sig, whats) in groups {
+        let shown: Vec<&str> = whats.iter().take(12).copied().collect();
+        let more = if whats.len() > shown.len() {
+            format!(" … +{}", whats.len() - shown.len())
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{:>4}  {sig}\n      {}{more}",
+            whats.len(),
+            shown.join(", ")
+        );
+    }
+    out
 }
 
 fn cause(s: &Status) -> Option<&str> {
@@ -300,10 +383,17 @@ fn report_cases(
             ));
         }
     }
-    let _ = writeln!(out, "\n## mysqltest cases ({} listed, each plain and --ps-protocol)\n", cases.len());
+    let _ = writeln!(
+        out,
+        "\n## mysqltest cases ({} listed, each plain and --ps-protocol)\n",
+        cases.len()
+    );
     for mode in [Mode::Plain, Mode::Ps] {
         let count = |r: &Results, f: fn(&Status) -> bool| {
-            cases.iter().filter(|c| f(&r[&((*c).clone(), mode)])).count()
+            cases
+                .iter()
+                .filter(|c| f(&r[&((*c).clone(), mode)]))
+                .count()
         };
         let d_pass = count(direct, Status::is_pass);
         let both = cases
@@ -338,7 +428,13 @@ fn report_cases(
             ));
         }
     }
-    let _ = writeln!(out, "\n{:<36} {:<5} {:<8} {:<8} note", "case", "mode", "direct", "proxy");
+    let mut table = String::new();
+    let mut failures = Vec::new();
+    let _ = writeln!(
+        table,
+        "\n{:<36} {:<5} {:<8} {:<8} note",
+        "case", "mode", "direct", "proxy"
+    );
     for case in cases {
         for mode in [Mode::Plain, Mode::Ps] {
             let k = (case.clone(), mode);
@@ -353,13 +449,31 @@ fn report_cases(
             } else if let Some(reason) = known.get(&k) {
                 format!("known: {reason}")
             } else {
-                let c = cause(p).unwrap_or("not run (lane budget)");
-                problems.push(format!("{case} {}: passes direct, through proxy {}: {c}", mode.name(), p.word()));
+                let c = cause(p).unwrap_or("not run (budget)");
+                problems.push(format!(
+                    "{case} {}: passes direct, through proxy {}: {c}",
+                    mode.name(),
+                    p.word()
+                ));
+                failures.push((format!("{case}/{}", mode.name()), c.to_string()));
                 format!("proxy: {c}")
             };
-            let _ = writeln!(out, "{:<36} {:<5} {:<8} {:<8} {note}", case, mode.name(), cell(d), cell(p));
+            let _ = writeln!(
+                table,
+                "{:<36} {:<5} {:<8} {:<8} {note}",
+                case,
+                mode.name(),
+                cell(d),
+                cell(p)
+            );
         }
     }
+    let _ = writeln!(
+        out,
+        "\nfailures through the proxy, grouped by cause:\n{}",
+        grouped_failures(&failures)
+    );
+    out.push_str(&table);
 }
 
 fn report_client(
@@ -372,7 +486,9 @@ fn report_client(
 ) {
     for t in known.keys() {
         if !tests.contains(t) {
-            problems.push(format!("client_known_differences.txt names {t}, which is not in client_tests.txt"));
+            problems.push(format!(
+                "client_known_differences.txt names {t}, which is not in client_tests.txt"
+            ));
         }
     }
     let d_pass = tests.iter().filter(|t| direct[*t].is_pass()).count();
@@ -397,20 +513,40 @@ fn report_client(
             "only {d_pass} client tests pass directly (need {MIN_DIRECT_CLIENT_TESTS}): harness or environment broken"
         ));
     }
-    let _ = writeln!(out, "{:<36} {:<8} {:<8} note", "client test", "direct", "proxy");
+    let mut table = String::new();
+    let mut failures = Vec::new();
+    let _ = writeln!(
+        table,
+        "{:<36} {:<8} {:<8} note",
+        "client test", "direct", "proxy"
+    );
     for t in tests {
         let (d, p) = (&direct[t], &proxied[t]);
         let note = if !d.is_pass() {
             format!("direct: {}", cause(d).unwrap_or("not run"))
         } else if p.is_pass() {
-            if known.contains_key(t) { "known difference, but passes".into() } else { String::new() }
+            if known.contains_key(t) {
+                "known difference, but passes".into()
+            } else {
+                String::new()
+            }
         } else if let Some(reason) = known.get(t) {
             format!("known: {reason}")
         } else {
-            let c = cause(p).unwrap_or("not run (lane budget)");
-            problems.push(format!("client test {t}: passes direct, through proxy {}: {c}", p.word()));
+            let c = cause(p).unwrap_or("not run (budget)");
+            problems.push(format!(
+                "client test {t}: passes direct, through proxy {}: {c}",
+                p.word()
+            ));
+            failures.push((t.clone(), c.to_string()));
             format!("proxy: {c}")
         };
-        let _ = writeln!(out, "{:<36} {:<8} {:<8} {note}", t, cell(d), cell(p));
+        let _ = writeln!(table, "{:<36} {:<8} {:<8} {note}", t, cell(d), cell(p));
     }
+    let _ = writeln!(
+        out,
+        "failures through the proxy, grouped by cause:\n{}",
+        grouped_failures(&failures)
+    );
+    out.push_str(&table);
 }

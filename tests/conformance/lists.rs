@@ -41,7 +41,10 @@ pub fn names(name: &str) -> Vec<String> {
             !l.contains(char::is_whitespace),
             "tests/conformance/{name}:{no}: one name per line, got {l:?}"
         );
-        assert!(seen.insert(l.clone()), "tests/conformance/{name}:{no}: duplicate {l}");
+        assert!(
+            seen.insert(l.clone()),
+            "tests/conformance/{name}:{no}: duplicate {l}"
+        );
         out.push(l);
     }
     out
@@ -68,7 +71,9 @@ pub fn known_case_differences(name: &str) -> BTreeMap<(String, Mode), String> {
             "plain" => &[Mode::Plain],
             "ps" => &[Mode::Ps],
             "*" => &[Mode::Plain, Mode::Ps],
-            other => panic!("tests/conformance/{name}:{no}: mode must be plain, ps or *, got {other:?}"),
+            other => {
+                panic!("tests/conformance/{name}:{no}: mode must be plain, ps or *, got {other:?}")
+            }
         };
         for &m in modes {
             assert!(
@@ -88,7 +93,8 @@ pub fn known_client_differences(name: &str) -> BTreeMap<String, String> {
         let (test, reason) = l.split_once(char::is_whitespace).unwrap_or((&l, ""));
         check_reason(name, no, reason);
         assert!(
-            out.insert(test.to_string(), reason.trim().to_string()).is_none(),
+            out.insert(test.to_string(), reason.trim().to_string())
+                .is_none(),
             "tests/conformance/{name}:{no}: {test} listed twice"
         );
     }

@@ -93,12 +93,7 @@ impl<'a> Lane<'a> {
     /// schema with `mtr.add_suppression`, the test time zones, `test` in
     /// latin1, `std_data` and `tmp` next to the datadir) and records the
     /// baseline for `reset`.
-    pub fn new(
-        db: &'a MariaDb,
-        port: u16,
-        suite: &Suite,
-        out_dir: PathBuf,
-    ) -> Lane<'a> {
+    pub fn new(db: &'a MariaDb, port: u16, suite: &Suite, out_dir: PathBuf) -> Lane<'a> {
         std::fs::create_dir_all(&out_dir).expect("create lane output dir");
         std::fs::create_dir_all(db.base_dir.join("tmp")).expect("create MYSQL_TMP_DIR");
         std::fs::create_dir_all(db.base_dir.join("log")).expect("create log dir");
@@ -162,7 +157,10 @@ impl<'a> Lane<'a> {
         vec![
             ("MYSQL_TEST_DIR".into(), suite.root.display().to_string()),
             ("MYSQLTEST_VARDIR".into(), base.display().to_string()),
-            ("MYSQL_TMP_DIR".into(), base.join("tmp").display().to_string()),
+            (
+                "MYSQL_TMP_DIR".into(),
+                base.join("tmp").display().to_string(),
+            ),
             ("MASTER_MYPORT".into(), self.port.to_string()),
             ("MASTER_MYSOCK".into(), self.db.socket.display().to_string()),
             ("MYSQL_CHARSETSDIR".into(), charsets.into()),
@@ -201,10 +199,19 @@ impl<'a> Lane<'a> {
             .arg("--silent")
             .arg("--database=test")
             .arg(format!("--basedir={}/", suite.root.display()))
-            .arg(format!("--suite-dir={}/", suite.root.join("main").display()))
+            .arg(format!(
+                "--suite-dir={}/",
+                suite.root.join("main").display()
+            ))
             .arg(format!("--overlay-dir={}/", overlay.display()))
-            .arg(format!("--tmpdir={}", self.db.base_dir.join("tmp").display()))
-            .arg(format!("--logdir={}", self.db.base_dir.join("log").display()))
+            .arg(format!(
+                "--tmpdir={}",
+                self.db.base_dir.join("tmp").display()
+            ))
+            .arg(format!(
+                "--logdir={}",
+                self.db.base_dir.join("log").display()
+            ))
             .arg("--character-sets-dir=/usr/share/mysql/charsets")
             .arg("--max-connect-retries=2")
             .arg(format!(
@@ -235,7 +242,11 @@ impl<'a> Lane<'a> {
                 } else {
                     let reject = self.out_dir.join(format!("{tag}.reject"));
                     std::fs::write(&reject, &got).expect("write reject");
-                    write_diff(&suite.result_file(case), &reject, &self.out_dir.join(format!("{tag}.diff")));
+                    write_diff(
+                        &suite.result_file(case),
+                        &reject,
+                        &self.out_dir.join(format!("{tag}.diff")),
+                    );
                     Status::Fail(first_difference(&want, &got))
                 }
             }
@@ -383,7 +394,8 @@ fn sql_value(v: &str) -> String {
             .chars()
             .all(|c| c.is_ascii_digit() || c == '.')
         && v.chars().filter(|&c| c == '.').count() <= 1
-        && v.trim_start_matches('-').starts_with(|c: char| c.is_ascii_digit());
+        && v.trim_start_matches('-')
+            .starts_with(|c: char| c.is_ascii_digit());
     if numeric {
         v.to_string()
     } else if v == "NULL" {
@@ -452,7 +464,10 @@ fn mysqltest_error(log: &Path, code: i32) -> String {
         .find("At line")
         .or_else(|| text.find("mysqltest:"))
         .unwrap_or(0);
-    let msg = text[from..].split_whitespace().collect::<Vec<_>>().join(" ");
+    let msg = text[from..]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     format!("exit {code}: {}", shorten(&msg, 240))
 }
 

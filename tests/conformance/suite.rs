@@ -30,7 +30,10 @@ impl Suite {
     /// Finds the suite; panics with a hint when the package is missing (a
     /// missing suite is a broken environment, not a skipped test).
     pub fn locate() -> Suite {
-        let roots = ["/usr/share/mysql/mysql-test", "/usr/share/mariadb/mysql-test"];
+        let roots = [
+            "/usr/share/mysql/mysql-test",
+            "/usr/share/mariadb/mysql-test",
+        ];
         let root = roots
             .iter()
             .map(PathBuf::from)
@@ -80,7 +83,10 @@ impl Suite {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir.join("include")).expect("create overlay dir");
         let mut includes = Inversions::default();
-        for (sub, target) in [("include", dir.join("include")), ("main", dir.to_path_buf())] {
+        for (sub, target) in [
+            ("include", dir.join("include")),
+            ("main", dir.to_path_buf()),
+        ] {
             let entries = std::fs::read_dir(self.root.join(sub)).expect("read suite dir");
             for entry in entries.flatten() {
                 let path = entry.path();
@@ -204,8 +210,7 @@ fn rewrite_line(line: &str, password: &str) -> Option<(String, Option<String>, S
         && rest[7..].starts_with(|c: char| c == '(' || c.is_whitespace())
     {
         ("connect", 2)
-    } else if rest.starts_with("change_user")
-        && rest[11..].starts_with(|c: char| c.is_whitespace())
+    } else if rest.starts_with("change_user") && rest[11..].starts_with(|c: char| c.is_whitespace())
     {
         ("change_user", 0)
     } else {
@@ -220,9 +225,7 @@ fn rewrite_line(line: &str, password: &str) -> Option<(String, Option<String>, S
     // The argument list ends at `)` (parenthesised form), `;` or the end of
     // the line.
     let tail = &line[args_start..];
-    let args_len = tail
-        .find([')', ';', '\n', '\r'])
-        .unwrap_or(tail.len());
+    let args_len = tail.find([')', ';', '\n', '\r']).unwrap_or(tail.len());
     let args = &tail[..args_len];
     let mut fields: Vec<String> = args.split(',').map(str::to_string).collect();
     let pw_field = user_field + 1;
@@ -301,6 +304,9 @@ mod tests {
     fn non_utf8_lines_pass_through() {
         let src = b"select '\xe4';\nconnect (c,localhost,root,,);\n";
         let (out, _) = rewrite_root_logins(src, "pw");
-        assert_eq!(out, b"select '\xe4';\nconnect (c,localhost,root,pw,);\n".to_vec());
+        assert_eq!(
+            out,
+            b"select '\xe4';\nconnect (c,localhost,root,pw,);\n".to_vec()
+        );
     }
 }
