@@ -87,6 +87,9 @@ pub struct BackendConn {
     pub stmts: crate::prepared::BackendStmts,
     /// Auth plugin and scramble of the login (COM_CHANGE_USER answers them).
     pub auth: (Vec<u8>, Vec<u8>),
+    /// What the session-state authority noted about this connection
+    /// (reset needed, diagnostics to clear, LAST_INSERT_ID unknown).
+    pub marks: crate::session_state::BackendMarks,
 }
 
 /// A successful COM_STMT_PREPARE reply.
@@ -330,10 +333,15 @@ impl BackendConn {
         req.push(0);
         self.io.send_packet(0, &req).await?;
         self.auth = crate::backend::connect::authenticate(&mut self.io, p, plugin, nonce).await?;
+        // The server keeps the multi-statements option across a change of
+        // user; everything else is a fresh session's.
+        let multi = self.state.multi_statements;
         self.stmts.clear();
         self.state = baseline.clone();
         self.exec(crate::backend::connect::TRACKERS_SQL).await?;
         self.state = baseline.clone();
+        self.state.multi_statements = multi;
+        self.marks = Default::default();
         Ok(())
     }
 
@@ -347,14 +355,17 @@ impl BackendConn {
             InternalReply::Ok { .. } => {}
             InternalReply::Err(e) => return Err(BackendError::Server(e)),
         }
-        // The reset keeps the current schema; everything else is back to a
-        // fresh connection's.
+        // The reset keeps the current schema and the multi-statements
+        // option; everything else is back to a fresh connection's.
         let schema = self.state.schema.take();
+        let multi = self.state.multi_statements;
         self.state = baseline.clone();
         self.stmts.clear();
         self.exec(crate::backend::connect::TRACKERS_SQL).await?;
         self.state = baseline.clone();
         self.state.schema = schema;
+        self.state.multi_statements = multi;
+        self.marks = Default::default();
         Ok(())
     }
 }

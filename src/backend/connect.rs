@@ -166,6 +166,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         opened: now,
         stmts: Default::default(),
         auth: (plugin, nonce),
+        marks: Default::default(),
     };
     conn.exec(TRACKERS_SQL).await?;
     conn.state = TrackedState::for_collation(u16::from(BACKEND_COLLATION));

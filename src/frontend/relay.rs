@@ -41,6 +41,9 @@ pub struct Outcome {
     pub rows: Option<u64>,
     /// Column count of the first result set.
     pub columns: Option<u64>,
+    /// Results completed (OK packets and result-set terminators): with
+    /// an error, the number of statements of a multi-statement that ran.
+    pub results: u32,
 }
 
 /// How relaying failed.
@@ -209,6 +212,7 @@ pub async fn relay(
                 out.status = Some(ok.status);
                 status_now = ok.status;
                 out.warnings = ok.warnings;
+                out.results += 1;
                 if ok.header == 0 && ok.last_insert_id != 0 {
                     out.last_insert_id = Some(ok.last_insert_id);
                 }

@@ -107,6 +107,7 @@ impl Session {
         self.backend = None;
         self.drop_statements();
         self.pins.clear_state();
+        self.inv.clear();
         self.user = idx;
         self.pool = user.pool;
         self.handle
@@ -120,7 +121,11 @@ impl Session {
             _ => self.initial.0,
         };
         self.initial = (collation, self.initial.1);
+        // The server keeps the multi-statements option across a change of
+        // user.
+        let multi = self.state.multi_statements;
         self.state = super::initial_state(self.initial);
+        self.state.multi_statements = multi;
         self.status = status::AUTOCOMMIT;
         self.found_rows = 0;
         self.tickets = shared.config.pool.high_prio_tickets;

@@ -28,7 +28,7 @@ use crate::protocol::command::*;
 use crate::protocol::errors;
 use crate::protocol::packets::{ErrPacket, OkPacket, eof_payload, ok_payload, status};
 use crate::protocol::response::Shape;
-use crate::session_state::{PinReason, Pins, TrackedState};
+use crate::session_state::{Inventory, PinReason, Pins, TrackedState};
 use crate::wire::packet_io::Packet;
 use crate::wire::{PacketIo, WireError};
 
@@ -69,6 +69,11 @@ pub struct Session {
     /// returns the state to (kept small; rebuilt on demand).
     initial: (u16, bool),
     pins: Pins,
+    /// Unshareable state held on the backend (decides the inventory pins).
+    inv: Inventory,
+    /// The session's schema was dropped by someone else: backends serve it
+    /// without a schema until it selects another.
+    schema_gone: bool,
     backend: Option<Leased>,
     status: u16,
     tickets: u32,
@@ -106,15 +111,16 @@ impl Drop for Session {
             m.remove(&self.id);
         }
         // A backend held only by session mode or for diagnostics is in a
-        // known, replayable state: it goes back to the pool. Anything else
-        // (a transaction, user variables, temporary tables, locks) is closed
-        // so no other client inherits it.
+        // known, replayable state: it goes back to the pool (through the
+        // authority's release gate). Anything else (a transaction, user
+        // variables, temporary tables, locks) is closed so no other client
+        // inherits it.
         if let Some(b) = self.backend.take()
             && self.only_session_mode()
             && self.status & status::IN_TRANS == 0
             && b.io.idle_is_healthy()
         {
-            b.return_idle();
+            execute::release_backend(&self.shared, b);
         }
     }
 }
@@ -133,8 +139,11 @@ pub struct SessionHandle {
     pub killed: Arc<std::sync::atomic::AtomicBool>,
     /// Wakes the session when killed.
     pub wake: Arc<tokio::sync::Notify>,
+    /// Statements started (with `backend_thread`, identifies the statement
+    /// a KILL QUERY may interrupt).
+    pub statement: Arc<std::sync::atomic::AtomicU64>,
     /// Current pin reasons ([`Pins::bits`]).
-    pub pins: Arc<std::sync::atomic::AtomicU16>,
+    pub pins: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Session {
@@ -159,6 +168,8 @@ impl Session {
             state,
             initial,
             pins,
+            inv: Inventory::default(),
+            schema_gone: false,
             backend: None,
             status: status::AUTOCOMMIT,
             tickets,
@@ -383,8 +394,14 @@ impl Session {
                     self.client.flush().await?;
                     return Ok(false);
                 }
-                if let Some(k) = kill::parse(sql) {
-                    return self.kill(seq, k).await;
+                if let Some(plan) = kill::plan_for(sql, &self.state) {
+                    return match plan {
+                        kill::KillPlan::Run(k) => self.kill(seq, k).await,
+                        kill::KillPlan::Refuse(what) => {
+                            self.send_err(seq, &kill::refused(what)).await?;
+                            Ok(false)
+                        }
+                    };
                 } else if let Some(what) = local::classify(sql)
                     .filter(|w| *w == local::Local::ConnectionId || !self.pins.any())
                     && self.answer_local(seq, what).await?
@@ -434,7 +451,15 @@ impl Session {
                 self.client.send_packet(seq, &b).await?;
             }
             COM_RESET_CONNECTION => self.reset_connection(seq).await?,
-            COM_STMT_PREPARE => self.stmt_prepare(&pkt).await?,
+            COM_STMT_PREPARE => {
+                // A prepared KILL would run with a server thread id.
+                if kill::plan_for(&pkt.payload[1..], &self.state).is_some() {
+                    let e = kill::refused("KILL as a prepared statement through myplex");
+                    self.send_err(seq, &e).await?;
+                } else {
+                    self.stmt_prepare(&pkt).await?
+                }
+            }
             COM_STMT_EXECUTE => self.stmt_execute(&pkt).await?,
             COM_STMT_FETCH => self.stmt_fetch(&pkt).await?,
             COM_STMT_RESET => self.stmt_reset(&pkt).await?,
@@ -447,7 +472,7 @@ impl Session {
                         seq,
                         kill::Kill {
                             query: false,
-                            id: u64::from(id),
+                            target: kill::Target::Id(u64::from(id)),
                         },
                     )
                     .await;
@@ -466,9 +491,13 @@ impl Session {
                 b.return_idle();
             }
         }
+        // The server keeps the schema and the multi-statements option.
         let schema = self.state.schema.take();
+        let multi = self.state.multi_statements;
         self.state = initial_state(self.initial);
         self.state.schema = schema;
+        self.state.multi_statements = multi;
+        self.inv.clear();
         self.pins.clear_state();
         self.drop_statements();
         self.status = status::AUTOCOMMIT;
@@ -512,7 +541,7 @@ impl Session {
         if !self.pins.any()
             && let Some(b) = self.backend.take()
         {
-            b.return_idle();
+            execute::release_backend(&self.shared, b);
         }
     }
 
