@@ -9,7 +9,7 @@
 //! check-testcase would flag), always over a direct connection to the
 //! server, never through the proxy.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -22,7 +22,7 @@ use crate::suite::{Inversions, Suite};
 /// Per-case wall-clock limit (the slowest listed case takes a few seconds
 /// direct); a case that hangs through the proxy fails instead of stalling
 /// the run.
-pub const CASE_TIMEOUT: Duration = Duration::from_secs(60);
+pub const CASE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How a case (or client test) ended on one lane.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,7 +80,8 @@ pub struct Lane<'a> {
 /// What `reset` restores.
 struct Baseline {
     globals: BTreeMap<String, String>,
-    users: BTreeSet<String>,
+    /// `'user'@'host'` → (quoted user, quoted host, quoted `Priv` JSON).
+    users: BTreeMap<String, (String, String, String)>,
 }
 
 /// Global variables the server changes by itself.
@@ -97,10 +98,20 @@ impl<'a> Lane<'a> {
         std::fs::create_dir_all(&out_dir).expect("create lane output dir");
         std::fs::create_dir_all(db.base_dir.join("tmp")).expect("create MYSQL_TMP_DIR");
         std::fs::create_dir_all(db.base_dir.join("log")).expect("create log dir");
-        let link = db.base_dir.join("std_data");
-        if !link.exists() {
-            std::os::unix::fs::symlink(suite.root.join("std_data"), &link)
-                .expect("symlink std_data");
+        // Cases name the suite's data files as `$MYSQLTEST_VARDIR/std_data`
+        // and, relative to the datadir (two levels below the vardir under
+        // mysql-test-run), as `../../std_data`: both resolve to the
+        // read-only suite directory.
+        let std_data = suite.root.join("std_data");
+        let mut links = vec![db.base_dir.join("std_data")];
+        if let Some(grandparent) = db.datadir.parent().and_then(Path::parent) {
+            links.push(grandparent.join("std_data"));
+        }
+        for link in links {
+            if std::fs::symlink_metadata(&link).is_err() {
+                // Another lane may win the race for the shared one.
+                let _ = std::os::unix::fs::symlink(&std_data, &link);
+            }
         }
         db.sql(
             "DROP DATABASE IF EXISTS test;\n\
@@ -208,10 +219,9 @@ impl<'a> Lane<'a> {
                 "--tmpdir={}",
                 self.db.base_dir.join("tmp").display()
             ))
-            .arg(format!(
-                "--logdir={}",
-                self.db.base_dir.join("log").display()
-            ))
+            .arg(format!("--logdir={}", self.out_dir.display()))
+            // <case>.progress: the line reached, for cases that time out.
+            .arg("--mark-progress")
             .arg("--character-sets-dir=/usr/share/mysql/charsets")
             .arg("--max-connect-retries=2")
             .arg(format!(
@@ -230,8 +240,10 @@ impl<'a> Lane<'a> {
         if mode == Mode::Ps {
             cmd.arg("--ps-protocol");
         }
+        let progress = self.out_dir.join(format!("{case}.progress"));
+        let _ = std::fs::remove_file(&progress);
         let status = match run_with_timeout(cmd, CASE_TIMEOUT) {
-            Err(e) => Status::Fail(e),
+            Err(e) => Status::Fail(format!("{e}{}", last_line(&progress))),
             Ok(62) => Status::Skipped(skip_reason(&log_path)),
             Ok(0) => {
                 let got = std::fs::read(&recorded).unwrap_or_default();
@@ -256,6 +268,9 @@ impl<'a> Lane<'a> {
             let _ = std::fs::remove_file(&recorded);
             let _ = std::fs::remove_file(&log_path);
         }
+        let _ = std::fs::remove_file(&progress);
+        // mysqltest's own log in --logdir.
+        let _ = std::fs::remove_file(self.out_dir.join(format!("{case}.log")));
         self.reset();
         status
     }
@@ -293,18 +308,19 @@ impl<'a> Lane<'a> {
     /// Puts the server back into its baseline state (direct connection):
     /// one query to see what changed, one batch to undo it if anything did.
     pub fn reset(&self) {
-        let state = self.db.sql(
+        let state = sql_retry(
+            self.db,
             "SELECT 's', s.schema_name, CONCAT(s.default_collation_name, ':', \
                (SELECT COUNT(*) FROM information_schema.tables t WHERE t.table_schema = s.schema_name) \
              + (SELECT COUNT(*) FROM information_schema.routines r WHERE r.routine_schema = s.schema_name) \
              + (SELECT COUNT(*) FROM information_schema.events e WHERE e.event_schema = s.schema_name)) \
              FROM information_schema.schemata s WHERE s.schema_name NOT IN \
              ('mysql','information_schema','performance_schema','sys','mtr') \
-             UNION ALL SELECT 'u', CONCAT(QUOTE(user), '@', QUOTE(host)), '' FROM mysql.global_priv \
+             UNION ALL SELECT 'u', CONCAT(QUOTE(user), '@', QUOTE(host)), Priv FROM mysql.global_priv \
              UNION ALL SELECT 'g', variable_name, variable_value FROM information_schema.global_variables",
         );
         let mut schemas = BTreeMap::new();
-        let mut users = BTreeSet::new();
+        let mut users = BTreeMap::new();
         let mut globals = BTreeMap::new();
         for line in state.lines() {
             let mut f = line.splitn(3, '\t');
@@ -314,7 +330,7 @@ impl<'a> Lane<'a> {
                     schemas.insert(name.to_string(), value.to_string());
                 }
                 Some("u") => {
-                    users.insert(name.to_string());
+                    users.insert(name.to_string(), value.to_string());
                 }
                 Some("g") => {
                     globals.insert(name.to_string(), value.to_string());
@@ -331,8 +347,25 @@ impl<'a> Lane<'a> {
             }
             sql.push_str("CREATE DATABASE test CHARACTER SET latin1 COLLATE latin1_swedish_ci;\n");
         }
-        for u in users.difference(&self.baseline.users) {
+        let mut flush = false;
+        for u in users
+            .keys()
+            .filter(|u| !self.baseline.users.contains_key(*u))
+        {
             sql.push_str(&format!("DROP USER {u};\n"));
+        }
+        // An account of the baseline changed (password, privileges) or
+        // dropped: put its row back.
+        for (u, (user, host, priv_json)) in &self.baseline.users {
+            if users.get(u).map(|p| sql_value_str(p)) != Some(priv_json.clone()) {
+                sql.push_str(&format!(
+                    "REPLACE INTO mysql.global_priv (Host, User, Priv) VALUES ({host}, {user}, {priv_json});\n"
+                ));
+                flush = true;
+            }
+        }
+        if flush {
+            sql.push_str("FLUSH PRIVILEGES;\n");
         }
         for (name, value) in &self.baseline.globals {
             if volatile(name) || globals.get(name) == Some(value) {
@@ -357,6 +390,20 @@ impl<'a> Lane<'a> {
     }
 }
 
+/// `db.sql(sql)`, retried twice: a transient server error (e.g. while
+/// information_schema opens a table a case just dropped) must not end the
+/// run; a dead server still panics, with its message.
+fn sql_retry(db: &MariaDb, sql: &str) -> String {
+    for _ in 0..2 {
+        let out = db.cli(&["-N", "-B"], sql);
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    db.sql(sql)
+}
+
 /// Connection options shared by every mysqltest invocation.
 fn client_args(port: u16) -> Vec<String> {
     vec![
@@ -378,12 +425,27 @@ fn globals(db: &MariaDb) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn users(db: &MariaDb) -> BTreeSet<String> {
-    db.sql("SELECT CONCAT(QUOTE(user), '@', QUOTE(host)) FROM mysql.global_priv")
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
+fn users(db: &MariaDb) -> BTreeMap<String, (String, String, String)> {
+    db.sql(
+        "SELECT CONCAT(QUOTE(user), '@', QUOTE(host)), QUOTE(user), QUOTE(host), Priv \
+         FROM mysql.global_priv",
+    )
+    .lines()
+    .filter_map(|l| {
+        let f: Vec<&str> = l.splitn(4, '\t').collect();
+        (f.len() == 4).then(|| {
+            (
+                f[0].to_string(),
+                (f[1].to_string(), f[2].to_string(), sql_value_str(f[3])),
+            )
+        })
+    })
+    .collect()
+}
+
+/// A string as a quoted SQL literal.
+fn sql_value_str(v: &str) -> String {
+    format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
 /// A global variable's value as SQL (`-N -B` output escapes `\`, tabs and
@@ -401,7 +463,7 @@ fn sql_value(v: &str) -> String {
     } else if v == "NULL" {
         "NULL".to_string()
     } else {
-        format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"))
+        sql_value_str(v)
     }
 }
 
@@ -444,6 +506,20 @@ fn run_with_input(mut cmd: Command, input: &[u8]) -> (bool, Vec<u8>) {
     let mut text = out.stdout;
     text.extend_from_slice(&out.stderr);
     (out.status.success(), text)
+}
+
+/// " (at line N)" from a `--mark-progress` file (lines "N elapsed").
+fn last_line(progress: &Path) -> String {
+    std::fs::read_to_string(progress)
+        .ok()
+        .and_then(|t| {
+            t.lines().last().and_then(|l| {
+                l.split_whitespace()
+                    .next()
+                    .map(|n| format!(" (at line {n})"))
+            })
+        })
+        .unwrap_or_default()
 }
 
 fn skip_reason(log: &Path) -> String {
