@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::common::MariaDb;
@@ -22,7 +23,7 @@ use crate::suite::{Inversions, Suite};
 /// Per-case wall-clock limit (the slowest listed case takes a few seconds
 /// direct); a case that hangs through the proxy fails instead of stalling
 /// the run.
-pub const CASE_TIMEOUT: Duration = Duration::from_secs(30);
+pub const CASE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How a case (or client test) ended on one lane.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,7 +71,11 @@ impl Mode {
 pub struct Lane<'a> {
     pub db: &'a MariaDb,
     /// The server's port (direct) or the proxy's.
-    pub port: u16,
+    port: AtomicU16,
+    /// Replaces whatever is in front of the server (the proxy) with a fresh
+    /// one and returns its port; used after a case hung, so that one wedged
+    /// pool does not fail every later case of the lane.
+    restart_front: Option<Box<dyn Fn() -> u16 + Send + Sync + 'a>>,
     /// Outputs, logs and diffs of this lane.
     pub out_dir: PathBuf,
     /// The server's state right after setup.
@@ -94,7 +99,13 @@ impl<'a> Lane<'a> {
     /// schema with `mtr.add_suppression`, the test time zones, `test` in
     /// latin1, `std_data` and `tmp` next to the datadir) and records the
     /// baseline for `reset`.
-    pub fn new(db: &'a MariaDb, port: u16, suite: &Suite, out_dir: PathBuf) -> Lane<'a> {
+    pub fn new(
+        db: &'a MariaDb,
+        port: u16,
+        restart_front: Option<Box<dyn Fn() -> u16 + Send + Sync + 'a>>,
+        suite: &Suite,
+        out_dir: PathBuf,
+    ) -> Lane<'a> {
         std::fs::create_dir_all(&out_dir).expect("create lane output dir");
         std::fs::create_dir_all(db.base_dir.join("tmp")).expect("create MYSQL_TMP_DIR");
         std::fs::create_dir_all(db.base_dir.join("log")).expect("create log dir");
@@ -154,7 +165,8 @@ impl<'a> Lane<'a> {
         };
         Lane {
             db,
-            port,
+            port: AtomicU16::new(port),
+            restart_front,
             out_dir,
             baseline,
         }
@@ -172,7 +184,7 @@ impl<'a> Lane<'a> {
                 "MYSQL_TMP_DIR".into(),
                 base.join("tmp").display().to_string(),
             ),
-            ("MASTER_MYPORT".into(), self.port.to_string()),
+            ("MASTER_MYPORT".into(), self.port().to_string()),
             ("MASTER_MYSOCK".into(), self.db.socket.display().to_string()),
             ("MYSQL_CHARSETSDIR".into(), charsets.into()),
             ("MYSQL_SHAREDIR".into(), "/usr/share/mysql/english".into()),
@@ -182,7 +194,7 @@ impl<'a> Lane<'a> {
                     "{} --no-defaults --protocol=tcp --host=127.0.0.1 --port={} --user=root \
                      --password={ROOT_PASSWORD} --skip-ssl --default-character-set=latin1",
                     mariadb_bin("mariadb").display(),
-                    self.port
+                    self.port()
                 ),
             ),
             ("LC_ALL".into(), "C".into()),
@@ -206,7 +218,7 @@ impl<'a> Lane<'a> {
         let log_path = self.out_dir.join(format!("{tag}.log"));
         let log = std::fs::File::create(&log_path).expect("create case log");
         let mut cmd = Command::new(&suite.mysqltest);
-        cmd.args(client_args(self.port))
+        cmd.args(client_args(self.port()))
             .arg("--silent")
             .arg("--database=test")
             .arg(format!("--basedir={}/", suite.root.display()))
@@ -243,7 +255,7 @@ impl<'a> Lane<'a> {
         let progress = self.out_dir.join(format!("{case}.progress"));
         let _ = std::fs::remove_file(&progress);
         let status = match run_with_timeout(cmd, CASE_TIMEOUT) {
-            Err(e) => Status::Fail(format!("{e}{}", last_line(&progress))),
+            Err(e) => Status::Fail(format!("{e}{}{}", last_line(&progress), self.after_hang())),
             Ok(62) => Status::Skipped(skip_reason(&log_path)),
             Ok(0) => {
                 let got = std::fs::read(&recorded).unwrap_or_default();
@@ -282,7 +294,7 @@ impl<'a> Lane<'a> {
         let mut cmd = Command::new(&suite.client_test);
         cmd.arg("--no-defaults")
             .arg("--host=127.0.0.1")
-            .arg(format!("--port={}", self.port))
+            .arg(format!("--port={}", self.port()))
             .arg("--user=root")
             .arg(format!("--password={ROOT_PASSWORD}"))
             .arg("--testcase")
@@ -294,7 +306,7 @@ impl<'a> Lane<'a> {
             .stdout(log.try_clone().expect("dup log"))
             .stderr(log);
         let status = match run_with_timeout(cmd, CASE_TIMEOUT) {
-            Err(e) => Status::Fail(e),
+            Err(e) => Status::Fail(format!("{e}{}", self.after_hang())),
             Ok(0) => Status::Pass,
             Ok(code) => Status::Fail(client_test_error(&log_path, code)),
         };
@@ -305,12 +317,33 @@ impl<'a> Lane<'a> {
         status
     }
 
+    /// The port clients of this lane connect to now.
+    pub fn port(&self) -> u16 {
+        self.port.load(Ordering::Relaxed)
+    }
+
+    /// After a case hung: a fresh proxy for the next case (noted in the
+    /// failure), nothing for a direct lane.
+    fn after_hang(&self) -> &'static str {
+        match &self.restart_front {
+            Some(restart) => {
+                self.port.store(restart(), Ordering::Relaxed);
+                "; proxy restarted for the next case"
+            }
+            None => "",
+        }
+    }
+
     /// Puts the server back into its baseline state (direct connection):
     /// one query to see what changed, one batch to undo it if anything did.
     pub fn reset(&self) {
+        // Connections a case left behind can hold locks (through the
+        // proxy: backends still working for a client that is gone); they
+        // must not stall the run. Ended here, and logged.
+        self.kill_leftovers();
         let state = sql_retry(
             self.db,
-            "SELECT 's', s.schema_name, CONCAT(s.default_collation_name, ':', \
+            "SET SESSION lock_wait_timeout = 10; SELECT 's', s.schema_name, CONCAT(s.default_collation_name, ':', \
                (SELECT COUNT(*) FROM information_schema.tables t WHERE t.table_schema = s.schema_name) \
              + (SELECT COUNT(*) FROM information_schema.routines r WHERE r.routine_schema = s.schema_name) \
              + (SELECT COUNT(*) FROM information_schema.events e WHERE e.event_schema = s.schema_name)) \
@@ -378,15 +411,43 @@ impl<'a> Lane<'a> {
         }
         // Best effort per statement (`--force`): a variable that cannot be
         // set back is logged, not fatal to the run.
+        let sql = format!("SET SESSION lock_wait_timeout = 10;\n{sql}");
         let out = self.db.cli(&["-N", "-B", "--force"], &sql);
         if !out.status.success() {
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(self.out_dir.join("reset-errors.log"))
-                .expect("open reset log");
-            let _ = writeln!(f, "{}", String::from_utf8_lossy(&out.stderr));
+            self.log_reset(&String::from_utf8_lossy(&out.stderr));
         }
+    }
+
+    /// Ends server sessions still running a statement after the case's
+    /// client is gone (not the proxy's idle pooled backends: those are
+    /// `Sleep`, and closing them would be the harness interfering).
+    fn kill_leftovers(&self) {
+        let ids = sql_retry(
+            self.db,
+            "SELECT id, command, state, LEFT(info, 80) FROM information_schema.processlist \
+             WHERE id <> CONNECTION_ID() AND command NOT IN ('Sleep', 'Daemon', 'Binlog Dump') \
+             AND user <> 'system user' AND user <> 'event_scheduler'",
+        );
+        let mut kills = String::new();
+        for line in ids.lines().filter(|l| !l.is_empty()) {
+            let id = line.split('\t').next().unwrap_or("");
+            if id.chars().all(|c| c.is_ascii_digit()) && !id.is_empty() {
+                kills.push_str(&format!("KILL {id};\n"));
+                self.log_reset(&format!("killed leftover server session: {line}"));
+            }
+        }
+        if !kills.is_empty() {
+            let _ = self.db.cli(&["-N", "-B", "--force"], &kills);
+        }
+    }
+
+    fn log_reset(&self, msg: &str) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.out_dir.join("reset-errors.log"))
+            .expect("open reset log");
+        let _ = writeln!(f, "{msg}");
     }
 }
 
