@@ -169,6 +169,7 @@ fn mariadb_test_suite_direct_and_through_proxy() {
             let restart = move || {
                 let mut slot = slot.lock().expect("proxy slot");
                 drop(slot.take());
+                runner::kill_all_sessions(db);
                 let px = start_proxy(db);
                 let port = px.addr.port();
                 *slot = Some(px);

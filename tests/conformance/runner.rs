@@ -569,18 +569,35 @@ fn run_with_input(mut cmd: Command, input: &[u8]) -> (bool, Vec<u8>) {
     (out.status.success(), text)
 }
 
-/// " (at line N)" from a `--mark-progress` file (lines "N elapsed").
+/// The last entry of a `--mark-progress` file, to see where a case hung.
 fn last_line(progress: &Path) -> String {
     std::fs::read_to_string(progress)
         .ok()
         .and_then(|t| {
-            t.lines().last().and_then(|l| {
-                l.split_whitespace()
-                    .next()
-                    .map(|n| format!(" (at line {n})"))
-            })
+            t.lines()
+                .last()
+                .map(|l| format!(" (last progress mark {:?})", l.trim()))
         })
         .unwrap_or_default()
+}
+
+/// Ends every session on `db` but the caller's: what a hung case left
+/// behind (the killed mysqltest's, or a replaced proxy's backends).
+pub fn kill_all_sessions(db: &MariaDb) {
+    let ids = sql_retry(
+        db,
+        "SELECT id FROM information_schema.processlist WHERE id <> CONNECTION_ID() \
+         AND command NOT IN ('Daemon', 'Binlog Dump') \
+         AND user NOT IN ('system user', 'event_scheduler')",
+    );
+    let kills: String = ids
+        .lines()
+        .filter(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_digit()))
+        .map(|id| format!("KILL {id};\n"))
+        .collect();
+    if !kills.is_empty() {
+        let _ = db.cli(&["-N", "-B", "--force"], &kills);
+    }
 }
 
 fn skip_reason(log: &Path) -> String {
