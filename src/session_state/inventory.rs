@@ -19,6 +19,9 @@ pub type TableName = (Option<Vec<u8>>, Vec<u8>);
 pub struct Inventory {
     /// User variables assigned a value other than a literal NULL.
     pub user_vars: BTreeSet<Vec<u8>>,
+    /// Stored code left user variables the text does not name (the server
+    /// counted more than `user_vars`): pinned until a count finds none.
+    pub user_vars_unverified: bool,
     /// Temporary tables, by (schema at creation, name).
     pub temp_tables: BTreeSet<(Vec<u8>, Vec<u8>)>,
     /// Named locks (GET_LOCK) by lowercase name.
@@ -62,7 +65,10 @@ impl Inventory {
                 p.add(r);
             }
         };
-        set(!self.user_vars.is_empty(), PinReason::UserVariable);
+        set(
+            !self.user_vars.is_empty() || self.user_vars_unverified,
+            PinReason::UserVariable,
+        );
         set(!self.temp_tables.is_empty(), PinReason::TemporaryTable);
         set(
             !self.locks.is_empty() || self.unnamed_lock,

@@ -91,6 +91,13 @@ impl TrackedState {
     /// variables become part of the state; the others are returned for the
     /// caller to decide (see [`super::authority`]).
     pub fn apply_block(&mut self, block: &[u8]) -> ApplyEffects {
+        self.apply_block_with(block, true)
+    }
+
+    /// [`Self::apply_block`]; with `keep_vars` false, replayable variable
+    /// values are not taken (the reply of `SET STATEMENT … FOR` reports
+    /// that statement's temporary values).
+    pub fn apply_block_with(&mut self, block: &[u8], keep_vars: bool) -> ApplyEffects {
         let mut fx = ApplyEffects::default();
         let (mut cs_conn, mut coll_conn) = (false, false);
         for e in entries(block) {
@@ -102,11 +109,12 @@ impl TrackedState {
                     let name = String::from_utf8_lossy(name).to_ascii_lowercase();
                     let value = String::from_utf8_lossy(value).into_owned();
                     match classify(&name) {
-                        VarClass::Replayable => {
+                        VarClass::Replayable if keep_vars => {
                             cs_conn |= name == "character_set_connection";
                             coll_conn |= name == "collation_connection";
                             self.vars.insert(name, value);
                         }
+                        VarClass::Replayable => {}
                         VarClass::ServerOwned => {}
                         VarClass::Trackers => fx.trackers_touched = true,
                         VarClass::Pinning => fx.pinning_vars.push((name, value)),
@@ -152,10 +160,32 @@ impl TrackedState {
             .iter()
             .any(|n| self.vars.get(*n) != backend.vars.get(*n));
         let mut assigns: Vec<String> = Vec::new();
+        let mut names = None;
         if charset_differs {
-            for n in CHARSET_VARS {
-                if let Some(v) = self.vars.get(n) {
-                    assigns.push(assign(n, v));
+            let get = |i: usize| self.vars.get(CHARSET_VARS[i]);
+            match (get(0), get(1), get(2), get(3)) {
+                // SET NAMES … COLLATE sets the client and result character
+                // sets to the collation itself: result columns then carry
+                // it, as after a handshake that named it.
+                (Some(cl), Some(co), rs, Some(coll))
+                    if cl == co
+                        && coll.len() > cl.len()
+                        && coll.starts_with(cl.as_str())
+                        && coll.as_bytes()[cl.len()] == b'_' =>
+                {
+                    names = Some(format!("NAMES {} COLLATE {}", quote(cl), quote(coll)));
+                    if rs != Some(cl) {
+                        if let Some(rs) = rs {
+                            assigns.push(assign(CHARSET_VARS[2], rs));
+                        }
+                    }
+                }
+                _ => {
+                    for n in CHARSET_VARS {
+                        if let Some(v) = self.vars.get(n) {
+                            assigns.push(assign(n, v));
+                        }
+                    }
                 }
             }
         }
@@ -175,9 +205,12 @@ impl TrackedState {
         if self.last_insert_id != backend.last_insert_id {
             assigns.push(format!("last_insert_id={}", self.last_insert_id));
         }
-        if !assigns.is_empty() {
-            plan.set_sql = Some(format!("SET SESSION {}", assigns.join(", ")));
-        }
+        plan.set_sql = match (names, assigns.is_empty()) {
+            (Some(n), true) => Some(format!("SET {n}")),
+            (Some(n), false) => Some(format!("SET {n}, SESSION {}", assigns.join(", "))),
+            (None, false) => Some(format!("SET SESSION {}", assigns.join(", "))),
+            (None, true) => None,
+        };
         plan
     }
 
@@ -205,6 +238,11 @@ fn assign(name: &str, value: &str) -> String {
     if name == "character_set_results" && (value.is_empty() || value == "NULL") {
         return format!("{name}=NULL");
     }
+    format!("{name}={}", quote(value))
+}
+
+/// `value` as a single-quoted SQL string.
+fn quote(value: &str) -> String {
     let mut q = String::with_capacity(value.len() + 2);
     q.push('\'');
     for c in value.chars() {
@@ -215,7 +253,7 @@ fn assign(name: &str, value: &str) -> String {
         }
     }
     q.push('\'');
-    format!("{name}={q}")
+    q
 }
 
 #[cfg(test)]
@@ -241,10 +279,7 @@ mod tests {
         let plan = l1.sync_plan(&s);
         assert_eq!(
             plan.set_sql.as_deref(),
-            Some(
-                "SET SESSION character_set_client='latin1', character_set_connection='latin1', \
-                 character_set_results='latin1', collation_connection='latin1_swedish_ci'"
-            )
+            Some("SET NAMES 'latin1' COLLATE 'latin1_swedish_ci'")
         );
     }
 
@@ -376,11 +411,20 @@ mod tests {
         assert!(s.apply_block(&b).charset_without_collation);
         s.set_collation("utf8mb4_unicode_ci");
         let plan = s.sync_plan(&base);
-        assert!(
-            plan.set_sql
-                .as_deref()
-                .is_some_and(|q| q.ends_with("collation_connection='utf8mb4_unicode_ci'")),
-            "{plan:?}"
+        assert_eq!(
+            plan.set_sql.as_deref(),
+            Some("SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci'")
+        );
+        // Other variables follow in the same statement.
+        s.vars.insert("sql_mode".into(), "ANSI".into());
+        s.vars
+            .insert("character_set_results".into(), "latin1".into());
+        assert_eq!(
+            s.sync_plan(&base).set_sql.as_deref(),
+            Some(
+                "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci', SESSION \
+                 character_set_results='latin1', sql_mode='ANSI'"
+            )
         );
     }
 

@@ -1,164 +1,35 @@
-//! TEMPORARY STUB (replaced by the lexer branch): types of the SQL analysis.
-#![allow(missing_docs, dead_code)]
+//! SQL text analysis for the session-state authority: a MariaDB 10.11 /
+//! MySQL 8 lexer and, for each statement of a COM_QUERY, its kind and its
+//! effects on the session (user variables, temporary tables, locks,
+//! prepared statements, system variables, …).
+//!
+//! Pure code, no I/O. Owns reading SQL text only; it must not decide what
+//! pins a session or what is replayed (that is `session_state`'s job).
+//!
+//! ```text
+//! lexer ─► reader ─────────────► statement (verbs; CALL, KILL, HANDLER, …)
+//!          │ statement ends,      ├─ set (SET lists, scopes, SET STATEMENT)
+//!          │ lookahead            └─ ddl (CREATE/ALTER/DROP/RENAME)
+//!          ├─ blocks (routine and compound bodies: BEGIN … END nesting)
+//!          └─ observe (anywhere in a statement: @x :=, INTO @x,
+//!                      GET_LOCK(…), CONNECTION_ID(), …)
+//! effects: the public result types and `analyze`
+//! ```
 
-#[derive(Clone, Copy, Default, Debug)]
-pub struct LexOptions {
-    pub ansi_quotes: bool,
-    pub no_backslash_escapes: bool,
-}
-#[derive(Debug, Clone, Default)]
-pub struct Analysis {
-    pub statements: Vec<Statement>,
-    pub incomplete: bool,
-}
-#[derive(Debug, Clone)]
-pub struct Statement {
-    pub span: std::ops::Range<usize>,
-    pub kind: Kind,
-    pub effects: Vec<Effect>,
-}
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Select,
-    Insert,
-    Update,
-    Delete,
-    Replace,
-    Set,
-    Call,
-    Do,
-    Begin,
-    Commit,
-    Rollback,
-    Savepoint,
-    ReleaseSavepoint,
-    Use,
-    Show,
-    Kill,
-    LockTables,
-    UnlockTables,
-    Flush,
-    Handler,
-    Prepare,
-    Execute,
-    ExecuteImmediate,
-    Deallocate,
-    Xa,
-    Create,
-    Drop,
-    Alter,
-    Rename,
-    Truncate,
-    LoadData,
-    Backup,
-    GetDiagnostics,
-    Compound,
-    RoutineDefinition,
-    With,
-    Values,
-    Table,
-    Other,
-    Empty,
-}
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    Session,
-    Global,
-    Default,
-}
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KillTarget {
-    Id(u64),
-    QueryId(u64),
-    User(Vec<u8>),
-    Expression,
-}
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Func {
-    LastInsertId { args: bool },
-    RowCount,
-    FoundRows,
-    ConnectionId,
-}
-pub type TableName = (Option<Vec<u8>>, Vec<u8>);
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Effect {
-    UserVarAssign {
-        name: Vec<u8>,
-        null: bool,
-    },
-    TempTableCreate {
-        schema: Option<Vec<u8>>,
-        name: Vec<u8>,
-    },
-    TableDrop {
-        temporary: bool,
-        tables: Vec<TableName>,
-    },
-    TableRename {
-        pairs: Vec<(TableName, TableName)>,
-    },
-    GetLock {
-        name: Option<Vec<u8>>,
-    },
-    ReleaseLock {
-        name: Option<Vec<u8>>,
-    },
-    ReleaseAllLocks,
-    LockTables,
-    UnlockTables,
-    FlushReadLock,
-    BackupStage {
-        end: bool,
-    },
-    BackupLock {
-        unlock: bool,
-    },
-    HandlerOpen {
-        alias: Vec<u8>,
-    },
-    HandlerClose {
-        alias: Vec<u8>,
-    },
-    TextPrepare {
-        name: Vec<u8>,
-    },
-    Deallocate {
-        name: Vec<u8>,
-    },
-    ExecutePrepared {
-        name: Vec<u8>,
-    },
-    ExecuteImmediate,
-    Xa,
-    SetVariable {
-        name: Vec<u8>,
-        scope: Scope,
-        to_default: bool,
-    },
-    SetNames {
-        collation: Option<Vec<u8>>,
-    },
-    SetOther,
-    SetTransaction {
-        scope: Scope,
-    },
-    SetStatement,
-    CalcFoundRows,
-    Call,
-    Function {
-        func: Func,
-        span: std::ops::Range<usize>,
-    },
-    Kill {
-        query: bool,
-        target: KillTarget,
-    },
-    DynamicKill,
-    Use {
-        schema: Vec<u8>,
-    },
-}
-pub fn analyze(_sql: &[u8], _opts: LexOptions) -> Analysis {
-    Analysis::default()
-}
+mod blocks;
+mod ddl;
+pub mod effects;
+pub mod lexer;
+mod observe;
+mod reader;
+mod set;
+mod statement;
+
+#[cfg(test)]
+mod tests;
+
+pub use effects::{
+    Analysis, Effect, Func, FuncKind, KillTarget, Kind, MAX_STATEMENTS, Scope, Statement,
+    TableName, analyze,
+};
+pub use lexer::LexOptions;

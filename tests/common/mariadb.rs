@@ -33,14 +33,15 @@
 
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub const ROOT_PASSWORD: &str = "rootpw";
@@ -177,6 +178,26 @@ impl MariaDb {
         SHARED_FAST.get_or_init(|| MariaDb::start_with(Profile::Fast, &[]))
     }
 
+    /// A server of `profile` with `extra_args`, shared by the tests of this
+    /// binary that ask for the same combination, started on first use. For
+    /// tests with a stated need beyond the defaults, e.g.
+    /// `MariaDb::shared_with(Profile::Production, &["--max-allowed-packet=64M"])`
+    /// for rows larger than the default 16 MiB packet limit.
+    pub fn shared_with(profile: Profile, extra_args: &[&str]) -> &'static MariaDb {
+        type Key = (Profile, Vec<String>);
+        static SERVERS: OnceLock<Mutex<HashMap<Key, &'static MariaDb>>> = OnceLock::new();
+        let key: Key = (profile, extra_args.iter().map(|s| s.to_string()).collect());
+        let mut servers = SERVERS
+            .get_or_init(|| Mutex::new(HashMap::new()))
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Like `shared()`, never dropped: the wrapper cleans up when the
+        // process exits.
+        servers
+            .entry(key)
+            .or_insert_with(|| Box::leak(Box::new(MariaDb::start_with(profile, extra_args))))
+    }
+
     /// Start a new private production-shaped server (stopped when the value
     /// is dropped).
     pub fn start() -> MariaDb {
@@ -223,6 +244,13 @@ impl MariaDb {
             .map_err(|e| StartError::Fatal(format!("cannot create {}: {e}", base_dir.display())))?;
         let datadir = base_dir.join("data");
         let socket = base_dir.join("sock");
+        // A private tmpdir: temporary-table files are named after the pid,
+        // and test processes in other PID namespaces may share /tmp (seen:
+        // mariadb-install-db failing on another bootstrap's
+        // `#sql-temptable-<pid>-1-3`).
+        let tmpdir = base_dir.join("tmp");
+        std::fs::create_dir_all(&tmpdir)
+            .map_err(|e| StartError::Fatal(format!("cannot create {}: {e}", tmpdir.display())))?;
         let as_root = running_as_root();
 
         // 1. Initialise the datadir.
@@ -230,6 +258,7 @@ impl MariaDb {
         install
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
+            .arg(format!("--tmpdir={}", tmpdir.display()))
             .arg("--auth-root-authentication-method=normal")
             .arg("--skip-test-db")
             .arg("--skip-name-resolve");
@@ -259,6 +288,7 @@ impl MariaDb {
             format!("--socket={}", socket.display()),
             format!("--pid-file={}", base_dir.join("mariadbd.pid").display()),
             format!("--log-error={}", base_dir.join("error.log").display()),
+            format!("--tmpdir={}", tmpdir.display()),
             format!("--port={port}"),
         ];
         args.extend(MACHINE_ARGS.iter().map(|s| s.to_string()));

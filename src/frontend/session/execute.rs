@@ -52,7 +52,11 @@ impl Session {
             ));
         };
         match self.shared.pool.dial(self.pool, deadline).await {
-            Ok(conn) => Ok(res.fulfil(conn)),
+            Ok(mut conn) => {
+                // A direct client gets the global limits of the moment.
+                let _ = conn.learn_limits(&self.shared.limits).await;
+                Ok(res.fulfil(conn))
+            }
             Err(e) if e.is_out_of_fds() => Err(errors::out_of_resources(
                 "no file descriptors for a backend connection",
             )),
@@ -212,6 +216,7 @@ impl Session {
             .store(co.backend.thread_id, std::sync::atomic::Ordering::Release);
         // Lexed with the session's sql_mode as it was before the statement.
         let lex = authority::lex_options(&self.state);
+        let lexable = authority::lexable_charset(&self.state);
         let sent = co.backend.io.send_packet(0, payload).await;
         if let Err(e) = sent {
             self.handle
@@ -264,16 +269,22 @@ impl Session {
                         self.pins.remove(PinReason::Transaction);
                     }
                 }
+                let mut analysis = command_analysis(payload, &lex);
+                analysis.incomplete |= !lexable;
+                let keep_vars = !analysis.statements.iter().any(|s| {
+                    s.effects
+                        .iter()
+                        .any(|e| matches!(e, crate::sql::Effect::SetStatement))
+                });
                 let schema_before = self.state.schema.clone().unwrap_or_default();
-                let fx = self.state.apply_block(&out.state);
+                let fx = self.state.apply_block_with(&out.state, keep_vars);
                 if self.state.schema.as_deref().unwrap_or_default() != &schema_before[..] {
                     self.schema_gone = false;
                 }
-                co.backend.state.apply_block(&out.state);
+                co.backend.state.apply_block_with(&out.state, keep_vars);
                 if let Some(rows) = out.rows {
                     self.found_rows = rows;
                 }
-                let analysis = command_analysis(payload, &lex);
                 let reply = Reply {
                     error: out.error.is_some(),
                     results: out.results,
@@ -296,6 +307,10 @@ impl Session {
                     &fx,
                     sql,
                 );
+                for n in &fu.defaulted {
+                    self.state.vars.remove(n);
+                    co.backend.state.vars.remove(n);
+                }
                 // The backend ran the same statements: same collation.
                 if let Some(c) = self.state.vars.get("collation_connection") {
                     co.backend.state.set_collation(&c.clone());
@@ -409,31 +424,33 @@ impl Session {
                 }
             }
         }
-        if fu.count_user_vars {
+        if fu.count_user_vars || self.inv.user_vars_unverified {
             // Stored code may set user variables the text does not show.
             // The count reads a table, which clears the diagnostics area:
-            // with warnings or an error to keep, assume the worst.
-            if out.warnings > 0 || out.error.is_some() {
-                self.inv.unknown = true;
+            // with warnings or an error to keep, count after a later
+            // statement and stay pinned meanwhile.
+            if out.warnings > 0 || out.error.is_some() || backend.marks.diagnostics {
+                self.inv.user_vars_unverified = true;
             } else {
-                match backend
+                let n = backend
                     .query_row(
                         "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
                          WHERE VARIABLE_VALUE IS NOT NULL",
                     )
                     .await
-                {
-                    Ok(Some(row)) => {
-                        let n: usize = row
-                            .first()
-                            .and_then(|c| c.as_deref())
-                            .and_then(|c| c.parse().ok())
-                            .unwrap_or(usize::MAX);
-                        if n > self.inv.user_vars.len() {
-                            self.inv.unknown = true;
-                        }
+                    .ok()
+                    .flatten()
+                    .and_then(|row| row.first().cloned().flatten())
+                    .and_then(|c| c.parse::<usize>().ok());
+                // Reading the table cleared the diagnostics area.
+                backend.marks.diagnostics = false;
+                match n {
+                    Some(0) => {
+                        self.inv.user_vars.clear();
+                        self.inv.user_vars_unverified = false;
                     }
-                    _ => self.inv.unknown = true,
+                    Some(n) => self.inv.user_vars_unverified = n > self.inv.user_vars.len(),
+                    None => self.inv.user_vars_unverified = true,
                 }
             }
         }
@@ -448,7 +465,12 @@ impl Session {
         // changed it (the OK's insert id is not the same thing: an explicit
         // id is reported there too), read it before the backend goes back.
         self.sync_inventory_pins();
-        if backend.marks.insert_id_unknown && !self.pins.any() {
+        // Outside a transaction the session may move after this statement
+        // (inside one, the read happens after the statement that ends it).
+        if backend.marks.insert_id_unknown
+            && self.status & status::IN_TRANS == 0
+            && !self.pins.has(PinReason::SessionMode)
+        {
             if let Ok(Some(row)) = backend.query_row("SELECT LAST_INSERT_ID()").await
                 && let Some(id) = row
                     .first()
@@ -561,6 +583,7 @@ fn command_analysis(payload: &[u8], opts: &crate::sql::LexOptions) -> Analysis {
                 effects: vec![Effect::Use {
                     schema: payload[1..].to_vec(),
                 }],
+                conditional: false,
             }],
             incomplete: false,
         },

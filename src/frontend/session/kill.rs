@@ -41,19 +41,25 @@ pub enum KillPlan {
 /// Decides what a query containing KILL statements means. `None` when the
 /// query contains no KILL. Every KILL is either mapped to proxy sessions or
 /// refused: a server thread id never reaches the server from a client.
-pub fn plan(analysis: &crate::sql::Analysis) -> Option<KillPlan> {
-    use crate::sql::{Effect, KillTarget};
+pub fn plan(sql: &[u8], analysis: &crate::sql::Analysis) -> Option<KillPlan> {
+    use crate::sql::{Effect, KillTarget, Kind};
     let kills: Vec<_> = analysis
         .statements
         .iter()
-        .filter(|s| s.kind == crate::sql::Kind::Kill)
+        .filter(|s| s.kind == Kind::Kill)
         .collect();
     if kills.is_empty() {
-        // KILL hidden in dynamic SQL is refused where it is visible.
-        let dynamic_kill = analysis
-            .statements
-            .iter()
-            .any(|s| s.effects.iter().any(|e| matches!(e, Effect::DynamicKill)));
+        // KILL hidden in dynamic SQL is refused where it is visible (the
+        // literal text of PREPARE … FROM '…' / EXECUTE IMMEDIATE '…').
+        let dynamic_kill = analysis.statements.iter().any(|s| {
+            s.effects.iter().any(|e| match e {
+                Effect::DynamicSql { text } => {
+                    let inner = crate::sql::analyze(text, crate::sql::LexOptions::default());
+                    inner.incomplete || inner.statements.iter().any(|s| s.kind == Kind::Kill)
+                }
+                _ => false,
+            })
+        });
         return dynamic_kill.then_some(KillPlan::Refuse(
             "KILL in dynamic SQL (PREPARE / EXECUTE IMMEDIATE) through myplex",
         ));
@@ -64,7 +70,7 @@ pub fn plan(analysis: &crate::sql::Analysis) -> Option<KillPlan> {
         ));
     }
     let effect = kills[0].effects.iter().find_map(|e| match e {
-        Effect::Kill { query, target } => Some((*query, target.clone())),
+        Effect::Kill { query, id_kind } => Some((*query, *id_kind)),
         _ => None,
     });
     Some(match effect {
@@ -72,10 +78,15 @@ pub fn plan(analysis: &crate::sql::Analysis) -> Option<KillPlan> {
             query,
             target: Target::Id(id),
         }),
-        Some((query, KillTarget::User(u))) => KillPlan::Run(Kill {
-            query,
-            target: Target::User(u),
-        }),
+        Some((query, KillTarget::User)) => {
+            match kill_user_name(sql.get(kills[0].span.clone()).unwrap_or(&[])) {
+                Some(u) => KillPlan::Run(Kill {
+                    query,
+                    target: Target::User(u),
+                }),
+                None => KillPlan::Refuse("KILL USER with this user name through myplex"),
+            }
+        }
         Some((_, KillTarget::QueryId(_))) => KillPlan::Refuse(
             "KILL QUERY ID through myplex (server query ids are not mapped; use KILL QUERY with the connection id)",
         ),
@@ -90,7 +101,32 @@ pub fn plan_for(sql: &[u8], state: &crate::session_state::TrackedState) -> Optio
         return None;
     }
     let opts = crate::session_state::authority::lex_options(state);
-    plan(&crate::sql::analyze(sql, opts))
+    plan(sql, &crate::sql::analyze(sql, opts))
+}
+
+/// The user name of `KILL … USER name` (quotes removed, host part
+/// ignored: proxy sessions are per user name).
+fn kill_user_name(stmt: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(stmt).ok()?;
+    let lower = text.to_ascii_lowercase();
+    let at = lower
+        .match_indices("user")
+        .map(|(i, _)| i)
+        .filter(|&i| {
+            let before = lower[..i].chars().last();
+            let after = lower[i + 4..].chars().next();
+            before.is_some_and(char::is_whitespace) && after.is_some_and(char::is_whitespace)
+        })
+        .last()?;
+    let rest = text[at + 4..].trim().trim_end_matches(';').trim();
+    let name = match rest.chars().next()? {
+        q @ ('\'' | '"' | '`') => {
+            let end = rest[1..].find(q)?;
+            &rest[1..1 + end]
+        }
+        _ => rest.split(['@', ' ']).next()?,
+    };
+    (!name.is_empty()).then(|| name.as_bytes().to_vec())
 }
 
 /// ER_NOT_SUPPORTED_YET with the server's wording.
@@ -211,7 +247,7 @@ mod tests {
     #[test]
     fn plans_every_kill_form() {
         let opts = crate::sql::LexOptions::default();
-        let plan_of = |q: &str| plan(&crate::sql::analyze(q.as_bytes(), opts));
+        let plan_of = |q: &str| plan(q.as_bytes(), &crate::sql::analyze(q.as_bytes(), opts));
         assert_eq!(
             plan_of("KILL 12"),
             Some(KillPlan::Run(Kill {

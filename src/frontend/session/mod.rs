@@ -81,8 +81,12 @@ pub struct Session {
     stmts: HashMap<u32, statements::ClientStmt>,
     /// Last client statement id issued.
     next_stmt: u32,
-    /// Client statement with an open cursor.
-    cursor_stmt: Option<u32>,
+    /// While `Some`, errors the proxy would send are kept here instead: the
+    /// command being served gets no reply (SEND_LONG_DATA; the server
+    /// reports such errors at EXECUTE).
+    swallowed: Option<Option<ErrPacket>>,
+    /// Failed COM_CHANGE_USER attempts (the server refuses a fourth).
+    failed_change_user: u8,
     /// Rows of the last result set (what FOUND_ROWS() returns).
     found_rows: u64,
     /// The greeting's scramble.
@@ -185,7 +189,8 @@ impl Session {
             diagnostic_stmt: false,
             expect_columns: None,
             cmd_started: Instant::now(),
-            cursor_stmt: None,
+            swallowed: None,
+            failed_change_user: 0,
             found_rows: 0,
         };
         if let Ok(mut u) = s.handle.user.lock() {
@@ -200,8 +205,12 @@ impl Session {
         (s, login.ok_seq, login.schema)
     }
 
+    /// The largest command a client may send: below the server's
+    /// `max_allowed_packet` and the configured limit, as the server counts.
     fn max_packet(&self) -> usize {
-        self.shared.config.frontend.max_allowed_packet
+        self.shared
+            .limits
+            .client_packet_max(self.shared.config.frontend.max_allowed_packet)
     }
 
     /// Adds a pin reason, counting it when it is new.
@@ -214,6 +223,10 @@ impl Session {
 
     /// Sends an error the proxy originates.
     async fn send_err(&mut self, seq: u8, e: &ErrPacket) -> Result<(), End> {
+        if let Some(kept) = self.swallowed.as_mut() {
+            kept.get_or_insert_with(|| e.clone());
+            return Ok(());
+        }
         self.shared.metrics.error(e.code, false);
         let mut b = BytesMut::new();
         e.write(&mut b);
@@ -313,7 +326,14 @@ impl Session {
             let pkt = match pkt {
                 Ok(p) => p,
                 Err(WireError::TooLarge) => {
-                    self.send_err(1, &errors::packet_too_large()).await?;
+                    // Answered right after the header of the chunk that
+                    // crossed the limit (which stays unread), as the server
+                    // does; the connection then closes.
+                    let seq = match self.client.next_header().await {
+                        Ok(h) => h.seq.wrapping_add(1),
+                        Err(_) => 1,
+                    };
+                    self.send_err(seq, &errors::packet_too_large()).await?;
                     return Err(End::Fatal("client packet too large".into()));
                 }
                 Err(WireError::OutOfOrder) => {
@@ -406,7 +426,11 @@ impl Session {
                     .filter(|w| *w == local::Local::ConnectionId || !self.pins.any())
                     && self.answer_local(seq, what).await?
                 {
-                } else if let Some(rewritten) = local::replace_connection_id(sql, self.id) {
+                } else if let Some(rewritten) = local::replace_connection_id(
+                    sql,
+                    self.id,
+                    crate::session_state::authority::lex_options(&self.state),
+                ) {
                     let mut p = Vec::with_capacity(rewritten.len() + 1);
                     p.push(COM_QUERY);
                     p.extend_from_slice(&rewritten);
@@ -423,6 +447,8 @@ impl Session {
             COM_INIT_DB => self.forward(&pkt, Shape::Query).await?,
             COM_FIELD_LIST => self.forward(&pkt, Shape::FieldList).await?,
             COM_STATISTICS => self.forward(&pkt, Shape::Single).await?,
+            // OK/EOF or the server's error (privileges), relayed as sent.
+            COM_REFRESH | COM_DEBUG => self.forward(&pkt, Shape::Query).await?,
             COM_SET_OPTION => {
                 match pkt
                     .payload
