@@ -62,10 +62,12 @@ fn check_reason(name: &str, no: usize, reason: &str) {
 pub fn known_case_differences(name: &str) -> BTreeMap<(String, Mode), String> {
     let mut out = BTreeMap::new();
     for (no, l) in lines(name) {
-        let mut parts = l.splitn(3, char::is_whitespace);
-        let case = parts.next().unwrap_or("").to_string();
-        let mode = parts.next().unwrap_or("");
-        let reason = parts.next().unwrap_or("").trim().to_string();
+        // Columns may be aligned with any amount of whitespace.
+        let (case, rest) = l.split_once(char::is_whitespace).unwrap_or((&l, ""));
+        let rest = rest.trim_start();
+        let (mode, reason) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let case = case.to_string();
+        let reason = reason.trim().to_string();
         check_reason(name, no, &reason);
         let modes: &[Mode] = match mode {
             "plain" => &[Mode::Plain],
