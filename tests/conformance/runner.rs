@@ -574,9 +574,14 @@ fn last_line(progress: &Path) -> String {
     std::fs::read_to_string(progress)
         .ok()
         .and_then(|t| {
-            t.lines()
-                .last()
-                .map(|l| format!(" (last progress mark {:?})", l.trim()))
+            // "elapsed-ms<TAB>line<TAB>file" (the last one may be cut
+            // short by the kill).
+            t.lines().rev().find_map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                let file = f.get(2)?.rsplit('/').next()?;
+                (file.ends_with(".test") || file.ends_with(".inc"))
+                    .then(|| format!(" (at line {} of {file})", f[1]))
+            })
         })
         .unwrap_or_default()
 }
