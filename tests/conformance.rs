@@ -408,7 +408,11 @@ fn cell(s: &Status) -> String {
 /// summary: the server error (name and code) if there is one, else the
 /// kind of mismatch.
 fn signature(cause: &str) -> String {
-    if let Some(i) = cause.find("ER_") {
+    // An error name, not "…_CHARACTER_SET_…" inside the query text.
+    let er = cause.match_indices("ER_").map(|(i, _)| i).find(|&i| {
+        i == 0 || !cause[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+    });
+    if let Some(i) = er {
         let name: String = cause[i..]
             .chars()
             .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
