@@ -109,3 +109,22 @@ python3 "$repo/tests/python/setup_venv.py" "$repo/target/pyenv" ||
 log "ok: $(mariadb --version | head -n1)"
 log "ok: $(sysbench --version | head -n1), $(cargo --version)"
 log "ok: $("$repo/target/pyenv/bin/python" --version) venv at target/pyenv"
+
+# MariaDB's own test suite for tests/conformance.rs: Debian's mariadb-test
+# (mariadb-test a.k.a. mysqltest, mariadb-client-test) and mariadb-test-data
+# (the cases under /usr/share/mysql/mysql-test). Same version as the server.
+if ! have mariadb-test || ! have mariadb-client-test || [[ ! -d /usr/share/mysql/mysql-test/main ]]; then
+    have apt-get || die "missing mariadb-test and apt-get is not available; install it manually"
+    sudo_mt=()
+    if [[ $(id -u) -ne 0 ]]; then
+        have sudo || die "need root (or sudo) to install: mariadb-test"
+        sudo_mt=(sudo)
+    fi
+    log "installing: mariadb-test"
+    "${sudo_mt[@]}" apt-get update
+    "${sudo_mt[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-test
+fi
+have mariadb-test || die "mariadb-test not found after install"
+have mariadb-client-test || die "mariadb-client-test not found after install"
+[[ -d /usr/share/mysql/mysql-test/main ]] || die "/usr/share/mysql/mysql-test/main missing after install"
+log "ok: $(mariadb-test --version | head -n1)"
