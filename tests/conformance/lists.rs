@@ -50,11 +50,14 @@ pub fn names(name: &str) -> Vec<String> {
     out
 }
 
-/// A known difference's reason must point at the compatibility doc.
+/// A known difference's reason must point at the compatibility doc — or,
+/// for a failure that is a proxy bug not fixed yet, start with `OPEN:` and
+/// say what fails (those lines are the to-do list; they must go, not grow).
 fn check_reason(name: &str, no: usize, reason: &str) {
     assert!(
-        reason.contains("compatibility.md"),
-        "tests/conformance/{name}:{no}: the reason must name a docs/compatibility.md entry, got {reason:?}"
+        reason.contains("compatibility.md") || reason.trim_start().starts_with("OPEN:"),
+        "tests/conformance/{name}:{no}: the reason must name a docs/compatibility.md entry \
+         (or start with OPEN: for a known bug), got {reason:?}"
     );
 }
 
