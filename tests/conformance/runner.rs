@@ -317,6 +317,11 @@ impl<'a> Lane<'a> {
         status
     }
 
+    /// True for a lane whose clients go through a proxy.
+    pub fn proxied(&self) -> bool {
+        self.restart_front.is_some()
+    }
+
     /// The port clients of this lane connect to now.
     pub fn port(&self) -> u16 {
         self.port.load(Ordering::Relaxed)
