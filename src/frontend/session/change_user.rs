@@ -52,7 +52,7 @@ impl Session {
     /// Handles COM_CHANGE_USER.
     pub(super) async fn change_user(&mut self, pkt: &Packet) -> Result<bool, End> {
         let mut seq = pkt.last_seq.wrapping_add(1);
-        let Some(req) = parse(&pkt.payload, self.caps.0) else {
+        let Some(req) = parse(&pkt.payload, self.caps.base()) else {
             self.send_err(seq, &errors::bad_handshake()).await?;
             return Err(End::Fatal("malformed COM_CHANGE_USER".into()));
         };
@@ -108,7 +108,7 @@ impl Session {
         self.drop_statements();
         self.pins.clear_state();
         self.user = idx;
-        self.pool = user.pool;
+        self.pool = self.shared.pool.rekey(self.pool, user.pool);
         self.handle
             .pool
             .store(self.pool, std::sync::atomic::Ordering::Relaxed);

@@ -135,10 +135,14 @@ impl Session {
         let slot = adm.slot;
         let mut plan = self.state.sync_plan(&backend.state);
         if plan.clear_schema {
-            let params = &self.shared.pool.params[backend.pool];
+            let params = self.shared.pool.params(backend.pool);
             let baseline =
                 TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
-            if let Err(e) = backend.clear_schema(params, &baseline).await {
+            let cleared = match &params {
+                Some(p) => backend.clear_schema(p, &baseline).await,
+                None => Err(BackendError::Protocol("unknown pool key".into())),
+            };
+            if let Err(e) = cleared {
                 drop(backend);
                 drop(slot);
                 self.lost_backend(seq, &errors::backend_lost(&e.to_string()), was_pinned)
@@ -218,7 +222,9 @@ impl Session {
                     self.shared.metrics.error(code, true);
                 }
                 if let Some(st) = out.status {
-                    self.status = st;
+                    // Per-statement flags (cursor, last row, metadata) are not
+                    // the session's: the next command starts without them.
+                    self.status = st & !status::TRANSIENT;
                     co.backend.status = st;
                     if st & status::IN_TRANS != 0 {
                         if !self.pins.has(PinReason::Transaction) {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use tokio::time::Instant;
 
+mod bulk;
 mod change_user;
 mod execute;
 use execute::{queue_timeout_err, sync};
@@ -140,8 +141,7 @@ pub struct SessionHandle {
 impl Session {
     /// Creates the session for a completed login.
     pub fn new(shared: Arc<Shared>, login: Login, id: u32) -> (Self, u8, Option<Vec<u8>>) {
-        let user = &shared.users[login.user];
-        let pool = user.pool;
+        let pool = login.pool;
         let group = shared.pool.group_for(id).clone();
         let initial = (login.collation, login.caps.has(flag::MULTI_STATEMENTS));
         let state = initial_state(initial);
@@ -377,7 +377,7 @@ impl Session {
                         &mut self.client,
                         seq,
                         &rs,
-                        self.caps.deprecate_eof(),
+                        self.caps,
                         self.status,
                     );
                     self.client.flush().await?;
@@ -440,6 +440,7 @@ impl Session {
             COM_STMT_RESET => self.stmt_reset(&pkt).await?,
             COM_STMT_CLOSE => self.stmt_close(&pkt).await?,
             COM_STMT_SEND_LONG_DATA => self.stmt_send_long_data(&pkt).await?,
+            COM_STMT_BULK_EXECUTE => self.stmt_bulk_execute(&pkt).await?,
             COM_PROCESS_KILL => {
                 let id = crate::prepared::execute::stmt_id(&pkt.payload).unwrap_or(0);
                 return self

@@ -26,9 +26,9 @@ const ER_NEED_REPREPARE: u16 = 1615;
 /// A statement a client prepared.
 #[derive(Debug)]
 pub(super) struct ClientStmt {
-    entry: Arc<StmtEntry>,
+    pub(super) entry: Arc<StmtEntry>,
     /// Parameter types from the client's last bind.
-    types: Option<Arc<[u8]>>,
+    pub(super) types: Option<Arc<[u8]>>,
     /// Result columns as this client last saw them (the server flags
     /// METADATA_CHANGED once when they change).
     columns: u64,
@@ -143,7 +143,7 @@ impl Session {
 
     /// Makes sure the checked-out backend has `entry` prepared; returns its id.
     /// `Ok(Err(e))` is the server refusing the prepare there.
-    async fn ensure_prepared(
+    pub(super) async fn ensure_prepared(
         &mut self,
         backend: &mut Leased,
         entry: &StmtEntry,
