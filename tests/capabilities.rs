@@ -543,13 +543,10 @@ async fn greeting_mirrors_the_server() {
     let (_, direct) = greeting_of(&db.addr()).await;
     let (_, via) = greeting_of(&proxy.addr.to_string()).await;
     assert_eq!(direct.caps & LONG_PASSWORD, 0, "MariaDB leaves bit 0 clear");
-    // Protocol compression is not carried yet.
     assert_eq!(
-        via.caps,
-        direct.caps & !COMPRESS,
+        via.caps, direct.caps,
         "capabilities: via {:#010x} direct {:#010x}",
-        via.caps,
-        direct.caps
+        via.caps, direct.caps
     );
     assert_eq!(via.ext, direct.ext & !EXT_CACHE_METADATA);
     assert_ne!(direct.ext & EXT_CACHE_METADATA, 0, "the server offers it");
@@ -564,7 +561,6 @@ async fn greeting_mirrors_the_server() {
         let mut r = g.raw.clone();
         let nul = r[1..].iter().position(|&b| b == 0).expect("version") + 2;
         r[nul..nul + 12].fill(0);
-        r[nul + 13] &= !(COMPRESS as u8);
         let tail = r.len() - "mysql_native_password".len() - 14;
         r[tail..tail + 12].fill(0);
         // The extended capabilities (compared above).
@@ -865,6 +861,173 @@ async fn bulk_execute_matches_direct() {
             assert_eq!(d.len(), 1 + 2 + 6 + eofs, "six rows inserted: {}", show(&d));
         }
     }
+}
+
+/// A client on a compressed connection: same answers as direct, the
+/// `Compression` status shows ON, large results cross frame boundaries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_raw_client_matches_direct() {
+    let db = MariaDb::shared();
+    setup(db);
+    let proxy = Proxy::builder(db).start().await;
+    for ask in [
+        Ask::new(BASE | COMPRESS | DEPRECATE_EOF),
+        Ask::new(BASE | COMPRESS),
+    ] {
+        let (mut direct, mut via) = pair(db, &proxy, ask).await;
+        assert!(via.compressed);
+        for sql in [
+            "SHOW STATUS LIKE 'Compression'",
+            "SHOW GLOBAL STATUS LIKE 'compression'",
+            "SELECT * FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'COMPRESSION'",
+            "SELECT VARIABLE_VALUE, VARIABLE_NAME FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'COMPRESSION'",
+            "SELECT 1",
+            "SELECT id, v, doc FROM caps_t ORDER BY id",
+            "SELECT REPEAT('abc', 100000) AS r",
+            "SELECT a, b FROM caps_big ORDER BY a",
+        ] {
+            let d = direct.query(sql).await;
+            let v = via.query(sql).await;
+            same(&format!("{ask:?} {sql}"), &v, &d);
+        }
+        let d = direct.query("SHOW STATUS LIKE 'Compression'").await;
+        assert!(
+            d.iter().any(|p| p.ends_with(b"\x02ON")),
+            "direct compressed connection: {}",
+            show(&d)
+        );
+        // A statement larger than one compressed frame (16 MiB) in both
+        // directions: 17 MiB of text in, the same out.
+        let big = format!("SELECT LENGTH('{}') AS n", "y".repeat(17 << 20));
+        let v = via.query(&big).await;
+        assert_eq!(one_value(&v), (17 << 20).to_string());
+        let v = via.query("SELECT REPEAT('z', 17 * 1024 * 1024) AS r").await;
+        assert!(
+            v.iter().any(|p| p.len() > 17 << 20),
+            "the 17 MiB row arrived"
+        );
+    }
+}
+
+/// The `mariadb` CLI with `--compress` prints what it prints direct.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_cli_compress_matches_direct() {
+    let db = MariaDb::shared();
+    setup(db);
+    let proxy = Proxy::builder(db).start().await;
+    let input = b"SHOW STATUS LIKE 'Compression';\nSELECT * FROM information_schema.session_status WHERE variable_name = 'COMPRESSION';\nSELECT id, v, doc FROM caps_t ORDER BY id;\nSELECT LENGTH(REPEAT('q', 2000000)) AS n, MD5(REPEAT('q', 2000000)) AS m;\nCALL caps_multi();\nSELECT a FROM caps_big WHERE a > 490;\n";
+    let run = |port: u16| {
+        let input = input.to_vec();
+        tokio::task::spawn_blocking(move || {
+            let mut cmd = std::process::Command::new(common::mariadb_bin("mariadb"));
+            cmd.args([
+                "--no-defaults",
+                "--protocol=TCP",
+                "--host=127.0.0.1",
+                &format!("--port={port}"),
+                &format!("--user={APP_USER}"),
+                &format!("--password={APP_PASSWORD}"),
+                "--compress",
+                "-t",
+                "test",
+            ])
+            .env("LC_ALL", "C")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+            let mut child = cmd.spawn().expect("mariadb CLI");
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin.write_all(&input).expect("write");
+            drop(stdin);
+            child.wait_with_output().expect("wait")
+        })
+    };
+    let direct = timeout(Duration::from_secs(120), run(db.port))
+        .await
+        .expect("direct in time")
+        .expect("join");
+    let via = timeout(Duration::from_secs(120), run(proxy.addr.port()))
+        .await
+        .expect("proxy in time (hang?)")
+        .expect("join");
+    let d = String::from_utf8_lossy(&direct.stdout);
+    assert!(
+        direct.status.success(),
+        "{}",
+        String::from_utf8_lossy(&direct.stderr)
+    );
+    assert!(d.contains("| Compression   | ON    |"), "{d}");
+    assert_eq!(
+        String::from_utf8_lossy(&via.stdout),
+        d,
+        "stderr via: {}",
+        String::from_utf8_lossy(&via.stderr)
+    );
+    assert_eq!(via.stderr, direct.stderr);
+}
+
+/// mysql_async with its `compression` option gets the results it gets
+/// direct.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_async_compression_matches_direct() {
+    use mysql_async::prelude::*;
+    let db = MariaDb::shared();
+    setup(db);
+    let proxy = Proxy::builder(db).start().await;
+    let open = |url: String| async move {
+        let opts =
+            mysql_async::OptsBuilder::from_opts(mysql_async::Opts::from_url(&url).expect("url"))
+                .compression(Some(mysql_async::Compression::default()))
+                .prefer_socket(false);
+        mysql_async::Conn::new(opts).await.expect("connect")
+    };
+    let mut direct = open(db.url(APP_USER, APP_PASSWORD, "test")).await;
+    let mut via = open(proxy.app_url()).await;
+    type Row3 = (i32, Option<i32>, Option<String>);
+    for conn in [&mut direct, &mut via] {
+        conn.query_drop("CREATE TEMPORARY TABLE caps_z (id INT PRIMARY KEY, s LONGTEXT)")
+            .await
+            .expect("create");
+    }
+    let big = "w".repeat(3 << 20);
+    let mut results = Vec::new();
+    for conn in [&mut direct, &mut via] {
+        let status: Vec<(String, String)> = conn
+            .query("SHOW STATUS LIKE 'Compression'")
+            .await
+            .expect("status");
+        let rows: Vec<Row3> = conn
+            .query("SELECT id, v, JSON_UNQUOTE(JSON_EXTRACT(doc, '$.a')) FROM caps_t ORDER BY id")
+            .await
+            .expect("rows");
+        let prepared: Vec<Row3> = conn
+            .exec(
+                "SELECT id, v, CAST(doc AS CHAR) FROM caps_t WHERE id >= ? ORDER BY id",
+                (2,),
+            )
+            .await
+            .expect("prepared");
+        conn.exec_drop("INSERT INTO caps_z VALUES (?, ?)", (1, big.as_str()))
+            .await
+            .expect("insert big");
+        let back: Option<(usize, String)> = conn
+            .query_first("SELECT LENGTH(s), MD5(s) FROM caps_z WHERE id = 1")
+            .await
+            .expect("read back");
+        let echo: Option<String> = conn
+            .exec_first("SELECT s FROM caps_z WHERE id = ?", (1,))
+            .await
+            .expect("echo");
+        assert_eq!(echo.as_deref().map(str::len), Some(big.len()));
+        results.push((status, rows, prepared, back));
+    }
+    assert_eq!(
+        results[0].0,
+        vec![("Compression".to_string(), "ON".to_string())]
+    );
+    assert_eq!(results[1], results[0]);
+    direct.disconnect().await.expect("bye");
+    via.disconnect().await.expect("bye");
 }
 
 /// A backend the proxy reset (COM_RESET_CONNECTION drops the IGNORE_SPACE

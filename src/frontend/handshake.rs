@@ -204,6 +204,10 @@ pub async fn login(
         return Err(refuse(&mut io, seq, e).await);
     }
     let pool = shared.pool.key(user.pool, caps.flavour());
+    if caps.has(flag::COMPRESS) {
+        // The final OK (sent by the session) is the last plain packet.
+        io.compress_after_next_flush();
+    }
     Ok(Login {
         io,
         user: user_idx,

@@ -14,6 +14,7 @@ use crate::protocol::packets::{ErrPacket, OkPacket, status};
 use crate::protocol::response::{Class, Shape, Tracker, end_status};
 use crate::protocol::session_track::ClientTrackers;
 
+use super::compress_status::StatusRewrite;
 use crate::wire::{PacketIo, WireError};
 
 /// Flush to the client once this much is queued, even mid-batch.
@@ -141,6 +142,9 @@ pub async fn relay(
     let mut sent = false;
     let mut refuse_infile = false;
     let mut metadata_changed = false;
+    // Only for clients on a compressed hop: see `compress_status`.
+    let mut status_rewrite: Option<StatusRewrite> = None;
+    let binary = view.expect_columns.is_some();
     while !t.done() {
         if backend.buffered_chunk().is_none() && !client.wbuf.is_empty() {
             out.bytes += client.wbuf.len() as u64;
@@ -278,6 +282,9 @@ pub async fn relay(
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);
             }
             Class::ColumnDef { .. } | Class::ParamDef { .. } => {
+                if let (Some(rw), Class::ColumnDef { .. }) = (status_rewrite.as_mut(), class) {
+                    rw.column(first);
+                }
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);
             }
             Class::ColumnCount => {
@@ -289,13 +296,26 @@ pub async fn relay(
                 out.columns = out
                     .columns
                     .or_else(|| crate::protocol::lenenc::Reader::new(first).lenenc_int());
+                status_rewrite = match n {
+                    Some(n) if client.is_compressed() && shape == Shape::Query => {
+                        Some(StatusRewrite::new(n, view.caps.extended_type_info()))
+                    }
+                    _ => None,
+                };
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);
             }
             Class::Row => {
                 if let Some(r) = out.rows.as_mut() {
                     *r += 1;
                 }
-                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+                let rewritten = match &status_rewrite {
+                    Some(rw) if !h.continues() => rw.rewrite(first, binary),
+                    _ => None,
+                };
+                match rewritten {
+                    Some(row) => seq = client.write_packet(seq, &row),
+                    None => copy_chunk(client, backend.chunk_bytes(h), &mut seq),
+                }
             }
             Class::Single => {
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);

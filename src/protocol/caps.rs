@@ -77,7 +77,7 @@ pub const BACKEND_PROFILE: u32 = LONG_PASSWORD
     | SESSION_TRACK;
 
 /// Everything myplex can carry between a client and a backend of the same
-/// flavour. SSL is per hop (the proxy terminates it).
+/// flavour. SSL and COMPRESS are per hop (the proxy terminates both).
 /// Query attributes are not carried (MariaDB has none; see
 /// `docs/compatibility.md`). Backends always have LOCAL_FILES; for clients
 /// without it the proxy refuses a LOCAL INFILE request the way the server
@@ -87,6 +87,7 @@ pub const CARRY: u32 = LONG_PASSWORD
     | LONG_FLAG
     | CONNECT_WITH_DB
     | NO_SCHEMA
+    | COMPRESS
     | ODBC
     | LOCAL_FILES
     | IGNORE_SPACE
@@ -113,7 +114,7 @@ pub const CARRY_EXT: u64 =
 
 /// What the greeting offers when the backend has not been reached yet (its
 /// greeting is unknown): the MySQL-style profile myplex always could serve.
-pub const CLIENT_OFFER: u32 = CARRY & !(FOUND_ROWS | REMEMBER_OPTIONS);
+pub const CLIENT_OFFER: u32 = CARRY & !(FOUND_ROWS | COMPRESS | REMEMBER_OPTIONS);
 
 /// Capabilities that decide a backend connection's flavour: they change row
 /// bytes, packet layouts or statement semantics and cannot be translated.
@@ -298,7 +299,7 @@ mod tests {
         );
         assert_eq!(
             offer & 0xFFFF_FFFF,
-            0x81ff_f7fe & !u64::from(COMPRESS),
+            0x81ff_f7fe,
             "every low bit the server sets is carried"
         );
         assert_ne!(greeting_offer(MARIADB_1011, true) & u64::from(SSL), 0);
