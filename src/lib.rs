@@ -33,5 +33,6 @@ pub mod protocol;
 pub mod server;
 pub mod session_state;
 pub mod shutdown;
+pub mod sql;
 pub mod telemetry;
 pub mod wire;

@@ -151,6 +151,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     };
     let mut trackers = default_trackers();
     let mut templates = crate::frontend::session::local::Templates::default();
+    let limits = crate::backend::conn::ServerLimits::default();
     match backend::connect(&params[0]).await {
         Ok((mut conn, info)) => {
             info!(version = %String::from_utf8_lossy(&info.version), "backend reachable");
@@ -159,6 +160,9 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
                 .await
                 .ok()
                 .map(Arc::new);
+            if let Err(e) = conn.learn_limits(&limits).await {
+                warn!(error = %e, "could not read the server's packet and statement limits");
+            }
             if let Some(t) = probe_trackers(&mut conn).await {
                 trackers = t;
             }
@@ -191,6 +195,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         slow_log: crate::telemetry::RateLimit::new(20),
         metrics: crate::metrics::Metrics::new(cfg_groups),
         registry: std::sync::Mutex::new(crate::prepared::Registry::new(cfg_registry_size)),
+        limits,
         shutdown,
     }))
 }

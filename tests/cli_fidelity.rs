@@ -17,7 +17,15 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::mariadb::Profile;
 use common::{MariaDb, Proxy, mariadb_bin};
+
+/// The script's big row is larger than a stock server's 16 MiB
+/// `max_allowed_packet`, so these tests state their need: a production-shaped
+/// server with the limit raised (as a DBA would for such rows).
+fn server() -> &'static MariaDb {
+    MariaDb::shared_with(Profile::Production, &["--max-allowed-packet=64M"])
+}
 
 const USER: &str = "app";
 const PASSWORD: &str = "secret";
@@ -303,35 +311,35 @@ async fn compare(db: &MariaDb, proxy: &Proxy, tag: &str, mode_args: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn table_output_matches_direct() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).start().await;
     compare(db, &proxy, "table", &["-t"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn column_type_info_matches_direct() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).start().await;
     compare(db, &proxy, "coltype", &["-t", "--column-type-info"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_output_matches_direct() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).start().await;
     compare(db, &proxy, "batch", &["--batch"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_mode_table_output_matches_direct() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).session_mode().start().await;
     compare(db, &proxy, "sess_table", &["-t"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_mode_column_type_info_matches_direct() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).session_mode().start().await;
     compare(db, &proxy, "sess_coltype", &["-t", "--column-type-info"]).await;
 }
@@ -341,7 +349,7 @@ async fn session_mode_column_type_info_matches_direct() {
 /// against a server without TLS).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_login_variants_match_direct() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).start().await;
     let query = b"SELECT 'logged in' AS status, CURRENT_USER() AS u, DATABASE() AS d;\n".to_vec();
     let cases: Vec<Vec<String>> = vec![
@@ -370,7 +378,7 @@ async fn cli_login_variants_match_direct() {
 /// Failed logins print the same error as the server would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_login_failures_match_direct() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).start().await;
     let query = b"SELECT 1;\n".to_vec();
     let cases: Vec<Vec<String>> = vec![
@@ -396,7 +404,7 @@ async fn cli_login_failures_match_direct() {
 /// must still be those of the statement before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn show_warnings_option_matches_direct() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).start().await;
     let input = b"SELECT CAST('abc' AS SIGNED);\nSELECT 1;\nSELECT CAST('1x' AS SIGNED), CAST('2y' AS SIGNED);\nDO 1/0;\nSELECT 'end';\n".to_vec();
     let args: Vec<String> = vec!["-t".into(), "--show-warnings".into(), "test".into()];
@@ -415,7 +423,7 @@ async fn show_warnings_option_matches_direct() {
 /// lands on was left in a schema by an earlier client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_without_schema_has_no_schema() {
-    let db = MariaDb::shared();
+    let db = server();
     // One backend, so the second client certainly reuses the first's.
     let proxy = Proxy::builder(db).groups(1).max_backend(1).start().await;
     let first = run_cli_async(
@@ -448,7 +456,7 @@ async fn login_without_schema_has_no_schema() {
 /// backend connection).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_current_schema_leaves_no_schema() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).groups(1).max_backend(2).start().await;
     let schema = unique_schema("dropcur");
     let input = format!(
@@ -471,7 +479,7 @@ async fn dropping_current_schema_leaves_no_schema() {
 /// against the server (no state or result leaking between clients).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_scripts_match_direct() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).groups(1).max_backend(4).start().await;
     let port = proxy.addr.port();
     let mut runs = Vec::new();
@@ -503,7 +511,7 @@ async fn concurrent_scripts_match_direct() {
 /// those of whichever client last used the backend connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn show_warnings_option_concurrent_matches_direct() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).groups(1).max_backend(2).start().await;
     let port = proxy.addr.port();
     let mut runs = Vec::new();
@@ -538,7 +546,7 @@ async fn show_warnings_option_concurrent_matches_direct() {
 /// same session character set variables and conversions as direct.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_character_sets_match_direct() {
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).groups(1).max_backend(2).start().await;
     let query = "SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection;\nSELECT 'é' AS e, HEX('é') AS h, CHARSET('é') AS c, COLLATION('é') AS k;\nSELECT 1;\nSELECT @@collation_connection;\n".as_bytes().to_vec();
     for cs in [
@@ -567,7 +575,7 @@ async fn login_character_sets_match_direct() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn show_warnings_is_per_client() {
     use mysql_async::prelude::Queryable;
-    let db = MariaDb::shared();
+    let db = server();
     let proxy = Proxy::builder(db).groups(1).max_backend(2).start().await;
     type Warning = (String, u32, String);
     async fn sequence(url_a: String, url_b: String) -> (Vec<Warning>, Option<u64>) {

@@ -78,3 +78,43 @@ fn private_server_is_cleaned_up_on_drop() {
         "mariadbd pid {pid} still running after drop"
     );
 }
+
+/// The default server is production-shaped: binary log on in row format, and
+/// the limits a DBA leaves alone at the server's own defaults (read from
+/// information_schema, not hard-coded). The fast variant differs exactly
+/// where it says it does.
+#[test]
+fn default_server_is_production_shaped_fast_variant_is_not() {
+    let db = MariaDb::shared();
+    let binlog = db.sql("SELECT @@log_bin, @@binlog_format, @@server_id");
+    assert_eq!(binlog.trim(), "1\tROW\t1", "binary log settings");
+    let at_default = |db: &MariaDb, var: &str| -> bool {
+        let out = db.sql(&format!(
+            "SELECT GLOBAL_VALUE = DEFAULT_VALUE FROM information_schema.SYSTEM_VARIABLES \
+             WHERE VARIABLE_NAME = '{var}'"
+        ));
+        out.trim() == "1"
+    };
+    for var in [
+        "MAX_PREPARED_STMT_COUNT",
+        "MAX_ALLOWED_PACKET",
+        "INNODB_FLUSH_LOG_AT_TRX_COMMIT",
+        "INNODB_DOUBLEWRITE",
+        "INNODB_BUFFER_POOL_SIZE",
+        "SYNC_BINLOG",
+    ] {
+        assert!(at_default(db, var), "{var} is not at the server default");
+    }
+
+    let fast = MariaDb::shared_fast();
+    assert_ne!(fast.port, db.port);
+    assert_eq!(
+        fast.sql("SELECT @@log_bin").trim(),
+        "0",
+        "fast: no binary log"
+    );
+    assert!(
+        !at_default(fast, "MAX_PREPARED_STMT_COUNT"),
+        "fast: max_prepared_stmt_count raised"
+    );
+}

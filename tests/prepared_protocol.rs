@@ -593,7 +593,12 @@ async fn insert_long(
 }
 
 async fn send_long_data_beyond_16_mib(deprecate: bool) {
-    let db = MariaDb::shared();
+    // More than a stock server's 16 MiB max_allowed_packet (the server's
+    // limit for long data too): this test states its need.
+    let db = MariaDb::shared_with(
+        common::mariadb::Profile::Production,
+        &["--max-allowed-packet=64M"],
+    );
     let m = mode(deprecate);
     let mut f = Findings::default();
     let t = table(&format!("longdata_{m}"));

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use crate::protocol::caps::Caps;
 use crate::protocol::command;
+use crate::protocol::errors::RawErr;
 use crate::protocol::packets::{ErrPacket, OkPacket};
 use crate::protocol::response::{Class, Shape, Tracker};
 use crate::session_state::TrackedState;
@@ -57,6 +58,73 @@ impl BackendError {
     }
 }
 
+/// Limits the server enforces on every connection, learned from its global
+/// variables at start and on each dial (a client connecting directly gets
+/// the global values of the moment).
+#[derive(Debug)]
+pub struct ServerLimits {
+    /// `max_allowed_packet` (`u64::MAX` until known).
+    max_allowed_packet: AtomicU64,
+    /// `max_prepared_stmt_count`, shared by all connections of the server
+    /// (`u64::MAX` until known).
+    max_prepared_stmt_count: AtomicU64,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            max_allowed_packet: AtomicU64::new(u64::MAX),
+            max_prepared_stmt_count: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl ServerLimits {
+    /// Records the server's values.
+    pub fn set(&self, max_allowed_packet: u64, max_prepared_stmt_count: u64) {
+        self.max_allowed_packet
+            .store(max_allowed_packet, Ordering::Relaxed);
+        self.max_prepared_stmt_count
+            .store(max_prepared_stmt_count, Ordering::Relaxed);
+    }
+
+    /// The server's `max_allowed_packet`, when known.
+    pub fn max_allowed_packet(&self) -> Option<u64> {
+        let v = self.max_allowed_packet.load(Ordering::Relaxed);
+        (v != u64::MAX).then_some(v)
+    }
+
+    /// The server's `max_prepared_stmt_count`, when known.
+    pub fn max_prepared_stmt_count(&self) -> Option<u64> {
+        let v = self.max_prepared_stmt_count.load(Ordering::Relaxed);
+        (v != u64::MAX).then_some(v)
+    }
+
+    /// The largest command payload a client may send: the server refuses a
+    /// packet of `max_allowed_packet` bytes or more (so does the proxy, with
+    /// the smaller of its own `configured` limit and the server's).
+    pub fn client_packet_max(&self, configured: usize) -> usize {
+        let server = self
+            .max_allowed_packet()
+            .map_or(usize::MAX, |v| usize::try_from(v).unwrap_or(usize::MAX));
+        configured.min(server).saturating_sub(1)
+    }
+
+    /// Statements one backend connection may keep prepared: the configured
+    /// cap, but never more than the server's global limit shared out over
+    /// all `backends` the pool may open (at least one each).
+    pub fn stmts_per_backend(&self, configured: usize, backends: usize) -> usize {
+        let cap = configured.max(1);
+        match self.max_prepared_stmt_count() {
+            Some(limit) => {
+                let share = limit / u64::try_from(backends.max(1)).unwrap_or(u64::MAX);
+                cap.min(usize::try_from(share).unwrap_or(usize::MAX).max(1))
+            }
+            None => cap,
+        }
+    }
+}
+
 /// The outcome of an internal command.
 #[derive(Debug)]
 pub enum InternalReply {
@@ -91,6 +159,9 @@ pub struct BackendConn {
     pub auth: (Vec<u8>, Vec<u8>),
     /// Capabilities negotiated with the server (profile + flavour).
     pub caps: Caps,
+    /// What the session-state authority noted about this connection
+    /// (reset needed, diagnostics to clear, LAST_INSERT_ID unknown).
+    pub marks: crate::session_state::BackendMarks,
 }
 
 /// A successful COM_STMT_PREPARE reply.
@@ -274,6 +345,18 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<Result<Prepared, ErrPacket>, BackendError> {
+        Ok(self.prepare_raw(sql).await?.map_err(|e| {
+            ErrPacket::parse(e.payload())
+                .unwrap_or_else(|| ErrPacket::new(2027, "HY000", "malformed error packet"))
+        }))
+    }
+
+    /// COM_STMT_PREPARE, with a refusal kept as the server's bytes (its
+    /// message is in the connection's character set).
+    pub async fn prepare_raw(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<Result<Prepared, RawErr>, BackendError> {
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(command::COM_STMT_PREPARE);
         p.extend_from_slice(sql);
@@ -286,9 +369,10 @@ impl BackendConn {
             match t.next(&pkt.payload, false) {
                 Class::Eof | Class::Progress => continue,
                 Class::Err => {
-                    return Ok(Err(ErrPacket::parse(&pkt.payload).unwrap_or_else(|| {
-                        ErrPacket::new(2027, "HY000", "malformed error packet")
-                    })));
+                    return match RawErr::from_payload(&pkt.payload) {
+                        Some(e) => Ok(Err(e)),
+                        None => Err(BackendError::Protocol("malformed error packet".into())),
+                    };
                 }
                 Class::PrepareOk { params, columns } => {
                     let id = crate::prepared::execute::stmt_id(&pkt.payload).unwrap_or(0);
@@ -309,6 +393,33 @@ impl BackendConn {
             columns,
             packets,
         }))
+    }
+
+    /// COM_STMT_RESET of a backend statement, its reply consumed: closes
+    /// its cursor and drops long data and a long-data error state.
+    pub async fn reset_stmt(&mut self, id: u32) -> Result<InternalReply, BackendError> {
+        let mut p = vec![command::COM_STMT_RESET];
+        p.extend_from_slice(&id.to_le_bytes());
+        self.internal(&p, Shape::Query).await
+    }
+
+    /// Reads the server's global `max_allowed_packet` and
+    /// `max_prepared_stmt_count` into `limits`.
+    pub async fn learn_limits(&mut self, limits: &ServerLimits) -> Result<(), BackendError> {
+        let row = self
+            .query_row("SELECT @@global.max_allowed_packet, @@global.max_prepared_stmt_count")
+            .await?
+            .unwrap_or_default();
+        let num = |i: usize| {
+            row.get(i)
+                .cloned()
+                .flatten()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        if let (Some(packet), Some(stmts)) = (num(0), num(1)) {
+            limits.set(packet, stmts);
+        }
+        Ok(())
     }
 
     /// COM_STMT_CLOSE (no reply).
@@ -372,10 +483,15 @@ impl BackendConn {
         req.push(0);
         self.io.send_packet(0, &req).await?;
         self.auth = crate::backend::connect::authenticate(&mut self.io, p, plugin, nonce).await?;
+        // The server keeps the multi-statements option across a change of
+        // user; everything else is a fresh session's.
+        let multi = self.state.multi_statements;
         self.stmts.clear();
         self.state = baseline.clone();
         self.exec(&self.after_reset_sql()).await?;
         self.state = baseline.clone();
+        self.state.multi_statements = multi;
+        self.marks = Default::default();
         Ok(())
     }
 
@@ -406,14 +522,41 @@ impl BackendConn {
             InternalReply::Ok { .. } => {}
             InternalReply::Err(e) => return Err(BackendError::Server(e)),
         }
-        // The reset keeps the current schema; everything else is back to a
-        // fresh connection's.
+        // The reset keeps the current schema and the multi-statements
+        // option; everything else is back to a fresh connection's.
         let schema = self.state.schema.take();
+        let multi = self.state.multi_statements;
         self.state = baseline.clone();
         self.stmts.clear();
         self.exec(&self.after_reset_sql()).await?;
         self.state = baseline.clone();
         self.state.schema = schema;
+        self.state.multi_statements = multi;
+        self.marks = Default::default();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_until_known_and_after() {
+        let l = ServerLimits::default();
+        assert_eq!(l.client_packet_max(64 << 20), (64 << 20) - 1);
+        assert_eq!(l.stmts_per_backend(256, 8), 256);
+        l.set(16 << 20, 10);
+        assert_eq!(l.client_packet_max(64 << 20), (16 << 20) - 1);
+        assert_eq!(
+            l.client_packet_max(4096),
+            4095,
+            "a smaller configured limit wins"
+        );
+        assert_eq!(l.stmts_per_backend(256, 8), 1);
+        assert_eq!(l.stmts_per_backend(256, 2), 5);
+        assert_eq!(l.stmts_per_backend(3, 2), 3);
+        l.set(16 << 20, 0);
+        assert_eq!(l.stmts_per_backend(256, 8), 1, "never zero");
     }
 }

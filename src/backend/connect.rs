@@ -194,6 +194,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         stmts: Default::default(),
         auth: (plugin, nonce),
         caps: Caps(caps & !u64::from(flag::SSL)),
+        marks: Default::default(),
     };
     conn.exec(TRACKERS_SQL).await?;
     conn.state = TrackedState::for_collation(u16::from(BACKEND_COLLATION));

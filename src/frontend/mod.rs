@@ -60,6 +60,8 @@ pub struct Shared {
     pub sessions: Mutex<HashMap<u32, session::SessionHandle>>,
     /// Prepared-statement registry.
     pub registry: Mutex<crate::prepared::Registry>,
+    /// The server's `max_allowed_packet` and `max_prepared_stmt_count`.
+    pub limits: crate::backend::conn::ServerLimits,
     /// Shutdown signal.
     pub shutdown: Shutdown,
 }

@@ -49,6 +49,9 @@ pub struct Outcome {
     /// DEPRECATE_EOF the server cannot say what changed (a function called
     /// by a SELECT set a variable), so the change is not known.
     pub state_unreported: bool,
+    /// Results completed (OK packets and result-set terminators): with
+    /// an error, the number of statements of a multi-statement that ran.
+    pub results: u32,
 }
 
 /// How relaying failed.
@@ -193,6 +196,7 @@ pub async fn relay(
                 };
                 out.status = Some(st);
                 out.warnings = warnings;
+                out.results += 1;
                 if st & status::SESSION_STATE_CHANGED != 0 {
                     out.state_unreported = true;
                 }
@@ -204,6 +208,7 @@ pub async fn relay(
                 };
                 out.status = Some(ok.status);
                 out.warnings = ok.warnings;
+                out.results += 1;
                 if ok.header == 0 && ok.last_insert_id != 0 {
                     out.last_insert_id = Some(ok.last_insert_id);
                 }

@@ -234,6 +234,13 @@ impl Metrics {
             .increment(1);
     }
 
+    /// A backend connection was cleaned before going back to the pool.
+    pub fn backend_cleanup(&self, reset: bool) {
+        let action = if reset { "reset" } else { "clear_diagnostics" };
+        self.dynamic_counter(BACKEND_CLEANUPS_TOTAL, &[("action", action.into())])
+            .increment(1);
+    }
+
     /// A statement completed: queue wait and total latency.
     pub fn statement(&self, group: usize, cmd: u8, wait: Duration, total: Duration) {
         let Some(g) = self.groups.get(group) else {

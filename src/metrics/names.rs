@@ -45,6 +45,10 @@ pub const QUEUE_TIMEOUTS_TOTAL: &str = "myplex_queue_timeouts_total";
 pub const BACKEND_CONNECTIONS: &str = "myplex_backend_connections";
 /// Counter{reason}: times a session became pinned, by reason.
 pub const PINS_TOTAL: &str = "myplex_pins_total";
+/// Counter{action}: backend connections cleaned before another client could
+/// get them: `clear_diagnostics` (a warning or error was left) or `reset`
+/// (COM_RESET_CONNECTION after unshareable state).
+pub const BACKEND_CLEANUPS_TOTAL: &str = "myplex_backend_cleanups_total";
 /// Gauge: statements in the prepared-statement registry.
 pub const PREPARED_REGISTRY_ENTRIES: &str = "myplex_prepared_registry_entries";
 /// Gauge: approximate bytes held by the prepared-statement registry.
@@ -70,6 +74,7 @@ pub const ALL: &[&str] = &[
     QUEUE_TIMEOUTS_TOTAL,
     BACKEND_CONNECTIONS,
     PINS_TOTAL,
+    BACKEND_CLEANUPS_TOTAL,
     PREPARED_REGISTRY_ENTRIES,
     PREPARED_REGISTRY_BYTES,
 ];

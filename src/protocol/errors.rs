@@ -6,6 +6,7 @@ use super::packets::ErrPacket;
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
 pub const ER_HANDSHAKE_ERROR: u16 = 1043;
 pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
+pub const ER_BAD_DB_ERROR: u16 = 1049;
 pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
 pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
 pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
@@ -21,6 +22,45 @@ pub const CR_SERVER_LOST: u16 = 2013;
 pub const ER_NOT_ALLOWED_COMMAND: u16 = 1148;
 pub const ER_LOAD_INFILE_CAPABILITY_DISABLED: u16 = 4166;
 pub const ER_CLIENT_LOCAL_FILES_DISABLED: u16 = 3948;
+pub const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
+pub const ER_NEED_REPREPARE: u16 = 1615;
+
+/// An ERR packet exactly as the server sent it. Its message is in the
+/// connection's character set (latin1, sjis, …), so it is relayed as bytes,
+/// never decoded and re-encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawErr(Vec<u8>);
+
+impl RawErr {
+    /// Wraps an ERR payload; `None` when it is not one (too short, other header).
+    pub fn from_payload(payload: &[u8]) -> Option<Self> {
+        (payload.len() >= 3 && payload[0] == super::packets::ERR_HEADER)
+            .then(|| Self(payload.to_vec()))
+    }
+
+    /// The payload of an error the proxy builds itself.
+    pub fn from_packet(e: &ErrPacket) -> Self {
+        let mut b = bytes::BytesMut::new();
+        e.write(&mut b);
+        Self(b.to_vec())
+    }
+
+    /// The error code.
+    pub fn code(&self) -> u16 {
+        u16::from_le_bytes([self.0[1], self.0[2]])
+    }
+
+    /// The payload to send.
+    pub fn payload(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// ER_UNKNOWN_COM_ERROR exactly as the server words it (no detail): what
+/// MariaDB answers e.g. to a fourth COM_CHANGE_USER after three failed ones.
+pub fn server_unknown_command() -> ErrPacket {
+    ErrPacket::new(ER_UNKNOWN_COM_ERROR, "08S01", "Unknown command")
+}
 
 /// The error a server gives a client that did not enable LOCAL INFILE:
 /// MariaDB (10.5+) and MySQL 8 phrase it differently.
@@ -128,4 +168,24 @@ pub fn shutting_down() -> ErrPacket {
         "08S01",
         "myplex: proxy is shutting down",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_error_keeps_the_bytes() {
+        // "Table 'test.t\xe0ble' doesn't exist" in latin1: not valid UTF-8.
+        let mut p = vec![0xFF, 0x7A, 0x04, b'#'];
+        p.extend_from_slice(b"42S02Table 'test.t\xe0ble' doesn't exist");
+        let e = RawErr::from_payload(&p).expect("an ERR payload");
+        assert_eq!(e.code(), 1146);
+        assert_eq!(e.payload(), &p[..]);
+        assert!(RawErr::from_payload(&[0xFF, 1]).is_none());
+        assert!(RawErr::from_payload(&[0x00, 1, 2]).is_none());
+        let own = RawErr::from_packet(&packet_too_large());
+        assert_eq!(own.code(), ER_NET_PACKET_TOO_LARGE);
+        assert_eq!(&own.payload()[3..9], b"#08S01");
+    }
 }

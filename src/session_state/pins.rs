@@ -1,5 +1,6 @@
-//! What pins a session to its backend connection, and a light scan of SQL
-//! text for state the trackers do not (reliably) report.
+//! Why a session holds on to its backend connection: the reasons, as a
+//! small set. What sets and clears them is decided in
+//! [`super::authority`].
 
 /// Why a session holds on to its backend connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,9 +32,41 @@ pub enum PinReason {
     UnknownState,
     /// The client changed the session trackers.
     Trackers,
+    /// HANDLER tables are open.
+    Handler,
+    /// An XA transaction is associated with the session.
+    Xa,
+    /// A one-shot setting (SET TRANSACTION, insert_id) awaits its statement.
+    OneShot,
+    /// A session variable that cannot be replayed is set.
+    SessionVariable,
 }
 
 impl PinReason {
+    /// Every reason.
+    pub const ALL: [PinReason; 17] = {
+        use PinReason::*;
+        [
+            Transaction,
+            SessionMode,
+            UserVariable,
+            TemporaryTable,
+            UserLock,
+            LockTables,
+            TextPrepare,
+            FoundRows,
+            Cursor,
+            LongData,
+            Diagnostics,
+            UnknownState,
+            Trackers,
+            Handler,
+            Xa,
+            OneShot,
+            SessionVariable,
+        ]
+    };
+
     /// Stable label for metrics.
     pub fn label(self) -> &'static str {
         match self {
@@ -50,6 +83,10 @@ impl PinReason {
             PinReason::Diagnostics => "diagnostics",
             PinReason::UnknownState => "unknown_state",
             PinReason::Trackers => "trackers",
+            PinReason::Handler => "handler",
+            PinReason::Xa => "xa",
+            PinReason::OneShot => "one_shot",
+            PinReason::SessionVariable => "session_variable",
         }
     }
 
@@ -57,17 +94,42 @@ impl PinReason {
     pub fn holds_lock(self) -> bool {
         matches!(
             self,
-            PinReason::Transaction | PinReason::UserLock | PinReason::LockTables
+            PinReason::Transaction | PinReason::UserLock | PinReason::LockTables | PinReason::Xa
         )
     }
 }
 
+const INVENTORY_MASK: u32 = {
+    use PinReason::*;
+    let rs = [
+        UserVariable,
+        TemporaryTable,
+        UserLock,
+        LockTables,
+        TextPrepare,
+        FoundRows,
+        UnknownState,
+        Trackers,
+        Handler,
+        Xa,
+        OneShot,
+        SessionVariable,
+    ];
+    let mut m = 0u32;
+    let mut i = 0;
+    while i < rs.len() {
+        m |= 1 << (rs[i] as u32);
+        i += 1;
+    }
+    m
+};
+
 /// The set of active pin reasons (a small bit set).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Pins(u16);
+pub struct Pins(u32);
 
 impl Pins {
-    fn bit(r: PinReason) -> u16 {
+    fn bit(r: PinReason) -> u32 {
         1 << (r as u16)
     }
     /// Adds a reason.
@@ -93,154 +155,32 @@ impl Pins {
             || self.has(PinReason::LockTables)
     }
     /// The raw bit set (for lock-free sharing).
-    pub fn bits(self) -> u16 {
+    pub fn bits(self) -> u32 {
         self.0
     }
     /// Rebuilds from [`Self::bits`].
-    pub fn from_bits(bits: u16) -> Self {
+    pub fn from_bits(bits: u32) -> Self {
         Self(bits)
     }
     /// Clears everything but the session-mode pin.
     pub fn clear_state(&mut self) {
         self.0 &= Self::bit(PinReason::SessionMode);
     }
+    /// Replaces the reasons that come from the session's inventory
+    /// ([`super::Inventory::pins`]) with `inv`, keeping the others
+    /// (transaction, session mode, cursors, long data, diagnostics).
+    pub fn set_inventory(&mut self, inv: Pins) {
+        self.0 = (self.0 & !INVENTORY_MASK) | (inv.0 & INVENTORY_MASK);
+    }
     /// The first active reason, for messages and metrics.
     pub fn primary(self) -> Option<PinReason> {
-        use PinReason::*;
-        [
-            Transaction,
-            SessionMode,
-            UserVariable,
-            TemporaryTable,
-            UserLock,
-            LockTables,
-            TextPrepare,
-            FoundRows,
-            Cursor,
-            LongData,
-            Diagnostics,
-            UnknownState,
-            Trackers,
-        ]
-        .into_iter()
-        .find(|r| self.has(*r))
+        PinReason::ALL.into_iter().find(|r| self.has(*r))
     }
-}
-
-/// What a statement's text says about pinning.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Scan {
-    /// Reasons the statement adds.
-    pub adds: Pins,
-    /// UNLOCK TABLES: the LOCK TABLES pin may go.
-    pub unlock_tables: bool,
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
-}
-
-fn starts_with_word(sql: &[u8], word: &[u8]) -> bool {
-    sql.len() >= word.len()
-        && sql[..word.len()].eq_ignore_ascii_case(word)
-        && sql
-            .get(word.len())
-            .is_none_or(|c| !c.is_ascii_alphanumeric() && *c != b'_')
-}
-
-/// True when `sql` assigns or reads a user variable (`@name`, not `@@sys`).
-fn uses_user_variable(sql: &[u8]) -> bool {
-    sql.iter().enumerate().any(|(i, &c)| {
-        c == b'@'
-            && (i == 0 || sql[i - 1] != b'@')
-            && sql.get(i + 1).is_some_and(|n| {
-                n.is_ascii_alphanumeric() || *n == b'_' || *n == b'`' || *n == b'\'' || *n == b'"'
-            })
-    })
-}
-
-/// Scans one COM_QUERY for state the trackers may not explain. Conservative:
-/// a false positive only costs multiplexing for that session.
-pub fn scan_statement(sql: &[u8]) -> Scan {
-    let trimmed = {
-        let start = sql
-            .iter()
-            .position(|c| !c.is_ascii_whitespace() && *c != b'(')
-            .unwrap_or(sql.len());
-        &sql[start..]
-    };
-    let mut s = Scan::default();
-    if uses_user_variable(sql) {
-        s.adds.add(PinReason::UserVariable);
-    }
-    if contains(sql, b"get_lock") {
-        s.adds.add(PinReason::UserLock);
-    }
-    if contains(sql, b"temporary") && contains(sql, b"create") {
-        s.adds.add(PinReason::TemporaryTable);
-    }
-    if contains(sql, b"sql_calc_found_rows") {
-        s.adds.add(PinReason::FoundRows);
-    }
-    if starts_with_word(trimmed, b"lock") {
-        s.adds.add(PinReason::LockTables);
-    }
-    if starts_with_word(trimmed, b"unlock") {
-        s.unlock_tables = true;
-    }
-    if starts_with_word(trimmed, b"prepare") {
-        s.adds.add(PinReason::TextPrepare);
-    }
-    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scans() {
-        assert!(
-            scan_statement(b"SET @x = 1")
-                .adds
-                .has(PinReason::UserVariable)
-        );
-        assert!(
-            scan_statement(b"select 1 into @v")
-                .adds
-                .has(PinReason::UserVariable)
-        );
-        assert!(!scan_statement(b"SELECT @@version").adds.any());
-        assert!(
-            !scan_statement(b"SELECT 'a@b'")
-                .adds
-                .has(PinReason::UserLock)
-        );
-        assert!(
-            scan_statement(b"select GET_LOCK('a', 1)")
-                .adds
-                .has(PinReason::UserLock)
-        );
-        assert!(
-            scan_statement(b"CREATE TEMPORARY TABLE t (a int)")
-                .adds
-                .has(PinReason::TemporaryTable)
-        );
-        assert!(
-            scan_statement(b" LOCK TABLES t WRITE")
-                .adds
-                .has(PinReason::LockTables)
-        );
-        assert!(scan_statement(b"unlock tables").unlock_tables);
-        assert!(!scan_statement(b"SELECT * FROM locks").adds.any());
-        assert!(
-            scan_statement(b"PREPARE s FROM 'select 1'")
-                .adds
-                .has(PinReason::TextPrepare)
-        );
-        assert!(!scan_statement(b"SELECT 1").adds.any());
-    }
 
     #[test]
     fn pin_set() {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use mysql_common::collations::{Collation, CollationId};
 
+use super::variables::{VarClass, classify};
 use crate::protocol::session_track::{Change, entries};
 
 /// Schema and changed session variables, as the server reported them.
@@ -11,8 +12,8 @@ use crate::protocol::session_track::{Change, entries};
 pub struct TrackedState {
     /// Default schema (`None` = no schema selected).
     pub schema: Option<Vec<u8>>,
-    /// Session variables set away from a fresh connection's values, by name
-    /// (lowercase), with the value text the tracker reported.
+    /// Replayable session variables set away from a fresh connection's
+    /// values, by name (lowercase), with the value text the tracker reported.
     pub vars: BTreeMap<String, String>,
     /// The multi-statements option (login capability or COM_SET_OPTION).
     pub multi_statements: bool,
@@ -20,14 +21,21 @@ pub struct TrackedState {
     pub last_insert_id: u64,
 }
 
-/// What applying a tracker block changed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What applying a tracker block reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApplyEffects {
-    /// A state-change flag came with nothing replayable to explain it
-    /// (user variables, temporary tables, text PREPARE …).
-    pub unexplained: bool,
+    /// The state-change tracker fired (something in the session changed;
+    /// it does not say what).
+    pub state_changed: bool,
     /// The client changed a `session_track_*` variable.
     pub trackers_touched: bool,
+    /// Variables the proxy may not replay, with the value reported
+    /// ([`VarClass::Pinning`]).
+    pub pinning_vars: Vec<(String, String)>,
+    /// The character set changed without the collation being reported
+    /// (`SET NAMES x [COLLATE y]`): the exact collation must come from the
+    /// statement text or the server.
+    pub charset_without_collation: bool,
 }
 
 /// Commands that bring a backend to a session's state.
@@ -39,8 +47,6 @@ pub struct SyncPlan {
     pub set_sql: Option<String>,
     /// COM_SET_OPTION to send (true = multi-statements on).
     pub set_option: Option<bool>,
-    /// The `last_insert_id` the SET establishes.
-    pub last_insert_id: Option<u64>,
     /// The session has no schema but the backend has one: only a
     /// COM_CHANGE_USER can unselect it (done before the rest of the plan).
     pub clear_schema: bool,
@@ -65,16 +71,9 @@ const CHARSET_VARS: [&str; 4] = [
     "collation_connection",
 ];
 
-/// Variables that follow from others and must not be replayed themselves.
-fn derived(name: &str) -> bool {
-    matches!(
-        name,
-        "character_set_database" | "collation_database" | "last_insert_id" | "insert_id"
-    ) || name.starts_with("session_track_")
-}
-
 impl TrackedState {
-    /// State of a connection whose handshake named `collation`.
+    /// State of a connection whose handshake named `collation`; empty when
+    /// the collation is unknown.
     pub fn for_collation(collation: u16) -> Self {
         let mut s = Self::default();
         let c = Collation::resolve(CollationId::from(collation));
@@ -88,47 +87,64 @@ impl TrackedState {
         s
     }
 
-    /// Absorbs a session-state block from an OK packet.
+    /// Absorbs a session-state block from an OK packet. Only replayable
+    /// variables become part of the state; the others are returned for the
+    /// caller to decide (see [`super::authority`]).
     pub fn apply_block(&mut self, block: &[u8]) -> ApplyEffects {
+        self.apply_block_with(block, true)
+    }
+
+    /// [`Self::apply_block`]; with `keep_vars` false, replayable variable
+    /// values are not taken (the reply of `SET STATEMENT … FOR` reports
+    /// that statement's temporary values).
+    pub fn apply_block_with(&mut self, block: &[u8], keep_vars: bool) -> ApplyEffects {
         let mut fx = ApplyEffects::default();
-        let mut state_changed = false;
-        let mut explained = false;
         let (mut cs_conn, mut coll_conn) = (false, false);
         for e in entries(block) {
             match e.change() {
                 Some(Change::Schema(s)) => {
                     self.schema = (!s.is_empty()).then(|| s.to_vec());
-                    explained = true;
                 }
                 Some(Change::SystemVariable { name, value }) => {
-                    explained = true;
                     let name = String::from_utf8_lossy(name).to_ascii_lowercase();
-                    if name.starts_with("session_track_") {
-                        fx.trackers_touched = true;
-                    }
-                    cs_conn |= name == "character_set_connection";
-                    coll_conn |= name == "collation_connection";
-                    if !derived(&name) {
-                        self.vars
-                            .insert(name, String::from_utf8_lossy(value).into_owned());
+                    let value = String::from_utf8_lossy(value).into_owned();
+                    match classify(&name) {
+                        VarClass::Replayable if keep_vars => {
+                            cs_conn |= name == "character_set_connection";
+                            coll_conn |= name == "collation_connection";
+                            self.vars.insert(name, value);
+                        }
+                        VarClass::Replayable => {}
+                        VarClass::ServerOwned => {}
+                        VarClass::Trackers => fx.trackers_touched = true,
+                        VarClass::Pinning => fx.pinning_vars.push((name, value)),
                     }
                 }
-                Some(Change::StateChanged) => state_changed = true,
+                Some(Change::StateChanged) => fx.state_changed = true,
                 _ => {}
             }
         }
         if cs_conn && !coll_conn {
-            // SET NAMES without COLLATE: the server reports the character
-            // sets but not the collation it reset to the charset default.
-            // Forget the old one; replaying the character set restores it.
+            // SET NAMES reports the character sets but not the collation it
+            // set (MariaDB 10.11, with or without COLLATE). Forget the old
+            // one; the caller sets the exact one when it knows it.
             self.vars.remove("collation_connection");
+            fx.charset_without_collation = true;
         }
-        fx.unexplained = state_changed && !explained;
         fx
+    }
+
+    /// Records the exact connection collation (from `SET NAMES … COLLATE`
+    /// or the server).
+    pub fn set_collation(&mut self, collation: &str) {
+        self.vars
+            .insert(CHARSET_VARS[3].to_string(), collation.to_ascii_lowercase());
     }
 
     /// What to send to a backend in state `backend` to bring it to `self`.
     /// Variables the backend has but the session lacks are set to DEFAULT.
+    /// After the plan succeeds the backend's state is `self` (see
+    /// [`Self::adopt`]): a value reset to DEFAULT is sent once, not again.
     pub fn sync_plan(&self, backend: &TrackedState) -> SyncPlan {
         let mut plan = SyncPlan::default();
         if self.schema != backend.schema {
@@ -144,10 +160,32 @@ impl TrackedState {
             .iter()
             .any(|n| self.vars.get(*n) != backend.vars.get(*n));
         let mut assigns: Vec<String> = Vec::new();
+        let mut names = None;
         if charset_differs {
-            for n in CHARSET_VARS {
-                if let Some(v) = self.vars.get(n) {
-                    assigns.push(assign(n, v));
+            let get = |i: usize| self.vars.get(CHARSET_VARS[i]);
+            match (get(0), get(1), get(2), get(3)) {
+                // SET NAMES … COLLATE sets the client and result character
+                // sets to the collation itself: result columns then carry
+                // it, as after a handshake that named it.
+                (Some(cl), Some(co), rs, Some(coll))
+                    if cl == co
+                        && coll.len() > cl.len()
+                        && coll.starts_with(cl.as_str())
+                        && coll.as_bytes()[cl.len()] == b'_' =>
+                {
+                    names = Some(format!("NAMES {} COLLATE {}", quote(cl), quote(coll)));
+                    if rs != Some(cl) {
+                        if let Some(rs) = rs {
+                            assigns.push(assign(CHARSET_VARS[2], rs));
+                        }
+                    }
+                }
+                _ => {
+                    for n in CHARSET_VARS {
+                        if let Some(v) = self.vars.get(n) {
+                            assigns.push(assign(n, v));
+                        }
+                    }
                 }
             }
         }
@@ -166,12 +204,24 @@ impl TrackedState {
         }
         if self.last_insert_id != backend.last_insert_id {
             assigns.push(format!("last_insert_id={}", self.last_insert_id));
-            plan.last_insert_id = Some(self.last_insert_id);
         }
-        if !assigns.is_empty() {
-            plan.set_sql = Some(format!("SET SESSION {}", assigns.join(", ")));
-        }
+        plan.set_sql = match (names, assigns.is_empty()) {
+            (Some(n), true) => Some(format!("SET {n}")),
+            (Some(n), false) => Some(format!("SET {n}, SESSION {}", assigns.join(", "))),
+            (None, false) => Some(format!("SET SESSION {}", assigns.join(", "))),
+            (None, true) => None,
+        };
         plan
+    }
+
+    /// The backend reached `target` by a successful sync plan: take its
+    /// replayed parts as they are (not the tracker's echo, which reports a
+    /// DEFAULT as a concrete value and would make the plan never converge).
+    pub fn adopt(&mut self, target: &TrackedState) {
+        self.vars.clone_from(&target.vars);
+        self.last_insert_id = target.last_insert_id;
+        self.multi_statements = target.multi_statements;
+        self.schema.clone_from(&target.schema);
     }
 }
 
@@ -188,6 +238,11 @@ fn assign(name: &str, value: &str) -> String {
     if name == "character_set_results" && (value.is_empty() || value == "NULL") {
         return format!("{name}=NULL");
     }
+    format!("{name}={}", quote(value))
+}
+
+/// `value` as a single-quoted SQL string.
+fn quote(value: &str) -> String {
     let mut q = String::with_capacity(value.len() + 2);
     q.push('\'');
     for c in value.chars() {
@@ -198,7 +253,7 @@ fn assign(name: &str, value: &str) -> String {
         }
     }
     q.push('\'');
-    format!("{name}={q}")
+    q
 }
 
 #[cfg(test)]
@@ -224,10 +279,7 @@ mod tests {
         let plan = l1.sync_plan(&s);
         assert_eq!(
             plan.set_sql.as_deref(),
-            Some(
-                "SET SESSION character_set_client='latin1', character_set_connection='latin1', \
-                 character_set_results='latin1', collation_connection='latin1_swedish_ci'"
-            )
+            Some("SET NAMES 'latin1' COLLATE 'latin1_swedish_ci'")
         );
     }
 
@@ -244,7 +296,7 @@ mod tests {
         b.put_u8(2);
         put_lenenc_bytes(&mut b, b"\x011");
         let fx = s.apply_block(&b);
-        assert!(!fx.unexplained);
+        assert!(fx.state_changed);
         assert_eq!(s.schema.as_deref(), Some(&b"test"[..]));
         assert!(!s.vars.contains_key("character_set_database"));
         let plan = s.sync_plan(&base);
@@ -288,7 +340,92 @@ mod tests {
         let mut b = BytesMut::new();
         b.put_u8(2);
         put_lenenc_bytes(&mut b, b"\x011");
-        assert!(s.apply_block(&b).unexplained);
+        assert!(s.apply_block(&b).state_changed);
+    }
+
+    #[test]
+    fn server_owned_variables_are_never_replayed() {
+        // With the binary log on, every commit reports last_gtid.
+        let base = TrackedState::for_collation(45);
+        let mut s = base.clone();
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "last_gtid", "0-1-3");
+        sysvar(&mut b, "warning_count", "1");
+        let fx = s.apply_block(&b);
+        assert!(fx.pinning_vars.is_empty());
+        assert_eq!(s, base);
+        assert!(s.sync_plan(&base).is_empty());
+    }
+
+    #[test]
+    fn unreplayable_variables_are_reported_not_kept() {
+        let mut s = TrackedState::for_collation(45);
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "sql_log_bin", "OFF");
+        sysvar(&mut b, "timestamp", "1.000000");
+        sysvar(&mut b, "session_track_schema", "OFF");
+        let fx = s.apply_block(&b);
+        assert_eq!(
+            fx.pinning_vars,
+            vec![
+                ("sql_log_bin".to_string(), "OFF".to_string()),
+                ("timestamp".to_string(), "1.000000".to_string())
+            ]
+        );
+        assert!(fx.trackers_touched);
+        assert!(!s.vars.contains_key("sql_log_bin"));
+    }
+
+    #[test]
+    fn default_converges_after_one_sync() {
+        // A backend changed by an earlier client; the session never set it.
+        let session = TrackedState::for_collation(45);
+        let mut backend = session.clone();
+        backend
+            .vars
+            .insert("wait_timeout".to_string(), "100".to_string());
+        let plan = session.sync_plan(&backend);
+        assert_eq!(
+            plan.set_sql.as_deref(),
+            Some("SET SESSION wait_timeout=DEFAULT")
+        );
+        // The server echoes the default as a concrete value …
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "wait_timeout", "28800");
+        backend.apply_block(&b);
+        // … but after the sync the backend is taken to be the session's.
+        backend.adopt(&session);
+        assert!(session.sync_plan(&backend).is_empty());
+    }
+
+    #[test]
+    fn exact_collation_survives_set_names() {
+        let base = TrackedState::for_collation(45);
+        let mut s = TrackedState::for_collation(224);
+        assert_eq!(s.vars["collation_connection"], "utf8mb4_unicode_ci");
+        // `SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci`: no collation reported.
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "character_set_connection", "utf8mb4");
+        sysvar(&mut b, "character_set_client", "utf8mb4");
+        sysvar(&mut b, "character_set_results", "utf8mb4");
+        assert!(s.apply_block(&b).charset_without_collation);
+        s.set_collation("utf8mb4_unicode_ci");
+        let plan = s.sync_plan(&base);
+        assert_eq!(
+            plan.set_sql.as_deref(),
+            Some("SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci'")
+        );
+        // Other variables follow in the same statement.
+        s.vars.insert("sql_mode".into(), "ANSI".into());
+        s.vars
+            .insert("character_set_results".into(), "latin1".into());
+        assert_eq!(
+            s.sync_plan(&base).set_sql.as_deref(),
+            Some(
+                "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci', SESSION \
+                 character_set_results='latin1', sql_mode='ANSI'"
+            )
+        );
     }
 
     #[test]

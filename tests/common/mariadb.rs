@@ -4,6 +4,17 @@
 //! use) and `MariaDb::start()` starts a private one. Each server gets a fresh
 //! datadir under `std::env::temp_dir()` and a free TCP port on 127.0.0.1.
 //!
+//! Configuration ([`Profile`]): by default the server looks like a
+//! production primary -- binary log on (`ROW`, `server_id=1`) and every
+//! other setting at the default a DBA leaves (`max_prepared_stmt_count`,
+//! `max_allowed_packet`, durability, thread cache, ...). Only what this
+//! machine needs is set: paths, port, bind address, no DNS, and a raised
+//! connection limit (see [`MACHINE_ARGS`]). The [`Profile::Fast`] variant
+//! (`MariaDb::shared_fast()`, `MariaDb::start_with(Profile::Fast, ...)`)
+//! drops the binary log, relaxes durability and raises the limits, for the
+//! few tests that genuinely need speed or huge limits; such a test says so
+//! where it picks it.
+//!
 //! Lifetime: `mariadbd` is launched by a small `sh` wrapper whose stdin is a
 //! pipe held by this process (`MariaDb::stdin`). The wrapper blocks in `read`;
 //! when the pipe closes -- because the `MariaDb` was dropped, or because the
@@ -22,14 +33,15 @@
 
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub const ROOT_PASSWORD: &str = "rootpw";
@@ -44,6 +56,62 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How many times to retry when the server could not start (e.g. the free
 /// port we picked was grabbed by someone else in the meantime).
 const START_ATTEMPTS: usize = 3;
+
+/// How a test server is configured on top of [`MACHINE_ARGS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// Like a production primary (the default): binary log on, row format,
+    /// a server id, everything else at the server's defaults.
+    Production,
+    /// No binary log, relaxed durability, raised limits
+    /// (`max_prepared_stmt_count`, `max_allowed_packet`): for tests that need
+    /// speed or limits beyond a stock server, never to hide a difference
+    /// production would show.
+    Fast,
+}
+
+impl Profile {
+    /// The `mariadbd` options of this profile (appended after the machine's).
+    pub fn args(self) -> &'static [&'static str] {
+        match self {
+            Profile::Production => &[
+                // Relative to the datadir: mariadb-bin.000001, ...
+                "--log-bin=mariadb-bin",
+                "--binlog-format=ROW",
+                "--server-id=1",
+            ],
+            Profile::Fast => &[
+                "--skip-log-bin",
+                "--max-prepared-stmt-count=200000",
+                "--max-allowed-packet=64M",
+                "--thread-cache-size=256",
+                "--innodb-buffer-pool-size=256M",
+                "--innodb-log-file-size=64M",
+                "--innodb-flush-log-at-trx-commit=2",
+                "--innodb-doublewrite=0",
+                "--performance-schema=OFF",
+            ],
+        }
+    }
+}
+
+/// Options every test server gets, whatever its [`Profile`]: what this
+/// machine needs, nothing a production DBA would tune differently.
+/// (`--no-defaults` and the per-server paths and port come first, see
+/// `try_start`.)
+pub const MACHINE_ARGS: &[&str] = &[
+    "--bind-address=127.0.0.1",
+    // No DNS in the sandbox; the accounts are defined by IP and '%'.
+    "--skip-name-resolve",
+    // Raised on purpose, unlike production: test binaries run their tests in
+    // parallel against one server, load tests (sysbench, multiplex_scale)
+    // and their direct-connection comparisons open hundreds to thousands of
+    // sessions at once, and what is under test is the proxy's own limits,
+    // not the server's 151. back_log follows so bursts of connects are not
+    // dropped by the listen queue.
+    "--max-connections=6000",
+    "--back-log=3000",
+];
 
 /// The wrapper script. Positional parameters: `$1` = directory to delete
 /// afterwards, `$2` = mariadbd binary, rest = mariadbd arguments.
@@ -96,25 +164,66 @@ pub struct MariaDb {
 }
 
 impl MariaDb {
-    /// The server shared by all tests in this test binary, started on first
-    /// use.
+    /// The production-shaped server shared by all tests in this test
+    /// binary, started on first use.
     pub fn shared() -> &'static MariaDb {
         static SHARED: OnceLock<MariaDb> = OnceLock::new();
         SHARED.get_or_init(MariaDb::start)
     }
 
-    /// Start a new private server (stopped when the value is dropped).
+    /// A [`Profile::Fast`] server shared by the tests of this binary that
+    /// need it, started on first use (a different server from `shared()`).
+    pub fn shared_fast() -> &'static MariaDb {
+        static SHARED_FAST: OnceLock<MariaDb> = OnceLock::new();
+        SHARED_FAST.get_or_init(|| MariaDb::start_with(Profile::Fast, &[]))
+    }
+
+    /// A server of `profile` with `extra_args`, shared by the tests of this
+    /// binary that ask for the same combination, started on first use. For
+    /// tests with a stated need beyond the defaults, e.g.
+    /// `MariaDb::shared_with(Profile::Production, &["--max-allowed-packet=64M"])`
+    /// for rows larger than the default 16 MiB packet limit.
+    pub fn shared_with(profile: Profile, extra_args: &[&str]) -> &'static MariaDb {
+        type Key = (Profile, Vec<String>);
+        static SERVERS: OnceLock<Mutex<HashMap<Key, &'static MariaDb>>> = OnceLock::new();
+        let key: Key = (profile, extra_args.iter().map(|s| s.to_string()).collect());
+        let mut servers = SERVERS
+            .get_or_init(|| Mutex::new(HashMap::new()))
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Like `shared()`, never dropped: the wrapper cleans up when the
+        // process exits.
+        servers
+            .entry(key)
+            .or_insert_with(|| Box::leak(Box::new(MariaDb::start_with(profile, extra_args))))
+    }
+
+    /// Start a new private production-shaped server (stopped when the value
+    /// is dropped).
     pub fn start() -> MariaDb {
-        MariaDb::start_with_args(&[])
+        MariaDb::start_with(Profile::Production, &[])
     }
 
     /// Like `start()`, with extra `mariadbd` options appended to the
-    /// defaults (later options override earlier ones), e.g.
+    /// production profile (later options override earlier ones), e.g.
     /// `&["--max-connections=20"]`.
     pub fn start_with_args(extra_args: &[&str]) -> MariaDb {
+        MariaDb::start_with(Profile::Production, extra_args)
+    }
+
+    /// Start a private server of `profile`, with `extra_args` appended (a
+    /// test states its special needs here, e.g.
+    /// `&["--max-prepared-stmt-count=100000"]`).
+    pub fn start_with(profile: Profile, extra_args: &[&str]) -> MariaDb {
+        let args: Vec<&str> = profile
+            .args()
+            .iter()
+            .chain(extra_args.iter())
+            .copied()
+            .collect();
         let mut last_error = String::new();
         for attempt in 1..=START_ATTEMPTS {
-            match MariaDb::try_start(extra_args) {
+            match MariaDb::try_start(&args) {
                 Ok(db) => return db,
                 Err(StartError::Retryable(msg)) if attempt < START_ATTEMPTS => {
                     eprintln!("mariadb fixture: attempt {attempt} failed, retrying:\n{msg}");
@@ -135,6 +244,13 @@ impl MariaDb {
             .map_err(|e| StartError::Fatal(format!("cannot create {}: {e}", base_dir.display())))?;
         let datadir = base_dir.join("data");
         let socket = base_dir.join("sock");
+        // A private tmpdir: temporary-table files are named after the pid,
+        // and test processes in other PID namespaces may share /tmp (seen:
+        // mariadb-install-db failing on another bootstrap's
+        // `#sql-temptable-<pid>-1-3`).
+        let tmpdir = base_dir.join("tmp");
+        std::fs::create_dir_all(&tmpdir)
+            .map_err(|e| StartError::Fatal(format!("cannot create {}: {e}", tmpdir.display())))?;
         let as_root = running_as_root();
 
         // 1. Initialise the datadir.
@@ -142,6 +258,7 @@ impl MariaDb {
         install
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
+            .arg(format!("--tmpdir={}", tmpdir.display()))
             .arg("--auth-root-authentication-method=normal")
             .arg("--skip-test-db")
             .arg("--skip-name-resolve");
@@ -171,24 +288,14 @@ impl MariaDb {
             format!("--socket={}", socket.display()),
             format!("--pid-file={}", base_dir.join("mariadbd.pid").display()),
             format!("--log-error={}", base_dir.join("error.log").display()),
+            format!("--tmpdir={}", tmpdir.display()),
             format!("--port={port}"),
-            "--bind-address=127.0.0.1".into(),
-            "--skip-name-resolve".into(),
-            "--max-connections=6000".into(),
-            "--back-log=3000".into(),
-            "--max-prepared-stmt-count=200000".into(),
-            "--max-allowed-packet=64M".into(),
-            "--thread-cache-size=256".into(),
-            "--innodb-buffer-pool-size=256M".into(),
-            "--innodb-log-file-size=64M".into(),
-            "--innodb-flush-log-at-trx-commit=2".into(),
-            "--innodb-doublewrite=0".into(),
-            "--performance-schema=OFF".into(),
-            "--skip-log-bin".into(),
         ];
+        args.extend(MACHINE_ARGS.iter().map(|s| s.to_string()));
         if as_root {
             args.push("--user=root".into());
         }
+        // The profile's options, then the caller's.
         args.extend(extra_args.iter().map(|s| s.to_string()));
 
         let mut wrapper = Command::new("sh")

@@ -33,6 +33,8 @@ pub const SECURE_CONNECTION: u32 = 0x0000_8000;
 pub const MULTI_RESULTS: u32 = 0x0002_0000;
 pub const PS_MULTI_RESULTS: u32 = 0x0004_0000;
 pub const PLUGIN_AUTH: u32 = 0x0008_0000;
+pub const MULTI_STATEMENTS: u32 = 0x0001_0000;
+pub const SESSION_TRACK: u32 = 0x0080_0000;
 pub const DEPRECATE_EOF: u32 = 0x0100_0000;
 
 /// What the raw client asks for (DEPRECATE_EOF is added per connection).
@@ -565,6 +567,8 @@ pub struct RawConn {
     pub conn_id: u32,
     /// The server version from the greeting.
     pub version: String,
+    /// The greeting's scramble (COM_CHANGE_USER answers it).
+    pub scramble: Vec<u8>,
 }
 
 async fn read_exact(s: &mut TcpStream, buf: &mut [u8], what: &str) -> io::Result<()> {
@@ -631,6 +635,31 @@ impl RawConn {
         db: Option<&str>,
         deprecate_eof: bool,
     ) -> Result<RawConn, ErrInfo> {
+        let mut wanted = BASE_CAPS;
+        if deprecate_eof {
+            wanted |= DEPRECATE_EOF;
+        }
+        let c = RawConn::try_connect_with(addr, user, password, db, wanted, 45).await?;
+        assert_eq!(
+            c.caps & DEPRECATE_EOF != 0,
+            deprecate_eof,
+            "server does not offer the requested DEPRECATE_EOF setting"
+        );
+        Ok(c)
+    }
+
+    /// Logs in asking for capabilities `wanted` (CONNECT_WITH_DB is added
+    /// when `db` is given; the result is `wanted` ∩ the server's offer) and
+    /// handshake collation `collation` (e.g. 8 = latin1_swedish_ci,
+    /// 45 = utf8mb4_general_ci). Returns the server's ERR on failure.
+    pub async fn try_connect_with(
+        addr: &str,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+        wanted: u32,
+        collation: u8,
+    ) -> Result<RawConn, ErrInfo> {
         let mut stream = timeout(WAIT, TcpStream::connect(addr))
             .await
             .expect("connect timed out")
@@ -642,24 +671,16 @@ impl RawConn {
             return Err(e);
         }
         let greeting = parse_greeting(&g);
-        let mut wanted = BASE_CAPS;
-        if deprecate_eof {
-            wanted |= DEPRECATE_EOF;
-        }
+        let mut wanted = wanted;
         if db.is_some() {
             wanted |= CONNECT_WITH_DB;
         }
         let caps = wanted & greeting.caps;
-        assert_eq!(
-            caps & DEPRECATE_EOF != 0,
-            deprecate_eof,
-            "server does not offer the requested DEPRECATE_EOF setting"
-        );
         let auth = native(&greeting.scramble, password);
         let mut p = Vec::new();
         p.extend_from_slice(&caps.to_le_bytes());
         p.extend_from_slice(&(16u32 << 20).to_le_bytes());
-        p.push(45); // utf8mb4_general_ci
+        p.push(collation);
         p.extend_from_slice(&[0u8; 23]);
         p.extend_from_slice(user.as_bytes());
         p.push(0);
@@ -704,6 +725,7 @@ impl RawConn {
             caps,
             conn_id: greeting.conn_id,
             version: greeting.version,
+            scramble: greeting.scramble,
         })
     }
 
@@ -814,6 +836,27 @@ impl RawConn {
         p.extend_from_slice(sql.as_bytes());
         self.send_command(&p).await;
         self.read_response(sql, false).await
+    }
+
+    /// COM_QUERY read to the end of a multi-result answer: every response
+    /// while the server flags more results (an ERR ends it).
+    pub async fn query_multi(&mut self, sql: &str) -> Vec<Response> {
+        let mut p = vec![COM_QUERY];
+        p.extend_from_slice(sql.as_bytes());
+        self.send_command(&p).await;
+        let mut out = Vec::new();
+        loop {
+            let r = self.read_response(sql, false).await;
+            let more = match &r {
+                Response::Ok(ok) => ok.status & STATUS_MORE_RESULTS != 0,
+                Response::Rows(rs) => rs.end.status & STATUS_MORE_RESULTS != 0,
+                Response::Err(_) => false,
+            };
+            out.push(r);
+            if !more {
+                return out;
+            }
+        }
     }
 
     /// COM_QUERY expecting a result; returns the text rows.
@@ -938,6 +981,59 @@ impl RawConn {
         let mut p = vec![COM_STMT_CLOSE];
         p.extend_from_slice(&id.to_le_bytes());
         self.send_command(&p).await;
+    }
+
+    /// Sends a command and reads the one packet that answers it, with its
+    /// sequence id; `None` when the peer closed instead.
+    pub async fn command_reply(&mut self, payload: &[u8], what: &str) -> Option<(u8, Vec<u8>)> {
+        self.send_command(payload).await;
+        self.try_read(what).await
+    }
+
+    /// COM_CHANGE_USER with mysql_native_password, answering an auth switch
+    /// request; returns the final reply (OK or ERR) with its sequence id.
+    pub async fn change_user(
+        &mut self,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+    ) -> (u8, Vec<u8>) {
+        let auth = native(&self.scramble, password);
+        let mut p = vec![0x11];
+        p.extend_from_slice(user.as_bytes());
+        p.push(0);
+        p.push(auth.len() as u8);
+        p.extend_from_slice(&auth);
+        p.extend_from_slice(db.unwrap_or("").as_bytes());
+        p.push(0);
+        p.extend_from_slice(&45u16.to_le_bytes());
+        p.extend_from_slice(b"mysql_native_password\0");
+        self.send_command(&p).await;
+        loop {
+            let (seq, reply) = self
+                .try_read("change user reply")
+                .await
+                .expect("connection closed during COM_CHANGE_USER");
+            if reply.first() != Some(&0xFE) || reply.len() < 2 {
+                return (seq, reply);
+            }
+            let nul = reply[1..]
+                .iter()
+                .position(|&b| b == 0)
+                .expect("auth switch plugin name");
+            let mut nonce = reply[2 + nul..].to_vec();
+            if nonce.last() == Some(&0) {
+                nonce.pop();
+            }
+            self.send_raw(seq.wrapping_add(1), &native(&nonce, password))
+                .await
+                .expect("auth switch response");
+        }
+    }
+
+    /// The socket, for tests that drive it themselves.
+    pub fn into_stream(self) -> TcpStream {
+        self.stream
     }
 
     /// Sends COM_QUIT and drops the connection.

@@ -19,9 +19,6 @@ use crate::wire::packet_io::Packet;
 /// Bulk flag: the request carries the parameter types.
 pub const SEND_TYPES_TO_SERVER: u16 = 0x80;
 
-/// ER_NEED_REPREPARE.
-const ER_NEED_REPREPARE: u16 = 1615;
-
 /// The parts of a bulk request the proxy reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bulk<'a> {
@@ -80,9 +77,9 @@ impl Session {
     /// COM_STMT_BULK_EXECUTE.
     pub(super) async fn stmt_bulk_execute(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
+        self.forget_stale_held();
         if pkt.payload.len() < 7 {
-            let e = ErrPacket::new(1835, "HY000", "Malformed communication packet");
-            return self.send_err(seq, &e).await;
+            return self.send_err(seq, &malformed()).await;
         }
         if !self.caps.has(mariadb::STMT_BULK_OPERATIONS) {
             return self.send_err(seq, &unsupported()).await;
@@ -105,8 +102,7 @@ impl Session {
         };
         let entry = cs.entry.clone();
         let Some(bulk) = parse(&pkt.payload, entry.num_params) else {
-            let e = ErrPacket::new(1835, "HY000", "Malformed communication packet");
-            return self.send_err(seq, &e).await;
+            return self.send_err(seq, &malformed()).await;
         };
         if let Some(t) = bulk.types
             && cs.types.as_deref() != Some(t)
@@ -118,56 +114,84 @@ impl Session {
             return Ok(());
         };
         for attempt in 0..2 {
-            let backend_id = match self.ensure_prepared(&mut co.backend, &entry).await {
-                Ok(Ok(id)) => id,
+            let route = match self.route(&mut co.backend, client_id, &entry).await {
+                Ok(Ok(r)) => r,
                 Ok(Err(e)) => {
+                    self.sync_stmt_pins();
                     self.finish(co.slot, co.backend);
-                    return self.send_err(seq, &e).await;
+                    return self.send_raw_err(seq, &e).await;
                 }
                 Err(e) => {
                     let held = co.was_pinned;
                     drop(co);
+                    self.forget_all_held();
                     return self
                         .lost_backend(seq, &errors::backend_lost(&e.to_string()), held)
                         .await;
                 }
             };
-            let seen = co
-                .backend
-                .stmts
-                .get_mut(entry.id)
-                .is_some_and(|s| s.types.as_deref() == types.as_deref());
+            // The shared backend statement remembers the types it was sent;
+            // a statement of this client's own gets them again (always valid).
+            let seen = !route.private
+                && co
+                    .backend
+                    .stmts
+                    .get_mut(entry.id)
+                    .is_some_and(|s| s.types.as_deref() == types.as_deref());
             let insert = match (&bulk.types, &types) {
                 (None, Some(t)) if !seen => Some(&t[..]),
                 _ => None,
             };
-            let payload = rewrite(&pkt.payload, backend_id, insert);
+            let payload = rewrite(&pkt.payload, route.id, insert);
             if !seen
+                && !route.private
                 && (bulk.types.is_some() || insert.is_some())
                 && let Some(s) = co.backend.stmts.get_mut(entry.id)
             {
                 s.types = types.clone();
             }
-            let intercept = (attempt == 0).then_some(ER_NEED_REPREPARE);
+            // A statement holding a cursor or long data is not re-prepared
+            // behind the client's back: the server's answer goes through.
+            let intercept = (attempt == 0 && !route.held).then_some(errors::ER_NEED_REPREPARE);
             let Some((next, out)) = self
                 .exchange(co, &payload, seq, Shape::Query, intercept)
                 .await?
             else {
+                self.forget_all_held();
                 return Ok(());
             };
             co = next;
+            let fresh_private = route.private && !route.held;
             if out.intercepted {
-                if let Some(id) = co.backend.stmts.remove(entry.id) {
-                    let _ = co.backend.close_stmt(id).await;
+                let stale = if route.private {
+                    Some(route.id)
+                } else {
+                    co.backend.stmts.remove(entry.id)
+                };
+                if let Some(id) = stale
+                    && co.backend.close_stmt(id).await.is_err()
+                {
+                    return self.backend_broken(co);
                 }
                 continue;
             }
+            // A statement prepared for this request alone (another of the
+            // session's statements holds the shared one) is closed again.
+            if fresh_private && co.backend.close_stmt(route.id).await.is_err() {
+                return self.backend_broken(co);
+            }
+            self.sync_stmt_pins();
             self.finish(co.slot, co.backend);
             return Ok(());
         }
+        self.sync_stmt_pins();
         self.finish(co.slot, co.backend);
         Ok(())
     }
+}
+
+fn malformed() -> ErrPacket {
+    ErrPacket::new(1835, "HY000", "Malformed communication packet")
 }
 
 #[cfg(test)]

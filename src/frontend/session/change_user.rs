@@ -2,14 +2,35 @@
 //! (with auth switch when needed), then a clean session: the old backend
 //! connection is closed, statements, pins and session state are dropped, and
 //! the new user's credential pool is used from then on.
+//!
+//! A failed attempt leaves the connection as the server does: the session
+//! is reset all the same (the server resets it before authenticating), but
+//! the user, the schema and the character set stay; the error comes after
+//! the server's one-second delay, and a fourth attempt after three failures
+//! is refused with "Unknown command" without looking at it.
+
+use std::time::Duration;
 
 use super::{End, Session};
 use crate::frontend::handshake::{self, HandshakeError};
 use crate::protocol::caps::flag;
 use crate::protocol::errors;
 use crate::protocol::lenenc::Reader;
+use crate::protocol::packets::ErrPacket;
 use crate::protocol::packets::status;
 use crate::session_state::TrackedState;
+
+/// What the server waits before answering a failed attempt.
+const FAILURE_DELAY: Duration = Duration::from_secs(1);
+/// Failed attempts after which the server refuses further ones.
+const MAX_FAILURES: u8 = 3;
+/// The variables that keep their value through a failed attempt.
+const CHARSET_VARS: [&str; 4] = [
+    "character_set_client",
+    "character_set_connection",
+    "character_set_results",
+    "collation_connection",
+];
 use crate::wire::packet_io::Packet;
 
 /// The fields of a COM_CHANGE_USER request.
@@ -52,9 +73,15 @@ impl Session {
     /// Handles COM_CHANGE_USER.
     pub(super) async fn change_user(&mut self, pkt: &Packet) -> Result<bool, End> {
         let mut seq = pkt.last_seq.wrapping_add(1);
+        if self.failed_change_user >= MAX_FAILURES {
+            return self
+                .change_user_failed(seq, errors::server_unknown_command())
+                .await;
+        }
         let Some(req) = parse(&pkt.payload, self.caps.base()) else {
-            self.send_err(seq, &errors::bad_handshake()).await?;
-            return Err(End::Fatal("malformed COM_CHANGE_USER".into()));
+            return self
+                .change_user_failed(seq, errors::server_unknown_command())
+                .await;
         };
         let name = String::from_utf8_lossy(req.user).into_owned();
         let host = self
@@ -71,12 +98,8 @@ impl Session {
             .enumerate()
             .find(|(_, u)| u.name == name)
         else {
-            self.send_err(
-                seq,
-                &errors::access_denied(&name, &host, !req.auth.is_empty()),
-            )
-            .await?;
-            return Err(End::Fatal("change user: unknown user".into()));
+            let e = errors::access_denied(&name, &host, !req.auth.is_empty());
+            return self.change_user_failed(seq, e).await;
         };
         let plugin = req.plugin.unwrap_or(b"mysql_native_password");
         // The client answered the greeting's challenge, issued for the
@@ -95,9 +118,8 @@ impl Session {
         match verified {
             Ok(a) if a.ok => {}
             Ok(a) => {
-                self.send_err(seq, &errors::access_denied(&name, &host, a.used_password))
-                    .await?;
-                return Err(End::Fatal("change user: access denied".into()));
+                let e = errors::access_denied(&name, &host, a.used_password);
+                return self.change_user_failed(seq, e).await;
             }
             Err(HandshakeError::Wire(e)) => return Err(End::Client(e)),
             Err(HandshakeError::Refused(r)) => return Err(End::Fatal(r)),
@@ -107,6 +129,7 @@ impl Session {
         self.backend = None;
         self.drop_statements();
         self.pins.clear_state();
+        self.inv.clear();
         self.user = idx;
         self.pool = self.shared.pool.rekey(self.pool, user.pool);
         self.handle
@@ -120,7 +143,11 @@ impl Session {
             _ => self.initial.0,
         };
         self.initial = (collation, self.initial.1);
+        // The server keeps the multi-statements option across a change of
+        // user.
+        let multi = self.state.multi_statements;
         self.state = super::initial_state(self.initial);
+        self.state.multi_statements = multi;
         self.status = status::AUTOCOMMIT;
         self.found_rows = 0;
         self.tickets = shared.config.pool.high_prio_tickets;
@@ -132,7 +159,41 @@ impl Session {
                 return Ok(false);
             }
         }
+        self.failed_change_user = 0;
         self.send_ok(seq).await?;
+        Ok(false)
+    }
+
+    /// A refused COM_CHANGE_USER: the session is reset as the server resets
+    /// it, keeping the user, the schema and the character set; the error
+    /// follows the server's delay and the connection stays usable.
+    async fn change_user_failed(&mut self, seq: u8, e: ErrPacket) -> Result<bool, End> {
+        self.failed_change_user = self.failed_change_user.saturating_add(1);
+        // Closing the backend ends its transaction, variables, temporary
+        // tables and locks.
+        self.backend = None;
+        self.drop_statements();
+        self.pins.clear_state();
+        self.inv.clear();
+        let schema = self.state.schema.take();
+        let multi = self.state.multi_statements;
+        let old = std::mem::replace(&mut self.state, super::initial_state(self.initial));
+        self.state.schema = schema;
+        self.state.multi_statements = multi;
+        for name in CHARSET_VARS {
+            match old.vars.get(name) {
+                Some(v) => {
+                    self.state.vars.insert(name.to_string(), v.clone());
+                }
+                None => {
+                    self.state.vars.remove(name);
+                }
+            }
+        }
+        self.status = status::AUTOCOMMIT;
+        self.found_rows = 0;
+        tokio::time::sleep(FAILURE_DELAY).await;
+        self.send_err(seq, &e).await?;
         Ok(false)
     }
 }

@@ -17,7 +17,9 @@ use crate::protocol::command::*;
 use crate::protocol::errors;
 use crate::protocol::packets::{ErrPacket, status};
 use crate::protocol::response::Shape;
-use crate::session_state::{PinReason, SyncPlan, TrackedState, scan_statement};
+use crate::session_state::authority::{self, Release, Reply};
+use crate::session_state::{PinReason, SyncPlan, TrackedState};
+use crate::sql::{Analysis, Effect, Kind, Statement};
 use crate::wire::packet_io::Packet;
 
 impl Session {
@@ -50,7 +52,11 @@ impl Session {
             ));
         };
         match self.shared.pool.dial(self.pool, deadline).await {
-            Ok(conn) => Ok(res.fulfil(conn)),
+            Ok(mut conn) => {
+                // A direct client gets the global limits of the moment.
+                let _ = conn.learn_limits(&self.shared.limits).await;
+                Ok(res.fulfil(conn))
+            }
             Err(e) if e.is_out_of_fds() => Err(errors::out_of_resources(
                 "no file descriptors for a backend connection",
             )),
@@ -61,13 +67,17 @@ impl Session {
         }
     }
 
-    /// Returns the backend idle unless the session stays pinned to it.
+    /// Returns the backend (through the authority's release gate) unless
+    /// the session stays pinned to it.
     pub(super) fn finish(&mut self, slot: SlotGuard, backend: Leased) {
         if self.pins.any() {
             self.backend = Some(backend);
             slot.finish(None);
-        } else {
+        } else if authority::release(backend.marks) == Release::Share {
             slot.finish(Some(backend));
+        } else {
+            slot.finish(None);
+            release_backend(&self.shared, backend);
         }
     }
 
@@ -133,30 +143,40 @@ impl Session {
             },
         };
         let slot = adm.slot;
-        let mut plan = self.state.sync_plan(&backend.state);
-        if plan.clear_schema {
-            let params = self.shared.pool.params(backend.pool);
-            let baseline =
-                TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
-            let cleared = match &params {
-                Some(p) => backend.clear_schema(p, &baseline).await,
-                None => Err(BackendError::Protocol("unknown pool key".into())),
-            };
-            if let Err(e) = cleared {
-                drop(backend);
-                drop(slot);
-                self.lost_backend(seq, &errors::backend_lost(&e.to_string()), was_pinned)
-                    .await?;
-                return Ok(None);
+        // Three rounds at most: a schema dropped by someone else is learned in
+        // the first (the session then goes on without one, as it would on
+        // the server), the second applies the rest.
+        for _ in 0..3 {
+            let plan = self.sync_plan_for(&backend.state);
+            if plan.clear_schema {
+                let params = self.shared.pool.params(backend.pool);
+                let cleared = match &params {
+                    Some(p) => backend.clear_schema(p, &baseline()).await,
+                    None => Err(BackendError::Protocol("unknown pool key".into())),
+                };
+                if let Err(e) = cleared {
+                    drop(backend);
+                    drop(slot);
+                    self.lost_backend(seq, &errors::backend_lost(&e.to_string()), was_pinned)
+                        .await?;
+                    return Ok(None);
+                }
+                continue;
             }
-            plan = self.state.sync_plan(&backend.state);
-        }
-        if !plan.is_empty() {
+            if plan.is_empty() {
+                break;
+            }
             let failure = match sync(&mut backend, &plan).await {
                 Ok(None) => None,
-                // The state could not be applied (e.g. the schema is gone):
-                // the client sees the server's error; the backend is closed
-                // since it may be half-changed.
+                Ok(Some(e)) if e.code == errors::ER_BAD_DB_ERROR && plan.init_db.is_some() => {
+                    // The schema is gone. Direct, the session keeps working
+                    // (unqualified names fail) and USE other succeeds.
+                    self.schema_gone = true;
+                    continue;
+                }
+                // The state could not be applied: the client sees the
+                // server's error; the backend is closed since it may be
+                // half-changed.
                 Ok(Some(e)) => Some(e),
                 Err(e) => Some(errors::backend_lost(&e.to_string())),
             };
@@ -166,6 +186,11 @@ impl Session {
                 self.lost_backend(seq, &e, was_pinned).await?;
                 return Ok(None);
             }
+            backend.state.adopt(&self.state);
+            if self.schema_gone {
+                backend.state.schema = None;
+            }
+            break;
         }
         Ok(Some(Checkout {
             slot,
@@ -188,8 +213,14 @@ impl Session {
         intercept: Option<u16>,
     ) -> Result<Option<(Checkout, Outcome)>, End> {
         self.handle
+            .statement
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.handle
             .backend_thread
-            .store(co.backend.thread_id, std::sync::atomic::Ordering::Relaxed);
+            .store(co.backend.thread_id, std::sync::atomic::Ordering::Release);
+        // Lexed with the session's sql_mode as it was before the statement.
+        let lex = authority::lex_options(&self.state);
+        let lexable = authority::lexable_charset(&self.state);
         let sent = co.backend.io.send_packet(0, payload).await;
         if let Err(e) = sent {
             self.handle
@@ -244,21 +275,56 @@ impl Session {
                         self.pins.remove(PinReason::Transaction);
                     }
                 }
-                let fx = self.state.apply_block(&out.state);
-                co.backend.state.apply_block(&out.state);
-                if let Some(id) = out.last_insert_id {
-                    self.state.last_insert_id = id;
-                    co.backend.state.last_insert_id = id;
+                let mut analysis = command_analysis(payload, &lex);
+                analysis.incomplete |= !lexable;
+                let keep_vars = !analysis.statements.iter().any(|s| {
+                    s.effects
+                        .iter()
+                        .any(|e| matches!(e, crate::sql::Effect::SetStatement))
+                });
+                let schema_before = self.state.schema.clone().unwrap_or_default();
+                let fx = self.state.apply_block_with(&out.state, keep_vars);
+                if self.state.schema.as_deref().unwrap_or_default() != &schema_before[..] {
+                    self.schema_gone = false;
                 }
+                co.backend.state.apply_block_with(&out.state, keep_vars);
                 if let Some(rows) = out.rows {
                     self.found_rows = rows;
                 }
-                if fx.unexplained {
-                    self.pin(PinReason::UnknownState);
+                let reply = Reply {
+                    error: out.error.is_some(),
+                    results: out.results,
+                    warnings: out.warnings,
+                    in_trans: self.status & status::IN_TRANS != 0,
+                    insert_id: out.last_insert_id.is_some(),
+                };
+                let sql = if payload.first() == Some(&COM_QUERY) {
+                    &payload[1..]
+                } else {
+                    &[][..]
+                };
+                let fu = authority::after_query(
+                    &mut self.inv,
+                    &mut co.backend.marks,
+                    &mut self.state,
+                    &schema_before,
+                    &analysis,
+                    &reply,
+                    &fx,
+                    sql,
+                );
+                for n in &fu.defaulted {
+                    self.state.vars.remove(n);
+                    co.backend.state.vars.remove(n);
                 }
-                if fx.trackers_touched {
-                    self.pin(PinReason::Trackers);
+                // The backend ran the same statements: same collation.
+                if let Some(c) = self.state.vars.get("collation_connection") {
+                    co.backend.state.set_collation(&c.clone());
+                } else {
+                    co.backend.state.vars.remove("collation_connection");
                 }
+                self.follow_up(&mut co.backend, fu, &out).await;
+                self.sync_inventory_pins();
                 // The diagnostics area (SHOW WARNINGS / ERRORS, @@warning_count,
                 // GET DIAGNOSTICS) lives on the backend that ran the statement:
                 // hold it for the client's next statement (see serve()).
@@ -307,36 +373,124 @@ impl Session {
     /// Runs one command on a backend and streams the answer back.
     pub(super) async fn forward(&mut self, pkt: &Packet, shape: Shape) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
-        let scan = if pkt.payload[0] == COM_QUERY {
-            scan_statement(&pkt.payload[1..])
-        } else {
-            Default::default()
-        };
         let Some(co) = self.checkout(seq).await? else {
             return Ok(());
         };
-        let Some((co, out)) = self.exchange(co, &pkt.payload, seq, shape, None).await? else {
+        let Some((co, _out)) = self.exchange(co, &pkt.payload, seq, shape, None).await? else {
             return Ok(());
         };
-        if out.error.is_none() {
-            for r in [
-                PinReason::UserVariable,
-                PinReason::TemporaryTable,
-                PinReason::UserLock,
-                PinReason::LockTables,
-                PinReason::TextPrepare,
-                PinReason::FoundRows,
-            ] {
-                if scan.adds.has(r) {
-                    self.pin(r);
-                }
-            }
-            if scan.unlock_tables {
-                self.pins.remove(PinReason::LockTables);
-            }
-        }
         self.finish(co.slot, co.backend);
         Ok(())
+    }
+
+    /// The sync plan toward the session's state; without the schema when it
+    /// was dropped under the session.
+    fn sync_plan_for(&self, backend: &TrackedState) -> SyncPlan {
+        let mut plan = self.state.sync_plan(backend);
+        if self.schema_gone {
+            plan.init_db = None;
+            plan.clear_schema = backend.schema.is_some();
+        }
+        plan
+    }
+
+    /// Recomputes the pins that follow from the inventory, counting new ones.
+    pub(super) fn sync_inventory_pins(&mut self) {
+        let inv = self.inv.pins();
+        let before = self.pins;
+        self.pins.set_inventory(inv);
+        for r in PinReason::ALL {
+            if self.pins.has(r) && !before.has(r) {
+                self.shared.metrics.pinned(r.label());
+            }
+        }
+    }
+
+    /// Runs the probes the authority asked for, on the backend that just
+    /// answered, and reads LAST_INSERT_ID() before the backend is let go.
+    /// A failed probe leaves the inventory as it was (fail closed).
+    async fn follow_up(
+        &mut self,
+        backend: &mut Leased,
+        fu: authority::Followup,
+        out: &crate::frontend::relay::Outcome,
+    ) {
+        if fu.verify_locks && !self.inv.locks.is_empty() {
+            let names: Vec<Vec<u8>> = self.inv.locks.iter().cloned().collect();
+            let cols: Vec<String> = names
+                .iter()
+                .map(|n| format!("IS_USED_LOCK({})=CONNECTION_ID()", sql_string(n)))
+                .collect();
+            let q = format!("SELECT {}", cols.join(", "));
+            if let Ok(Some(row)) = backend.query_row(&q).await {
+                for (n, cell) in names.iter().zip(row) {
+                    if cell.as_deref() != Some("1") {
+                        self.inv.locks.remove(n);
+                    }
+                }
+            }
+        }
+        if fu.count_user_vars || self.inv.user_vars_unverified {
+            // Stored code may set user variables the text does not show.
+            // The count reads a table, which clears the diagnostics area:
+            // with warnings or an error to keep, count after a later
+            // statement and stay pinned meanwhile.
+            if out.warnings > 0 || out.error.is_some() || backend.marks.diagnostics {
+                self.inv.user_vars_unverified = true;
+            } else {
+                let n = backend
+                    .query_row(
+                        "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
+                         WHERE VARIABLE_VALUE IS NOT NULL",
+                    )
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|row| row.first().cloned().flatten())
+                    .and_then(|c| c.parse::<usize>().ok());
+                // Reading the table cleared the diagnostics area.
+                backend.marks.diagnostics = false;
+                match n {
+                    Some(0) => {
+                        self.inv.user_vars.clear();
+                        self.inv.user_vars_unverified = false;
+                    }
+                    Some(n) => self.inv.user_vars_unverified = n > self.inv.user_vars.len(),
+                    None => self.inv.user_vars_unverified = true,
+                }
+            }
+        }
+        if fu.probe_collation
+            && let Ok(Some(row)) = backend.query_row("SELECT @@collation_connection").await
+            && let Some(Some(c)) = row.first()
+        {
+            self.state.set_collation(c);
+            backend.state.set_collation(c);
+        }
+        // LAST_INSERT_ID() is replayed exactly: when a statement may have
+        // changed it (the OK's insert id is not the same thing: an explicit
+        // id is reported there too), read it before the backend goes back.
+        self.sync_inventory_pins();
+        // Outside a transaction the session may move after this statement
+        // (inside one, the read happens after the statement that ends it).
+        if backend.marks.insert_id_unknown
+            && self.status & status::IN_TRANS == 0
+            && !self.pins.has(PinReason::SessionMode)
+        {
+            if let Ok(Some(row)) = backend.query_row("SELECT LAST_INSERT_ID()").await
+                && let Some(id) = row
+                    .first()
+                    .and_then(|c| c.as_deref())
+                    .and_then(|c| c.parse::<u64>().ok())
+            {
+                self.state.last_insert_id = id;
+                backend.state.last_insert_id = id;
+                backend.marks.insert_id_unknown = false;
+            } else {
+                // Unknown value: never share this connection as it is.
+                backend.marks.needs_reset = true;
+            }
+        }
     }
 
     /// Reports a lost backend. When it held session state (an open
@@ -355,6 +509,94 @@ impl Session {
         }
         self.pins.clear_state();
         Ok(())
+    }
+}
+
+/// Lets go of a backend the session no longer needs, as the authority says:
+/// as it is, after clearing its diagnostics area, or after a reset. The
+/// cleanup runs off the client's path; a backend that fails it is closed.
+pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, mut b: Leased) {
+    let verdict = authority::release(b.marks);
+    if verdict == Release::Share {
+        b.return_idle();
+        return;
+    }
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let ok = match verdict {
+            Release::Share => true,
+            Release::ClearDiagnostics => {
+                // Reading a table clears the diagnostics area; the count
+                // double-checks that no user variable is left behind.
+                match b
+                    .query_row(
+                        "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
+                         WHERE VARIABLE_VALUE IS NOT NULL",
+                    )
+                    .await
+                {
+                    Ok(Some(row)) if row.first().and_then(|c| c.as_deref()) == Some("0") => {
+                        b.marks.diagnostics = false;
+                        true
+                    }
+                    Ok(_) => b.reset(&baseline()).await.is_ok(),
+                    Err(_) => false,
+                }
+            }
+            Release::Reset => b.reset(&baseline()).await.is_ok(),
+        };
+        if ok {
+            shared.metrics.backend_cleanup(verdict == Release::Reset);
+            b.return_idle();
+        } else {
+            debug!(
+                backend = b.id.0,
+                "closing backend connection that failed cleanup"
+            );
+        }
+    });
+}
+
+fn baseline() -> TrackedState {
+    TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION))
+}
+
+/// `s` as a single-quoted SQL string literal.
+fn sql_string(s: &[u8]) -> String {
+    let mut q = String::with_capacity(s.len() + 2);
+    q.push('\'');
+    for c in String::from_utf8_lossy(s).chars() {
+        match c {
+            '\'' => q.push_str("''"),
+            '\\' => q.push_str("\\\\"),
+            _ => q.push(c),
+        }
+    }
+    q.push('\'');
+    q
+}
+
+/// What the command's text does, for the authority. Queries are lexed;
+/// COM_INIT_DB is a schema change; other commands have no text effects
+/// (a state change they cause stays unexplained: fail closed).
+fn command_analysis(payload: &[u8], opts: &crate::sql::LexOptions) -> Analysis {
+    match payload.first() {
+        Some(&COM_QUERY) => crate::sql::analyze(&payload[1..], *opts),
+        Some(&COM_INIT_DB) => Analysis {
+            statements: vec![Statement {
+                span: 0..0,
+                kind: Kind::Use,
+                effects: vec![Effect::Use {
+                    schema: payload[1..].to_vec(),
+                }],
+                conditional: false,
+            }],
+            incomplete: false,
+        },
+        _ => Analysis {
+            statements: Vec::new(),
+            incomplete: false,
+        },
     }
 }
 
@@ -395,7 +637,6 @@ pub(super) async fn sync(
     }
     backend.io.flush().await?;
     let mut first_err = None;
-    let mut set_ok = false;
     for i in 0..n {
         let reply = backend.read_internal_reply(Shape::Query).await?;
         let is_option = plan.set_option.is_some() && i == usize::from(plan.init_db.is_some());
@@ -404,15 +645,11 @@ pub(super) async fn sync(
                 if is_option && let Some(on) = plan.set_option {
                     backend.state.multi_statements = on;
                 }
-                set_ok = i + 1 == n && plan.set_sql.is_some();
             }
             InternalReply::Err(e) => {
                 first_err.get_or_insert(e);
             }
         }
-    }
-    if set_ok && let Some(id) = plan.last_insert_id {
-        backend.state.last_insert_id = id;
     }
     Ok(first_err)
 }

@@ -90,56 +90,57 @@ pub fn is_diagnostic(sql: &[u8]) -> bool {
     .any(|p| matches(sql, p, false))
 }
 
-/// Replaces `CONNECTION_ID()` (any case, outside quotes and comments) with
-/// `id`; `None` when the statement does not mention it.
-pub fn replace_connection_id(sql: &[u8], id: u32) -> Option<Vec<u8>> {
-    const NEEDLE: &[u8] = b"connection_id()";
+/// Replaces each `CONNECTION_ID()` call (as the lexer found them: not in
+/// strings, identifiers or comments) with the proxy's id; `None` when the
+/// statement does not call it, or when the call would be stored rather
+/// than evaluated (views, routines, triggers, events, `CREATE TABLE …
+/// SELECT`, ALTER): there a literal would change the stored definition or
+/// the column type, so the server's own function is left in place.
+pub fn replace_connection_id(sql: &[u8], id: u32, opts: crate::sql::LexOptions) -> Option<Vec<u8>> {
+    const NEEDLE: &[u8] = b"connection_id";
     if !sql
         .windows(NEEDLE.len())
         .any(|w| w.eq_ignore_ascii_case(NEEDLE))
     {
         return None;
     }
+    use crate::sql::{Effect, FuncKind, Kind};
+    let analysis = crate::sql::analyze(sql, opts);
+    if analysis.incomplete {
+        return None;
+    }
+    let mut spans = Vec::new();
+    for st in &analysis.statements {
+        let stored = matches!(
+            st.kind,
+            Kind::Create | Kind::Alter | Kind::RoutineDefinition
+        );
+        for e in &st.effects {
+            if let Effect::Function(f) = e
+                && f.kind == FuncKind::ConnectionId
+                && !stored
+            {
+                spans.push(f.span.clone());
+            }
+        }
+    }
+    if spans.is_empty() {
+        return None;
+    }
+    spans.sort_by_key(|s| s.start);
     let lit = id.to_string();
     let mut out = Vec::with_capacity(sql.len());
-    let mut i = 0;
-    let mut quote: Option<u8> = None;
-    let mut replaced = false;
-    while i < sql.len() {
-        let c = sql[i];
-        if let Some(q) = quote {
-            out.push(c);
-            if c == b'\\' && q != b'`' && i + 1 < sql.len() {
-                out.push(sql[i + 1]);
-                i += 2;
-                continue;
-            }
-            if c == q {
-                quote = None;
-            }
-            i += 1;
-            continue;
+    let mut at = 0;
+    for s in spans {
+        if s.start < at || s.end > sql.len() {
+            return None;
         }
-        if matches!(c, b'\'' | b'"' | b'`') {
-            quote = Some(c);
-            out.push(c);
-            i += 1;
-            continue;
-        }
-        let word_start = i == 0 || !(sql[i - 1].is_ascii_alphanumeric() || sql[i - 1] == b'_');
-        if word_start
-            && sql.len() - i >= NEEDLE.len()
-            && sql[i..i + NEEDLE.len()].eq_ignore_ascii_case(NEEDLE)
-        {
-            out.extend_from_slice(lit.as_bytes());
-            i += NEEDLE.len();
-            replaced = true;
-            continue;
-        }
-        out.push(c);
-        i += 1;
+        out.extend_from_slice(&sql[at..s.start]);
+        out.extend_from_slice(lit.as_bytes());
+        at = s.end;
     }
-    replaced.then_some(out)
+    out.extend_from_slice(&sql[at..]);
+    Some(out)
 }
 
 impl Session {
@@ -212,13 +213,30 @@ mod tests {
     }
 
     #[test]
-    fn replaces_outside_quotes() {
+    fn replaces_calls_only() {
+        let o = crate::sql::LexOptions::default();
         assert_eq!(
-            replace_connection_id(b"SELECT connection_id() AS id, 'CONNECTION_ID()'", 42)
-                .as_deref(),
-            Some(&b"SELECT 42 AS id, 'CONNECTION_ID()'"[..])
+            replace_connection_id(
+                b"SELECT connection_id() AS id, 'CONNECTION_ID()' /* CONNECTION_ID() */",
+                42,
+                o
+            )
+            .as_deref(),
+            Some(&b"SELECT 42 AS id, 'CONNECTION_ID()' /* CONNECTION_ID() */"[..])
         );
-        assert_eq!(replace_connection_id(b"SELECT my_connection_id()", 1), None);
-        assert_eq!(replace_connection_id(b"SELECT 1", 1), None);
+        assert_eq!(
+            replace_connection_id(b"SELECT my_connection_id()", 1, o),
+            None
+        );
+        assert_eq!(replace_connection_id(b"SELECT 1", 1, o), None);
+        // Stored, not evaluated: the server's function stays.
+        for q in [
+            "CREATE VIEW v AS SELECT CONNECTION_ID() AS c",
+            "CREATE TABLE t2 AS SELECT CONNECTION_ID() AS c",
+            "CREATE PROCEDURE p() SELECT CONNECTION_ID()",
+            "CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET NEW.c = CONNECTION_ID()",
+        ] {
+            assert_eq!(replace_connection_id(q.as_bytes(), 1, o), None, "{q}");
+        }
     }
 }

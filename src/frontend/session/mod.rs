@@ -29,7 +29,7 @@ use crate::protocol::command::*;
 use crate::protocol::errors;
 use crate::protocol::packets::{ErrPacket, OkPacket, eof_payload, ok_payload, status};
 use crate::protocol::response::Shape;
-use crate::session_state::{PinReason, Pins, TrackedState};
+use crate::session_state::{Inventory, PinReason, Pins, TrackedState};
 use crate::wire::packet_io::Packet;
 use crate::wire::{PacketIo, WireError};
 
@@ -70,6 +70,11 @@ pub struct Session {
     /// returns the state to (kept small; rebuilt on demand).
     initial: (u16, bool),
     pins: Pins,
+    /// Unshareable state held on the backend (decides the inventory pins).
+    inv: Inventory,
+    /// The session's schema was dropped by someone else: backends serve it
+    /// without a schema until it selects another.
+    schema_gone: bool,
     backend: Option<Leased>,
     status: u16,
     tickets: u32,
@@ -77,8 +82,12 @@ pub struct Session {
     stmts: HashMap<u32, statements::ClientStmt>,
     /// Last client statement id issued.
     next_stmt: u32,
-    /// Client statement with an open cursor.
-    cursor_stmt: Option<u32>,
+    /// While `Some`, errors the proxy would send are kept here instead: the
+    /// command being served gets no reply (SEND_LONG_DATA; the server
+    /// reports such errors at EXECUTE).
+    swallowed: Option<Option<ErrPacket>>,
+    /// Failed COM_CHANGE_USER attempts (the server refuses a fourth).
+    failed_change_user: u8,
     /// Rows of the last result set (what FOUND_ROWS() returns).
     found_rows: u64,
     /// The greeting's scramble.
@@ -107,15 +116,16 @@ impl Drop for Session {
             m.remove(&self.id);
         }
         // A backend held only by session mode or for diagnostics is in a
-        // known, replayable state: it goes back to the pool. Anything else
-        // (a transaction, user variables, temporary tables, locks) is closed
-        // so no other client inherits it.
+        // known, replayable state: it goes back to the pool (through the
+        // authority's release gate). Anything else (a transaction, user
+        // variables, temporary tables, locks) is closed so no other client
+        // inherits it.
         if let Some(b) = self.backend.take()
             && self.only_session_mode()
             && self.status & status::IN_TRANS == 0
             && b.io.idle_is_healthy()
         {
-            b.return_idle();
+            execute::release_backend(&self.shared, b);
         }
     }
 }
@@ -134,8 +144,11 @@ pub struct SessionHandle {
     pub killed: Arc<std::sync::atomic::AtomicBool>,
     /// Wakes the session when killed.
     pub wake: Arc<tokio::sync::Notify>,
+    /// Statements started (with `backend_thread`, identifies the statement
+    /// a KILL QUERY may interrupt).
+    pub statement: Arc<std::sync::atomic::AtomicU64>,
     /// Current pin reasons ([`Pins::bits`]).
-    pub pins: Arc<std::sync::atomic::AtomicU16>,
+    pub pins: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Session {
@@ -159,6 +172,8 @@ impl Session {
             state,
             initial,
             pins,
+            inv: Inventory::default(),
+            schema_gone: false,
             backend: None,
             status: status::AUTOCOMMIT,
             tickets,
@@ -174,7 +189,8 @@ impl Session {
             diagnostic_stmt: false,
             expect_columns: None,
             cmd_started: Instant::now(),
-            cursor_stmt: None,
+            swallowed: None,
+            failed_change_user: 0,
             found_rows: 0,
         };
         if let Ok(mut u) = s.handle.user.lock() {
@@ -189,8 +205,12 @@ impl Session {
         (s, login.ok_seq, login.schema)
     }
 
+    /// The largest command a client may send: below the server's
+    /// `max_allowed_packet` and the configured limit, as the server counts.
     fn max_packet(&self) -> usize {
-        self.shared.config.frontend.max_allowed_packet
+        self.shared
+            .limits
+            .client_packet_max(self.shared.config.frontend.max_allowed_packet)
     }
 
     /// Adds a pin reason, counting it when it is new.
@@ -203,6 +223,10 @@ impl Session {
 
     /// Sends an error the proxy originates.
     async fn send_err(&mut self, seq: u8, e: &ErrPacket) -> Result<(), End> {
+        if let Some(kept) = self.swallowed.as_mut() {
+            kept.get_or_insert_with(|| e.clone());
+            return Ok(());
+        }
         self.shared.metrics.error(e.code, false);
         let mut b = BytesMut::new();
         e.write(&mut b);
@@ -302,7 +326,14 @@ impl Session {
             let pkt = match pkt {
                 Ok(p) => p,
                 Err(WireError::TooLarge) => {
-                    self.send_err(1, &errors::packet_too_large()).await?;
+                    // Answered right after the header of the chunk that
+                    // crossed the limit (which stays unread), as the server
+                    // does; the connection then closes.
+                    let seq = match self.client.next_header().await {
+                        Ok(h) => h.seq.wrapping_add(1),
+                        Err(_) => 1,
+                    };
+                    self.send_err(seq, &errors::packet_too_large()).await?;
                     return Err(End::Fatal("client packet too large".into()));
                 }
                 Err(WireError::OutOfOrder) => {
@@ -383,13 +414,23 @@ impl Session {
                     self.client.flush().await?;
                     return Ok(false);
                 }
-                if let Some(k) = kill::parse(sql) {
-                    return self.kill(seq, k).await;
+                if let Some(plan) = kill::plan_for(sql, &self.state) {
+                    return match plan {
+                        kill::KillPlan::Run(k) => self.kill(seq, k).await,
+                        kill::KillPlan::Refuse(what) => {
+                            self.send_err(seq, &kill::refused(what)).await?;
+                            Ok(false)
+                        }
+                    };
                 } else if let Some(what) = local::classify(sql)
                     .filter(|w| *w == local::Local::ConnectionId || !self.pins.any())
                     && self.answer_local(seq, what).await?
                 {
-                } else if let Some(rewritten) = local::replace_connection_id(sql, self.id) {
+                } else if let Some(rewritten) = local::replace_connection_id(
+                    sql,
+                    self.id,
+                    crate::session_state::authority::lex_options(&self.state),
+                ) {
                     let mut p = Vec::with_capacity(rewritten.len() + 1);
                     p.push(COM_QUERY);
                     p.extend_from_slice(&rewritten);
@@ -406,6 +447,8 @@ impl Session {
             COM_INIT_DB => self.forward(&pkt, Shape::Query).await?,
             COM_FIELD_LIST => self.forward(&pkt, Shape::FieldList).await?,
             COM_STATISTICS => self.forward(&pkt, Shape::Single).await?,
+            // OK/EOF or the server's error (privileges), relayed as sent.
+            COM_REFRESH | COM_DEBUG => self.forward(&pkt, Shape::Query).await?,
             COM_SET_OPTION => {
                 match pkt
                     .payload
@@ -434,7 +477,15 @@ impl Session {
                 self.client.send_packet(seq, &b).await?;
             }
             COM_RESET_CONNECTION => self.reset_connection(seq).await?,
-            COM_STMT_PREPARE => self.stmt_prepare(&pkt).await?,
+            COM_STMT_PREPARE => {
+                // A prepared KILL would run with a server thread id.
+                if kill::plan_for(&pkt.payload[1..], &self.state).is_some() {
+                    let e = kill::refused("KILL as a prepared statement through myplex");
+                    self.send_err(seq, &e).await?;
+                } else {
+                    self.stmt_prepare(&pkt).await?
+                }
+            }
             COM_STMT_EXECUTE => self.stmt_execute(&pkt).await?,
             COM_STMT_FETCH => self.stmt_fetch(&pkt).await?,
             COM_STMT_RESET => self.stmt_reset(&pkt).await?,
@@ -448,7 +499,7 @@ impl Session {
                         seq,
                         kill::Kill {
                             query: false,
-                            id: u64::from(id),
+                            target: kill::Target::Id(u64::from(id)),
                         },
                     )
                     .await;
@@ -467,9 +518,13 @@ impl Session {
                 b.return_idle();
             }
         }
+        // The server keeps the schema and the multi-statements option.
         let schema = self.state.schema.take();
+        let multi = self.state.multi_statements;
         self.state = initial_state(self.initial);
         self.state.schema = schema;
+        self.state.multi_statements = multi;
+        self.inv.clear();
         self.pins.clear_state();
         self.drop_statements();
         self.status = status::AUTOCOMMIT;
@@ -513,7 +568,7 @@ impl Session {
         if !self.pins.any()
             && let Some(b) = self.backend.take()
         {
-            b.return_idle();
+            execute::release_backend(&self.shared, b);
         }
     }
 

@@ -1,27 +1,39 @@
 //! Prepared statements without pinning: client statement ids issued by the
 //! proxy, prepare replies served from the registry, lazy prepare on the
 //! backend an EXECUTE lands on, remembered parameter types re-sent to
-//! backends that have not seen them, re-prepare on ER_NEED_REPREPARE, and
-//! the pins cursors and long data need.
+//! backends that have not seen them, re-prepare on ER_NEED_REPREPARE.
+//!
+//! What a client statement keeps on the backend — an open cursor, long data
+//! awaiting EXECUTE — is tracked per statement ([`Held`]): any number of
+//! cursors at once, long data of one statement untouched by EXECUTEs of
+//! others, and the session pinned exactly while one of them lasts. Two
+//! statements of one session with the same text get separate backend
+//! statements while one of them holds something. SEND_LONG_DATA never gets
+//! a reply; what cannot be delivered is reported at EXECUTE, as the server
+//! reports its own long-data errors.
+//!
+//! The server's `max_prepared_stmt_count` is shared by all its connections:
+//! the per-backend cap is sized from it, least recently used statements are
+//! closed before a prepare, and a prepare refused with
+//! ER_MAX_PREPARED_STMT_COUNT_REACHED is retried once after closing the
+//! idle ones. Server errors to a prepare are relayed byte for byte.
 
 use std::sync::Arc;
 
 use bytes::BytesMut;
 
+use super::execute::Checkout;
 use super::{End, Session};
-use crate::backend::BackendError;
+use crate::backend::{BackendError, Prepared};
 use crate::pool::group::Leased;
 use crate::prepared::execute::{self, Execute};
 use crate::prepared::{StmtEntry, StmtKey};
 use crate::protocol::command::*;
-use crate::protocol::errors;
+use crate::protocol::errors::{self, RawErr};
 use crate::protocol::packets::{ErrPacket, eof_payload, status};
 use crate::protocol::response::Shape;
 use crate::session_state::PinReason;
 use crate::wire::packet_io::Packet;
-
-/// ER_NEED_REPREPARE.
-const ER_NEED_REPREPARE: u16 = 1615;
 
 /// A statement a client prepared.
 #[derive(Debug)]
@@ -32,6 +44,35 @@ pub(super) struct ClientStmt {
     /// Result columns as this client last saw them (the server flags
     /// METADATA_CHANGED once when they change).
     columns: u64,
+    /// Its cursor or long data on the session's (pinned) backend.
+    held: Option<Held>,
+    /// Long data that could not be delivered: every EXECUTE reports it until
+    /// COM_STMT_RESET, as the server does with a long-data error.
+    long_data_err: Option<RawErr>,
+}
+
+/// A cursor or long data of one client statement on the pinned backend.
+#[derive(Debug)]
+struct Held {
+    /// The backend statement carrying it.
+    backend_id: u32,
+    /// Prepared for this client statement alone (another statement of the
+    /// session with the same text held the shared one); closed when the
+    /// cursor and the long data are gone.
+    private: bool,
+    /// Parameter types the private statement last received.
+    private_types: Option<Arc<[u8]>>,
+    cursor: bool,
+    long_data: bool,
+}
+
+/// The backend statement a command goes to.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Route {
+    pub(super) id: u32,
+    pub(super) private: bool,
+    /// It is the statement's [`Held`] one.
+    pub(super) held: bool,
 }
 
 fn unknown_stmt(id: u32, what: &str) -> ErrPacket {
@@ -50,7 +91,86 @@ fn wrong_arguments(what: &str) -> ErrPacket {
     ErrPacket::new(1210, "HY000", format!("Incorrect arguments to {what}"))
 }
 
+fn no_cursor(id: u32) -> ErrPacket {
+    ErrPacket::new(
+        1421,
+        "HY000",
+        format!("The statement ({id}) has no open cursor"),
+    )
+}
+
 impl Session {
+    /// Statements one backend connection may keep (see `ServerLimits`).
+    fn stmt_cap(&self) -> usize {
+        let pool = &self.shared.config.pool;
+        self.shared.limits.stmts_per_backend(
+            pool.prepared_per_backend,
+            pool.effective_max_backend_connections(),
+        )
+    }
+
+    /// Relays a server's error as it sent it.
+    pub(super) async fn send_raw_err(&mut self, seq: u8, e: &RawErr) -> Result<(), End> {
+        self.shared.metrics.error(e.code(), true);
+        self.client.send_packet(seq, e.payload()).await?;
+        Ok(())
+    }
+
+    /// The cursor and long-data pins follow what the statements hold.
+    pub(super) fn sync_stmt_pins(&mut self) {
+        let (mut cursor, mut long_data) = (false, false);
+        for h in self.stmts.values().filter_map(|s| s.held.as_ref()) {
+            cursor |= h.cursor;
+            long_data |= h.long_data;
+        }
+        for (on, r) in [
+            (cursor, PinReason::Cursor),
+            (long_data, PinReason::LongData),
+        ] {
+            if on {
+                self.pin(r);
+            } else {
+                self.pins.remove(r);
+            }
+        }
+    }
+
+    /// Cursors and long data live on the pinned backend: once it is gone,
+    /// so are they.
+    pub(super) fn forget_stale_held(&mut self) {
+        if self.backend.is_none() {
+            self.forget_all_held();
+        }
+    }
+
+    pub(super) fn forget_all_held(&mut self) {
+        for s in self.stmts.values_mut() {
+            s.held = None;
+        }
+        self.sync_stmt_pins();
+    }
+
+    /// Another client statement keeps its cursor or long data on backend
+    /// statement `id`.
+    fn occupied(&self, id: u32, except: u32) -> bool {
+        self.stmts
+            .iter()
+            .any(|(cid, s)| *cid != except && s.held.as_ref().is_some_and(|h| h.backend_id == id))
+    }
+
+    /// The backend failed after the client got its answer: the statements'
+    /// cursors and long data are gone; state held there ends the session.
+    pub(super) fn backend_broken(&mut self, co: Checkout) -> Result<(), End> {
+        let held_state = co.was_pinned || !self.only_session_mode();
+        drop(co);
+        self.forget_all_held();
+        if held_state {
+            return Err(End::Fatal("backend holding session state was lost".into()));
+        }
+        self.pins.clear_state();
+        Ok(())
+    }
+
     /// Sends a prepare reply from the registry with the client's id.
     fn write_prepare_reply(&mut self, seq: u8, entry: &StmtEntry, client_id: u32) {
         let deprecate = self.caps.deprecate_eof();
@@ -86,6 +206,8 @@ impl Session {
                 entry,
                 types: None,
                 columns,
+                held: None,
+                long_data_err: None,
             },
         );
         id
@@ -106,7 +228,8 @@ impl Session {
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(());
         };
-        match co.backend.prepare(&key.sql).await {
+        let cap = self.stmt_cap();
+        match prepare_within_limit(&mut co.backend, &key.sql, cap).await {
             Ok(Ok(p)) => {
                 let entry = match self.shared.registry.lock() {
                     Ok(mut r) => r.upsert(key, p.params, p.columns, p.packets),
@@ -114,7 +237,6 @@ impl Session {
                         return Err(End::Fatal("statement registry poisoned".into()));
                     }
                 };
-                let cap = self.shared.config.pool.prepared_per_backend;
                 let close = co.backend.stmts.insert(entry.id, p.id, cap);
                 if close_all(&mut co.backend, &close).await.is_err() {
                     drop(co);
@@ -130,7 +252,7 @@ impl Session {
             }
             Ok(Err(e)) => {
                 self.finish(co.slot, co.backend);
-                self.send_err(seq, &e).await
+                self.send_raw_err(seq, &e).await
             }
             Err(e) => {
                 let held = co.was_pinned;
@@ -141,16 +263,13 @@ impl Session {
         }
     }
 
-    /// Makes sure the checked-out backend has `entry` prepared; returns its id.
-    /// `Ok(Err(e))` is the server refusing the prepare there.
-    pub(super) async fn ensure_prepared(
+    /// Prepares a registry entry on `backend`, in the schema it was
+    /// prepared in. `Ok(Err(e))` is the server refusing.
+    async fn prepare_entry(
         &mut self,
         backend: &mut Leased,
         entry: &StmtEntry,
-    ) -> Result<Result<u32, ErrPacket>, BackendError> {
-        if let Some(s) = backend.stmts.get_mut(entry.id) {
-            return Ok(Ok(s.id));
-        }
+    ) -> Result<Result<Prepared, RawErr>, BackendError> {
         // The statement must resolve names in the schema it was prepared in.
         let switch = entry.key.schema.is_some() && entry.key.schema != backend.state.schema;
         if let (true, Some(db)) = (switch, &entry.key.schema) {
@@ -159,29 +278,86 @@ impl Session {
             if let crate::backend::InternalReply::Err(e) =
                 backend.internal(&p, Shape::Query).await?
             {
-                return Ok(Err(e));
+                return Ok(Err(RawErr::from_packet(&e)));
             }
         }
-        let prepared = backend.prepare(&entry.key.sql).await?;
+        let prepared = prepare_within_limit(backend, &entry.key.sql, self.stmt_cap()).await?;
         if switch {
             let plan = self.state.sync_plan(&backend.state);
             if let Some(e) = super::sync(backend, &plan).await? {
-                return Ok(Err(e));
+                if let Ok(p) = &prepared {
+                    backend.close_stmt(p.id).await?;
+                }
+                return Ok(Err(RawErr::from_packet(&e)));
             }
         }
-        let p = match prepared {
+        Ok(prepared)
+    }
+
+    /// Makes sure the checked-out backend has `entry` prepared (shared by
+    /// every client); returns its id. `Ok(Err(e))` is the server refusing.
+    async fn ensure_prepared(
+        &mut self,
+        backend: &mut Leased,
+        entry: &StmtEntry,
+    ) -> Result<Result<u32, RawErr>, BackendError> {
+        if let Some(s) = backend.stmts.get_mut(entry.id) {
+            return Ok(Ok(s.id));
+        }
+        let p = match self.prepare_entry(backend, entry).await? {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
-        let cap = self.shared.config.pool.prepared_per_backend;
-        let close = backend.stmts.insert(entry.id, p.id, cap);
+        let close = backend.stmts.insert(entry.id, p.id, self.stmt_cap());
         close_all(backend, &close).await?;
-        Ok(Ok(p.id))
+        Ok(Ok(backend.stmts.id_of(entry.id).unwrap_or(p.id)))
+    }
+
+    /// The backend statement a command of `client_id` goes to: the one
+    /// holding its cursor or long data; otherwise the shared one, unless
+    /// another statement of this session (same text) holds that: then one
+    /// of its own.
+    pub(super) async fn route(
+        &mut self,
+        backend: &mut Leased,
+        client_id: u32,
+        entry: &StmtEntry,
+    ) -> Result<Result<Route, RawErr>, BackendError> {
+        if let Some(cs) = self.stmts.get_mut(&client_id)
+            && let Some(h) = &cs.held
+        {
+            if h.private || backend.stmts.id_of(entry.id) == Some(h.backend_id) {
+                return Ok(Ok(Route {
+                    id: h.backend_id,
+                    private: h.private,
+                    held: true,
+                }));
+            }
+            // The backend lost it (reset): so is what it held.
+            cs.held = None;
+        }
+        let shared = match self.ensure_prepared(backend, entry).await? {
+            Ok(id) => id,
+            Err(e) => return Ok(Err(e)),
+        };
+        if !self.occupied(shared, client_id) {
+            return Ok(Ok(Route {
+                id: shared,
+                private: false,
+                held: false,
+            }));
+        }
+        Ok(self.prepare_entry(backend, entry).await?.map(|p| Route {
+            id: p.id,
+            private: true,
+            held: false,
+        }))
     }
 
     /// COM_STMT_EXECUTE.
     pub(super) async fn stmt_execute(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
+        self.forget_stale_held();
         // The server's checks, in its order: the fixed header first.
         let client_id = match execute::stmt_id(&pkt.payload) {
             Some(id) if pkt.payload.len() >= 10 => id,
@@ -206,6 +382,9 @@ impl Session {
                     .await;
             }
         };
+        if let Some(e) = cs.long_data_err.clone() {
+            return self.send_raw_err(seq, &e).await;
+        }
         // Drivers often re-send the same types with every EXECUTE: keep
         // the shared copy unless they changed.
         if let Some(t) = exec.types
@@ -219,49 +398,70 @@ impl Session {
             return Ok(());
         };
         for attempt in 0..2 {
-            let backend_id = match self.ensure_prepared(&mut co.backend, &entry).await {
-                Ok(Ok(id)) => id,
+            let route = match self.route(&mut co.backend, client_id, &entry).await {
+                Ok(Ok(r)) => r,
                 Ok(Err(e)) => {
+                    self.sync_stmt_pins();
                     self.finish(co.slot, co.backend);
-                    return self.send_err(seq, &e).await;
+                    return self.send_raw_err(seq, &e).await;
                 }
                 Err(e) => {
                     let held = co.was_pinned;
                     drop(co);
+                    self.forget_all_held();
                     return self
                         .lost_backend(seq, &errors::backend_lost(&e.to_string()), held)
                         .await;
                 }
             };
-            let seen = co
-                .backend
+            let held_types = self
                 .stmts
-                .get_mut(entry.id)
-                .is_some_and(|s| s.types.as_deref() == types.as_deref());
+                .get(&client_id)
+                .and_then(|s| s.held.as_ref())
+                .and_then(|h| h.private_types.clone());
+            let seen = if route.private {
+                route.held && held_types.as_deref() == types.as_deref()
+            } else {
+                co.backend
+                    .stmts
+                    .get_mut(entry.id)
+                    .is_some_and(|s| s.types.as_deref() == types.as_deref())
+            };
             let insert = match (&exec.types, &types) {
                 (None, Some(t)) if !seen => Some(&t[..]),
                 _ => None,
             };
-            let payload = execute::rewrite(&pkt.payload, &exec, backend_id, insert);
+            let payload = execute::rewrite(&pkt.payload, &exec, route.id, insert);
+            let bound = exec.types.is_some() || insert.is_some();
             if !seen
-                && (exec.types.is_some() || insert.is_some())
+                && bound
+                && !route.private
                 && let Some(s) = co.backend.stmts.get_mut(entry.id)
             {
                 s.types = types.clone();
             }
-            let intercept = (attempt == 0).then_some(ER_NEED_REPREPARE);
+            let intercept = (attempt == 0).then_some(errors::ER_NEED_REPREPARE);
             self.expect_columns = (seen_columns > 0).then_some(seen_columns);
             let Some((next, out)) = self
                 .exchange(co, &payload, seq, Shape::Query, intercept)
                 .await?
             else {
+                self.forget_all_held();
                 return Ok(());
             };
             co = next;
             if out.intercepted {
                 // The server wants a fresh prepare: close ours and retry once.
-                if let Some(id) = co.backend.stmts.remove(entry.id) {
+                let stale = if route.private {
+                    Some(route.id)
+                } else {
+                    co.backend.stmts.remove(entry.id)
+                };
+                if let Some(id) = stale {
                     let _ = co.backend.close_stmt(id).await;
+                }
+                if let Some(cs) = self.stmts.get_mut(&client_id) {
+                    cs.held = None;
                 }
                 continue;
             }
@@ -276,171 +476,322 @@ impl Session {
             if changed && let Ok(mut r) = self.shared.registry.lock() {
                 r.forget(&entry);
             }
-            if let (Some(n), Some(cs)) = (out.columns, self.stmts.get_mut(&client_id)) {
-                cs.columns = n;
+            let cursor = exec.wants_cursor()
+                && out.error.is_none()
+                && out.status.is_some_and(|s| s & status::CURSOR_EXISTS != 0);
+            let prior = match self.stmts.get_mut(&client_id) {
+                Some(cs) => {
+                    if let Some(n) = out.columns {
+                        cs.columns = n;
+                    }
+                    cs.held.take()
+                }
+                None => None,
+            };
+            // EXECUTE consumes the long data and replaces the cursor.
+            let had_long_data = prior.as_ref().is_some_and(|h| h.long_data);
+            let mut h = prior.unwrap_or(Held {
+                backend_id: route.id,
+                private: route.private,
+                private_types: None,
+                cursor: false,
+                long_data: false,
+            });
+            if route.private && bound {
+                h.private_types = types.clone();
             }
-            self.pins.remove(PinReason::LongData);
-            if exec.wants_cursor() && out.status.is_some_and(|s| s & status::CURSOR_EXISTS != 0) {
-                self.pin(PinReason::Cursor);
-                self.cursor_stmt = Some(client_id);
+            // Long data the server refused (a parameter the statement lacks,
+            // a value above max_allowed_packet) leaves the statement in an
+            // error state every EXECUTE reports until COM_STMT_RESET: it
+            // stays with this client.
+            let refused = had_long_data && out.error.is_some_and(long_data_state_error);
+            h.long_data = refused;
+            h.cursor = cursor;
+            if cursor || refused {
+                if !h.private {
+                    co.backend.stmts.set_busy(entry.id, true);
+                }
+                if let Some(cs) = self.stmts.get_mut(&client_id) {
+                    cs.held = Some(h);
+                }
+            } else {
+                // Any other failure after long data: reset the statement
+                // before anyone else uses it, in case.
+                let reset = had_long_data && out.error.is_some();
+                if release_held(&mut co.backend, &entry, h, reset)
+                    .await
+                    .is_err()
+                {
+                    return self.backend_broken(co);
+                }
             }
+            self.sync_stmt_pins();
             self.finish(co.slot, co.backend);
             return Ok(());
         }
+        self.sync_stmt_pins();
         self.finish(co.slot, co.backend);
         Ok(())
     }
 
-    /// COM_STMT_SEND_LONG_DATA: no reply; pins until EXECUTE.
+    /// COM_STMT_SEND_LONG_DATA: never answered. The data goes to the
+    /// statement's backend statement, which it keeps (and pins) until
+    /// EXECUTE, RESET or CLOSE; what cannot be delivered is reported by the
+    /// next EXECUTE.
     pub(super) async fn stmt_send_long_data(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
+        self.forget_stale_held();
         let Some(client_id) = execute::stmt_id(&pkt.payload) else {
             return Ok(());
         };
-        let Some(entry) = self.stmts.get(&client_id).map(|s| s.entry.clone()) else {
+        let Some(cs) = self.stmts.get(&client_id) else {
             return Ok(());
         };
-        let Some(mut co) = self.checkout(seq).await? else {
+        if cs.long_data_err.is_some() {
+            // Part of the value is already lost: the rest is dropped too.
+            return Ok(());
+        }
+        let entry = cs.entry.clone();
+        self.swallowed = Some(None);
+        let co = self.checkout(seq).await;
+        let kept = self.swallowed.take().flatten();
+        let Some(mut co) = co? else {
+            let e = kept.unwrap_or_else(|| errors::backend_unavailable("long data not delivered"));
+            self.defer_long_data_err(client_id, RawErr::from_packet(&e));
             return Ok(());
         };
-        let backend_id = match self.ensure_prepared(&mut co.backend, &entry).await {
-            Ok(Ok(id)) => id,
-            Ok(Err(_)) => {
+        let route = match self.route(&mut co.backend, client_id, &entry).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                self.defer_long_data_err(client_id, e);
+                self.sync_stmt_pins();
                 self.finish(co.slot, co.backend);
                 return Ok(());
             }
-            Err(_) => {
-                let held = co.was_pinned;
-                drop(co);
-                if held {
-                    return Err(End::Fatal("backend lost during long data".into()));
-                }
-                return Ok(());
+            Err(e) => {
+                let lost = errors::backend_lost(&e.to_string());
+                self.defer_long_data_err(client_id, RawErr::from_packet(&lost));
+                return self.backend_broken(co);
             }
         };
-        let payload = execute::with_id(&pkt.payload, backend_id);
-        if co.backend.io.send_packet(0, &payload).await.is_err() {
-            drop(co);
-            return Err(End::Fatal("backend lost during long data".into()));
+        let payload = execute::with_id(&pkt.payload, route.id);
+        if let Err(e) = co.backend.io.send_packet(0, &payload).await {
+            let lost = errors::backend_lost(&e.to_string());
+            self.defer_long_data_err(client_id, RawErr::from_packet(&lost));
+            return self.backend_broken(co);
         }
-        self.pin(PinReason::LongData);
+        if let Some(cs) = self.stmts.get_mut(&client_id) {
+            match cs.held.as_mut() {
+                Some(h) => h.long_data = true,
+                None => {
+                    cs.held = Some(Held {
+                        backend_id: route.id,
+                        private: route.private,
+                        private_types: None,
+                        cursor: false,
+                        long_data: true,
+                    })
+                }
+            }
+        }
+        if !route.private {
+            co.backend.stmts.set_busy(entry.id, true);
+        }
+        self.sync_stmt_pins();
         self.finish(co.slot, co.backend);
         Ok(())
+    }
+
+    fn defer_long_data_err(&mut self, client_id: u32, e: RawErr) {
+        if let Some(cs) = self.stmts.get_mut(&client_id) {
+            cs.long_data_err.get_or_insert(e);
+        }
     }
 
     /// COM_STMT_FETCH: only with an open cursor on the pinned backend.
     pub(super) async fn stmt_fetch(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
+        self.forget_stale_held();
         let client_id = execute::stmt_id(&pkt.payload).unwrap_or(0);
-        let Some(entry) = self.stmts.get(&client_id).map(|s| s.entry.clone()) else {
+        let Some(cs) = self.stmts.get(&client_id) else {
             return self
                 .send_err(seq, &unknown_stmt(client_id, "mysqld_stmt_fetch"))
                 .await;
         };
-        if self.cursor_stmt != Some(client_id) || self.backend.is_none() {
-            let e = ErrPacket::new(
-                1421,
-                "HY000",
-                format!("The statement ({client_id}) has no open cursor"),
-            );
-            return self.send_err(seq, &e).await;
-        }
-        let Some(mut co) = self.checkout(seq).await? else {
+        let entry = cs.entry.clone();
+        let Some(backend_id) = cs.held.as_ref().filter(|h| h.cursor).map(|h| h.backend_id) else {
+            return self.send_err(seq, &no_cursor(client_id)).await;
+        };
+        let Some(co) = self.checkout(seq).await? else {
             return Ok(());
         };
-        let Some(backend_id) = co.backend.stmts.get_mut(entry.id).map(|s| s.id) else {
-            self.finish(co.slot, co.backend);
-            return self
-                .send_err(seq, &unknown_stmt(client_id, "mysqld_stmt_fetch"))
-                .await;
-        };
         let payload = execute::with_id(&pkt.payload, backend_id);
-        let Some((co, out)) = self.exchange(co, &payload, seq, Shape::Fetch, None).await? else {
+        let Some((mut co, out)) = self.exchange(co, &payload, seq, Shape::Fetch, None).await?
+        else {
+            self.forget_all_held();
             return Ok(());
         };
         let open = out
             .status
             .is_some_and(|s| s & status::CURSOR_EXISTS != 0 && s & status::LAST_ROW_SENT == 0);
         if !open || out.error.is_some() {
-            self.pins.remove(PinReason::Cursor);
-            self.cursor_stmt = None;
+            // The cursor is closed; the statement may still hold long data.
+            let done = self.stmts.get_mut(&client_id).and_then(|cs| {
+                let h = cs.held.as_mut()?;
+                h.cursor = false;
+                if h.long_data { None } else { cs.held.take() }
+            });
+            if let Some(h) = done
+                && release_held(&mut co.backend, &entry, h, false)
+                    .await
+                    .is_err()
+            {
+                return self.backend_broken(co);
+            }
         }
+        self.sync_stmt_pins();
         self.finish(co.slot, co.backend);
         Ok(())
     }
 
-    /// COM_STMT_RESET: forwarded when a cursor or long data lives on the
-    /// pinned backend; otherwise nothing is pending and the answer is OK.
+    /// COM_STMT_RESET: forwarded to the backend statement holding the
+    /// statement's cursor or long data; otherwise nothing is pending on any
+    /// backend and the answer is OK.
     pub(super) async fn stmt_reset(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
+        self.forget_stale_held();
         let client_id = execute::stmt_id(&pkt.payload).unwrap_or(0);
-        let Some(entry) = self.stmts.get(&client_id).map(|s| s.entry.clone()) else {
+        let Some(cs) = self.stmts.get_mut(&client_id) else {
             return self
                 .send_err(seq, &unknown_stmt(client_id, "mysqld_stmt_reset"))
                 .await;
         };
-        let pending = self.pins.has(PinReason::LongData) || self.cursor_stmt == Some(client_id);
-        if !pending || self.backend.is_none() {
+        cs.long_data_err = None;
+        let entry = cs.entry.clone();
+        let Some(backend_id) = cs.held.as_ref().map(|h| h.backend_id) else {
             return self.send_ok(seq).await;
-        }
-        let Some(mut co) = self.checkout(seq).await? else {
-            return Ok(());
         };
-        let Some(backend_id) = co.backend.stmts.get_mut(entry.id).map(|s| s.id) else {
-            self.finish(co.slot, co.backend);
-            return self.send_ok(seq).await;
+        let Some(co) = self.checkout(seq).await? else {
+            return Ok(());
         };
         let payload = execute::with_id(&pkt.payload, backend_id);
-        let Some((co, _)) = self.exchange(co, &payload, seq, Shape::Query, None).await? else {
+        let Some((mut co, _)) = self.exchange(co, &payload, seq, Shape::Query, None).await? else {
+            self.forget_all_held();
             return Ok(());
         };
-        self.pins.remove(PinReason::LongData);
-        if self.cursor_stmt == Some(client_id) {
-            self.cursor_stmt = None;
-            self.pins.remove(PinReason::Cursor);
+        let held = self.stmts.get_mut(&client_id).and_then(|cs| cs.held.take());
+        if let Some(h) = held
+            && release_held(&mut co.backend, &entry, h, false)
+                .await
+                .is_err()
+        {
+            return self.backend_broken(co);
         }
+        self.sync_stmt_pins();
         self.finish(co.slot, co.backend);
         Ok(())
     }
 
-    /// COM_STMT_CLOSE: no reply. The backend statement stays cached for other
-    /// clients; an open cursor on it is closed.
+    /// COM_STMT_CLOSE: no reply. What the statement held on the pinned
+    /// backend ends; the backend statement stays cached for other clients
+    /// unless nobody else holds it (then its place in the server's
+    /// statement limit is freed at once).
     pub(super) async fn stmt_close(&mut self, pkt: &Packet) -> Result<(), End> {
+        self.forget_stale_held();
         let Some(client_id) = execute::stmt_id(&pkt.payload) else {
             return Ok(());
         };
-        let Some(cs) = self.stmts.remove(&client_id) else {
+        let Some(ClientStmt { entry, held, .. }) = self.stmts.remove(&client_id) else {
             return Ok(());
         };
-        if self.cursor_stmt == Some(client_id) {
-            self.cursor_stmt = None;
-            self.pins.remove(PinReason::Cursor);
-            if let Some(b) = self.backend.as_mut()
-                && let Some(id) = b.stmts.get_mut(cs.entry.id).map(|s| s.id)
-            {
-                let payload = execute::with_id(&[COM_STMT_RESET, 0, 0, 0, 0], id);
-                if b.internal(&payload, Shape::Query).await.is_err() {
-                    self.backend = None;
-                }
+        let mut broken = false;
+        if let Some(b) = self.backend.as_mut() {
+            if let Some(h) = held {
+                let reset = h.cursor || h.long_data;
+                broken |= release_held(b, &entry, h, reset).await.is_err();
             }
-            self.release_if_unpinned();
+            // Held by the registry and this statement only.
+            if !broken
+                && Arc::strong_count(&entry) <= 2
+                && let Some(id) = b.stmts.remove_idle(entry.id)
+            {
+                broken |= b.close_stmt(id).await.is_err();
+            }
         }
-        drop(cs);
+        if broken {
+            self.backend = None;
+            self.forget_all_held();
+        }
+        self.sync_stmt_pins();
+        self.release_if_unpinned();
+        drop(entry);
         if let Ok(mut r) = self.shared.registry.lock() {
             r.trim();
         }
         Ok(())
     }
 
-    /// Forgets all client statements (reset, change user).
+    /// Forgets all client statements (reset, change user: the backend
+    /// holding their cursors and long data is reset or closed).
     pub(super) fn drop_statements(&mut self) {
         self.stmts.clear();
-        self.cursor_stmt = None;
         self.pins.remove(PinReason::Cursor);
         self.pins.remove(PinReason::LongData);
         if let Ok(mut r) = self.shared.registry.lock() {
             r.trim();
         }
+    }
+}
+
+/// Errors the server keeps reporting for a statement whose long data it
+/// refused (ER_WRONG_ARGUMENTS for a parameter it lacks, ER_UNKNOWN_ERROR
+/// for a value above `max_allowed_packet`).
+fn long_data_state_error(code: u16) -> bool {
+    matches!(code, 1210 | 1105)
+}
+
+/// Ends what a statement held on `backend`: a private statement is closed;
+/// a shared one may be evicted again, reset first when `reset` (a cursor,
+/// long data or a long-data error must not reach another client).
+async fn release_held(
+    backend: &mut Leased,
+    entry: &StmtEntry,
+    h: Held,
+    reset: bool,
+) -> Result<(), BackendError> {
+    if h.private {
+        return backend.close_stmt(h.backend_id).await;
+    }
+    backend.stmts.set_busy(entry.id, false);
+    if reset && backend.stmts.id_of(entry.id) == Some(h.backend_id) {
+        // OK, or an error when the server no longer has it: either way done.
+        backend.reset_stmt(h.backend_id).await?;
+    }
+    Ok(())
+}
+
+/// Prepares `sql` on `backend` within the server's statement limit: idle
+/// statements are closed, least recently used first, to stay under `cap`;
+/// when the server still refuses with ER_MAX_PREPARED_STMT_COUNT_REACHED
+/// (other connections use the rest of its global limit), every idle one is
+/// closed and the prepare retried once.
+async fn prepare_within_limit(
+    backend: &mut Leased,
+    sql: &[u8],
+    cap: usize,
+) -> Result<Result<Prepared, RawErr>, BackendError> {
+    let evict = backend.stmts.make_room(cap);
+    close_all(backend, &evict).await?;
+    match backend.prepare_raw(sql).await? {
+        Err(e) if e.code() == errors::ER_MAX_PREPARED_STMT_COUNT_REACHED => {
+            let idle = backend.stmts.evict_idle();
+            if idle.is_empty() {
+                return Ok(Err(e));
+            }
+            close_all(backend, &idle).await?;
+            backend.prepare_raw(sql).await
+        }
+        r => Ok(r),
     }
 }
 

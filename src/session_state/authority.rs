@@ -1,0 +1,743 @@
+//! The one place that decides whether a session's backend connection may be
+//! shared, and what must happen to it first (design §4, fail closed).
+//!
+//! Inputs: the statements the client sent (as the lexer understood them),
+//! what the server answered (status flags, session trackers, errors,
+//! warnings), and the results of small probes the session runs when the
+//! text alone cannot tell. Output: the session's inventory of unshareable
+//! state (hence its pins), follow-up probes, and — when the session lets go
+//! of a backend — a [`Release`] verdict: share it as it is, clear its
+//! diagnostics area first, or reset it (COM_RESET_CONNECTION) first.
+//!
+//! Every path that hands a backend back to the pool asks [`release`]; a
+//! case nobody thought of must end up in "reset" or "keep", never "share".
+
+use super::inventory::Inventory;
+use super::tracked::{ApplyEffects, TrackedState};
+use super::variables::fresh_value;
+use crate::sql::{Analysis, Effect, FuncKind, Kind, Scope, Statement};
+
+/// Facts about one response that matter for sharing.
+#[derive(Debug, Clone, Default)]
+pub struct Reply {
+    /// The response ended with an error.
+    pub error: bool,
+    /// Results completed before the error (statements that ran).
+    pub results: u32,
+    /// Warnings of the last result.
+    pub warnings: u16,
+    /// SERVER_STATUS_IN_TRANS after the response.
+    pub in_trans: bool,
+    /// The OK carried a non-zero insert id.
+    pub insert_id: bool,
+}
+
+/// What the session must still do on the backend before trusting the
+/// inventory (run right after the response, on the same backend).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Followup {
+    /// Named locks whose ownership must be checked (IS_USED_LOCK).
+    pub verify_locks: bool,
+    /// Stored code ran: count the user variables it may have left.
+    pub count_user_vars: bool,
+    /// The connection collation changed in a way the text does not show.
+    pub probe_collation: bool,
+    /// Replayable variables set back to DEFAULT: both the session and the
+    /// backend are at the server's default now, which is represented by
+    /// their absence (so two sessions at the default never differ).
+    pub defaulted: Vec<String>,
+}
+
+/// Per-backend marks the authority sets; they travel with the connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackendMarks {
+    /// Unshareable state was created on this connection since its last
+    /// reset: even after the session gave it all up, reset before sharing
+    /// (the bookkeeping decides when the owner is done, never whether
+    /// another client may see leftovers).
+    pub needs_reset: bool,
+    /// The last statement left warnings or an error in the diagnostics
+    /// area: clear it before another client can read it.
+    pub diagnostics: bool,
+    /// LAST_INSERT_ID() may have changed without the proxy knowing its
+    /// value: read it before letting go.
+    pub insert_id_unknown: bool,
+}
+
+/// What to do with a backend the session no longer needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// Clean or replayable: return it as it is.
+    Share,
+    /// Clear the diagnostics area (a statement that reads a table), then
+    /// return it.
+    ClearDiagnostics,
+    /// COM_RESET_CONNECTION (and trackers) before anyone else gets it.
+    Reset,
+}
+
+/// The verdict for a backend with `marks` whose session holds nothing.
+pub fn release(marks: BackendMarks) -> Release {
+    if marks.needs_reset {
+        Release::Reset
+    } else if marks.diagnostics {
+        Release::ClearDiagnostics
+    } else {
+        Release::Share
+    }
+}
+
+/// Options of the session that change how its SQL is lexed.
+pub fn lex_options(state: &TrackedState) -> crate::sql::LexOptions {
+    let mode = state.vars.get("sql_mode").map(String::as_str).unwrap_or("");
+    let has = |flag: &str| {
+        mode.split(',')
+            .any(|m| m.eq_ignore_ascii_case(flag) || (flag == "ANSI_QUOTES" && m == "ANSI"))
+    };
+    crate::sql::LexOptions {
+        ansi_quotes: has("ANSI_QUOTES"),
+        no_backslash_escapes: has("NO_BACKSLASH_ESCAPES"),
+    }
+}
+
+/// Client character sets whose multi-byte characters may contain bytes
+/// that look like quotes or backslashes: the lexer cannot read their text
+/// reliably, so every query of such a session is treated as opaque.
+pub fn lexable_charset(state: &TrackedState) -> bool {
+    !matches!(
+        state.vars.get("character_set_client").map(String::as_str),
+        Some("big5" | "cp932" | "gbk" | "gb18030" | "sjis")
+    )
+}
+
+/// Statements whose work the text does not show (stored code, dynamic SQL).
+fn opaque(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Call | Kind::Compound | Kind::ExecuteImmediate | Kind::Execute
+    )
+}
+
+/// Statements that consume a one-shot setting (SET TRANSACTION, insert_id).
+fn consumes_one_shot(kind: Kind) -> bool {
+    !matches!(kind, Kind::Set | Kind::Show | Kind::Empty | Kind::Use)
+}
+
+/// Applies one query's statements and the server's answer to the
+/// session's inventory and the backend's marks. `schema` is the session's
+/// schema before the query; `tracker` what the trackers reported.
+#[allow(clippy::too_many_arguments)]
+pub fn after_query(
+    inv: &mut Inventory,
+    marks: &mut BackendMarks,
+    state: &mut TrackedState,
+    schema: &[u8],
+    analysis: &Analysis,
+    reply: &Reply,
+    tracker: &ApplyEffects,
+    sql: &[u8],
+) -> Followup {
+    let mut fu = Followup::default();
+    let stmts = &analysis.statements;
+    // The FOUND_ROWS() hold lasts for the one statement after
+    // SQL_CALC_FOUND_ROWS (any statement replaces the value).
+    inv.calc_found_rows = false;
+    // Which statements ran: all without an error; with one, the first
+    // `results` (one result per statement) — unless stored code ran, whose
+    // results cannot be counted: then every statement may have run.
+    let any_opaque = stmts.iter().any(is_opaque);
+    let (ran_fully, failed_at) = if !reply.error {
+        (stmts.len(), None)
+    } else if any_opaque {
+        (0, None)
+    } else {
+        let k = (reply.results as usize).min(stmts.len());
+        (k, Some(k))
+    };
+    let mut explained = false;
+    let mut set_statement = false;
+    let removes_ok = !reply.error && !analysis.incomplete;
+    for (i, st) in stmts.iter().enumerate() {
+        // Effects that end state count only when the statement certainly
+        // ran them (not in a branch, loop or skipped executable comment).
+        let removes = i < ran_fully && !st.conditional;
+        let adds = removes || failed_at.is_none() || is_opaque(st);
+        if !adds {
+            continue;
+        }
+        explained |= apply_statement(inv, marks, schema, st, removes, sql, &mut fu);
+        set_statement |= st.effects.iter().any(|e| matches!(e, Effect::SetStatement));
+        if is_opaque(st) {
+            marks.needs_reset = true;
+            marks.insert_id_unknown = true;
+            fu.count_user_vars = true;
+        }
+        // EXECUTE IMMEDIATE with literal text: what it runs is known.
+        for e in &st.effects {
+            if let Effect::DynamicSql { text } = e
+                && st.kind == Kind::ExecuteImmediate
+            {
+                let inner = crate::sql::analyze(text, lex_options(state));
+                if inner.incomplete || inner.statements.iter().any(is_opaque) {
+                    marks.needs_reset = true;
+                    fu.count_user_vars = true;
+                    explained = false;
+                    inv.unknown |= inner.incomplete;
+                }
+                for ist in &inner.statements {
+                    explained |= apply_statement(inv, marks, schema, ist, removes, text, &mut fu);
+                }
+            }
+        }
+    }
+    if analysis.incomplete {
+        // The text could not be read to its end: anything may have happened.
+        marks.needs_reset = true;
+        explained = false;
+    }
+    // One-shot settings are consumed by the next statement that uses them.
+    if inv.one_shot
+        && !reply.error
+        && stmts.iter().any(|s| consumes_one_shot(s.kind))
+        && !stmts
+            .iter()
+            .any(|s| s.effects.iter().any(is_one_shot_effect))
+    {
+        inv.one_shot = false;
+    }
+    // Variables the proxy cannot replay, as the server reported them. In
+    // the reply of SET STATEMENT … FOR they are that statement's temporary
+    // values (the server reports the restore with the next statement).
+    // Variables the statements set themselves are decided by the text
+    // (the tracker reports `timestamp=DEFAULT` as the old value, and the
+    // one-shot `insert_id` as a value); the tracker speaks for the rest
+    // (set by stored code).
+    let set_by_text = |n: &str| {
+        stmts.iter().any(|s| {
+            s.effects.iter().any(|e| {
+                matches!(e, Effect::SetVariable { name, .. } if name.as_slice() == n.as_bytes())
+            })
+        })
+    };
+    if !set_statement {
+        for (name, value) in &tracker.pinning_vars {
+            if name == "insert_id" {
+                continue;
+            }
+            if fresh_value(name) == Some(value.as_str()) {
+                if removes_ok {
+                    inv.pinning_vars.remove(name);
+                }
+                continue;
+            }
+            if set_by_text(name) {
+                continue;
+            }
+            if fresh_value(name) == Some(value.as_str()) {
+                inv.pinning_vars.remove(name);
+            } else {
+                inv.pinning_vars.insert(name.clone(), value.clone());
+                marks.needs_reset = true;
+            }
+        }
+    }
+    // A user variable assigned NULL may have been the last one the count
+    // found: count again.
+    if inv.user_vars_unverified
+        && stmts.iter().any(|s| {
+            s.effects
+                .iter()
+                .any(|e| matches!(e, Effect::UserVarAssign { null: true, .. }))
+        })
+    {
+        fu.count_user_vars = true;
+    }
+    if tracker.trackers_touched {
+        inv.trackers = true;
+        marks.needs_reset = true;
+    }
+    if tracker.state_changed && !explained {
+        inv.unknown = true;
+        marks.needs_reset = true;
+    }
+    if tracker.charset_without_collation {
+        // The character set changed and the collation was not reported.
+        fu.probe_collation = true;
+    }
+    if reply.insert_id {
+        marks.insert_id_unknown = true;
+    }
+    marks.diagnostics |= reply.warnings > 0 || reply.error;
+    fu
+}
+
+/// Statements whose work the text does not show: stored code, prepared
+/// statements, dynamic SQL that is not a literal.
+fn is_opaque(s: &Statement) -> bool {
+    match s.kind {
+        Kind::ExecuteImmediate => !s
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::DynamicSql { .. })),
+        k => opaque(k),
+    }
+}
+
+/// True when the statement text assigns the literal 0 to `name`
+/// (`SET insert_id = 0`).
+fn assigns_zero(text: Option<&[u8]>, name: &str) -> bool {
+    let Some(text) = text else { return false };
+    let squeezed: Vec<u8> = text
+        .iter()
+        .filter(|c| !c.is_ascii_whitespace())
+        .map(u8::to_ascii_lowercase)
+        .collect();
+    [format!("{name}=0"), format!("{name}:=0")].iter().any(|p| {
+        squeezed.windows(p.len()).enumerate().any(|(i, w)| {
+            w == p.as_bytes()
+                && squeezed
+                    .get(i + p.len())
+                    .is_none_or(|c| !c.is_ascii_digit())
+        })
+    })
+}
+
+fn is_one_shot_effect(e: &Effect) -> bool {
+    match e {
+        Effect::SetTransaction { scope } => *scope == Scope::Default,
+        Effect::SetVariable {
+            name, to_default, ..
+        } => name.as_slice() == b"insert_id" && !to_default,
+        _ => false,
+    }
+}
+
+/// Applies one statement; returns true when it explains a bare state
+/// change reported by the server. `removes`: the statement certainly ran,
+/// so effects that end state count too.
+fn apply_statement(
+    inv: &mut Inventory,
+    marks: &mut BackendMarks,
+    schema: &[u8],
+    st: &Statement,
+    removes: bool,
+    sql: &[u8],
+    fu: &mut Followup,
+) -> bool {
+    let mut explained = false;
+    for e in &st.effects {
+        match e {
+            Effect::UserVarAssign { name, null } => {
+                explained = true;
+                marks.needs_reset = true;
+                if !*null {
+                    inv.user_vars.insert(name.clone());
+                } else if removes {
+                    inv.user_vars.remove(name);
+                }
+            }
+            Effect::TempTableCreate { schema: s, name } => {
+                explained = true;
+                marks.needs_reset = true;
+                let s = s.clone().unwrap_or_else(|| schema.to_vec());
+                inv.temp_tables.insert((s, name.clone()));
+            }
+            Effect::TableDrop { tables, .. } => {
+                explained = true;
+                if removes {
+                    for t in tables {
+                        inv.drop_table(schema, t);
+                    }
+                }
+            }
+            Effect::TableRename { from, to } => {
+                explained = true;
+                let key = (
+                    from.0.clone().unwrap_or_else(|| schema.to_vec()),
+                    from.1.clone(),
+                );
+                if inv.temp_tables.contains(&key) {
+                    // Add the new name at once; forget the old one only when
+                    // the rename certainly ran.
+                    let s = to.0.clone().unwrap_or_else(|| schema.to_vec());
+                    inv.temp_tables.insert((s, to.1.clone()));
+                    if removes {
+                        inv.temp_tables.remove(&key);
+                    }
+                }
+            }
+            Effect::GetLock { name } => {
+                marks.needs_reset = true;
+                fu.verify_locks = true;
+                match name {
+                    Some(n) => {
+                        inv.locks.insert(n.clone());
+                    }
+                    None => inv.unnamed_lock = true,
+                }
+            }
+            Effect::ReleaseLock { .. } => fu.verify_locks = true,
+            Effect::ReleaseAllLocks => {
+                if removes {
+                    inv.locks.clear();
+                    inv.unnamed_lock = false;
+                }
+            }
+            Effect::LockTables => {
+                marks.needs_reset = true;
+                inv.table_locks = true;
+            }
+            Effect::UnlockTables => {
+                if removes {
+                    inv.table_locks = false;
+                    inv.global_read_lock = false;
+                }
+            }
+            Effect::FlushReadLock => {
+                marks.needs_reset = true;
+                inv.global_read_lock = true;
+            }
+            Effect::BackupStage { end } => {
+                marks.needs_reset = true;
+                if !*end {
+                    inv.backup = true;
+                } else if removes {
+                    inv.backup = false;
+                }
+            }
+            Effect::BackupLock { unlock } => {
+                marks.needs_reset = true;
+                if !*unlock {
+                    inv.backup = true;
+                } else if removes {
+                    inv.backup = false;
+                }
+            }
+            Effect::HandlerOpen { alias } => {
+                marks.needs_reset = true;
+                inv.handlers.insert(alias.to_ascii_lowercase());
+            }
+            Effect::HandlerClose { alias } => {
+                if removes {
+                    inv.handlers.remove(&alias.to_ascii_lowercase());
+                }
+            }
+            Effect::TextPrepare { name } => {
+                explained = true;
+                marks.needs_reset = true;
+                inv.text_prepared.insert(name.to_ascii_lowercase());
+            }
+            Effect::Deallocate { name } => {
+                explained = true;
+                if removes {
+                    inv.text_prepared.remove(&name.to_ascii_lowercase());
+                }
+            }
+            Effect::Xa => {
+                marks.needs_reset = true;
+                match xa_verb(sql, st) {
+                    XaVerb::Start => inv.xa = true,
+                    XaVerb::End if removes => inv.xa = false,
+                    _ => {}
+                }
+            }
+            Effect::SetTransaction { scope } => {
+                if *scope == Scope::Default {
+                    inv.one_shot = true;
+                    marks.needs_reset = true;
+                }
+            }
+            Effect::SetVariable {
+                name,
+                scope,
+                to_default,
+            } => {
+                explained = true;
+                if *scope == Scope::Global {
+                    continue;
+                }
+                let n = String::from_utf8_lossy(name).into_owned();
+                if n.starts_with("session_track_") {
+                    // The backend stops reporting what the proxy needs.
+                    inv.trackers = true;
+                    marks.needs_reset = true;
+                    continue;
+                }
+                if n == "last_insert_id" || n == "identity" {
+                    marks.insert_id_unknown = true;
+                    continue;
+                }
+                if *to_default
+                    && removes
+                    && !n.starts_with("character_set_")
+                    && !n.starts_with("collation_")
+                    && super::variables::classify(&n) == super::variables::VarClass::Replayable
+                {
+                    fu.defaulted.push(n.clone());
+                }
+                if n == "insert_id" {
+                    // `insert_id = 0` (or DEFAULT) cancels the pending value.
+                    let cancels = *to_default || assigns_zero(sql.get(st.span.clone()), &n);
+                    if cancels && removes {
+                        inv.one_shot = false;
+                    } else if !cancels {
+                        inv.one_shot = true;
+                    }
+                    marks.needs_reset = true;
+                    continue;
+                }
+                if super::variables::classify(&n) == super::variables::VarClass::Pinning {
+                    marks.needs_reset = true;
+                    if *to_default && removes {
+                        inv.pinning_vars.remove(&n);
+                    } else if !*to_default {
+                        // The tracker reports the value; keep the name even
+                        // if it does not (fail closed).
+                        inv.pinning_vars.entry(n).or_default();
+                    }
+                }
+            }
+            Effect::SetNames => {
+                // The server reports the character sets, not the collation
+                // (with or without COLLATE): ask it.
+                explained = true;
+                fu.probe_collation = true;
+            }
+            Effect::CalcFoundRows => {
+                marks.needs_reset = true;
+                inv.calc_found_rows = true;
+            }
+            Effect::Use { .. } | Effect::SetOther | Effect::SetStatement => explained = true,
+            Effect::Function(f) if f.kind == FuncKind::LastInsertId { args: true } => {
+                marks.insert_id_unknown = true
+            }
+            _ => {}
+        }
+    }
+    explained
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum XaVerb {
+    Start,
+    End,
+    Other,
+}
+
+/// XA START/BEGIN associates a transaction; XA COMMIT/ROLLBACK ends it.
+fn xa_verb(sql: &[u8], st: &Statement) -> XaVerb {
+    let text = sql.get(st.span.clone()).unwrap_or(&[]);
+    let mut words = text
+        .split(|c| !c.is_ascii_alphanumeric() && *c != b'_')
+        .filter(|w| !w.is_empty());
+    while let Some(w) = words.next() {
+        if w.eq_ignore_ascii_case(b"xa") {
+            return match words.next() {
+                Some(v) if v.eq_ignore_ascii_case(b"start") || v.eq_ignore_ascii_case(b"begin") => {
+                    XaVerb::Start
+                }
+                Some(v)
+                    if v.eq_ignore_ascii_case(b"commit") || v.eq_ignore_ascii_case(b"rollback") =>
+                {
+                    XaVerb::End
+                }
+                _ => XaVerb::Other,
+            };
+        }
+    }
+    XaVerb::Other
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session_state::PinReason;
+    use crate::sql::{LexOptions, analyze};
+
+    struct Run {
+        inv: Inventory,
+        marks: BackendMarks,
+        state: TrackedState,
+    }
+
+    impl Run {
+        fn new() -> Self {
+            Self {
+                inv: Inventory::default(),
+                marks: BackendMarks::default(),
+                state: TrackedState::for_collation(45),
+            }
+        }
+
+        fn query(&mut self, sql: &str, reply: Reply, tracker: ApplyEffects) -> Followup {
+            let a = analyze(sql.as_bytes(), LexOptions::default());
+            after_query(
+                &mut self.inv,
+                &mut self.marks,
+                &mut self.state,
+                b"test",
+                &a,
+                &reply,
+                &tracker,
+                sql.as_bytes(),
+            )
+        }
+
+        fn ok(&mut self, sql: &str) -> Followup {
+            self.query(sql, Reply::default(), ApplyEffects::default())
+        }
+
+        fn changed(&mut self, sql: &str) -> Followup {
+            let fx = ApplyEffects {
+                state_changed: true,
+                ..Default::default()
+            };
+            self.query(sql, Reply::default(), fx)
+        }
+    }
+
+    #[test]
+    fn harmless_text_holds_nothing() {
+        let mut r = Run::new();
+        for q in [
+            "SELECT 'bob@example.com'",
+            "SELECT * FROM budget_lock",
+            "SELECT 'GET_LOCK(1)' -- SET @x = 1",
+            "/* LOCK TABLES t WRITE */ SELECT 1",
+            "SELECT @x",
+            "INSERT INTO t VALUES (1)",
+        ] {
+            r.ok(q);
+            assert!(r.inv.is_empty(), "{q}: {:?}", r.inv);
+            assert_eq!(release(r.marks), Release::Share, "{q}");
+        }
+    }
+
+    #[test]
+    fn user_variables_pin_until_all_null() {
+        let mut r = Run::new();
+        r.changed("SET @a = 1, @b := 2");
+        assert!(r.inv.pins().has(PinReason::UserVariable));
+        r.changed("SET @a = NULL");
+        assert!(r.inv.pins().has(PinReason::UserVariable));
+        r.changed("SET @b = NULL");
+        assert!(r.inv.is_empty());
+        // Whatever the session did, the backend is reset before reuse.
+        assert_eq!(release(r.marks), Release::Reset);
+    }
+
+    #[test]
+    fn statements_after_an_error_did_not_run() {
+        let mut r = Run::new();
+        let err = |results| Reply {
+            error: true,
+            results,
+            ..Default::default()
+        };
+        r.query(
+            "SELECT * FROM nosuch; SELECT GET_LOCK('L', 0)",
+            err(0),
+            ApplyEffects::default(),
+        );
+        assert!(r.inv.is_empty());
+        let fu = r.query(
+            "SELECT GET_LOCK('L', 0); SELECT * FROM nosuch",
+            err(1),
+            ApplyEffects::default(),
+        );
+        assert!(r.inv.pins().has(PinReason::UserLock));
+        assert!(fu.verify_locks);
+        // A release that failed half way proves nothing.
+        r.query(
+            "DO RELEASE_ALL_LOCKS(); SELECT * FROM nosuch",
+            err(0),
+            ApplyEffects::default(),
+        );
+        assert!(r.inv.pins().has(PinReason::UserLock));
+    }
+
+    #[test]
+    fn unexplained_state_change_is_unknown() {
+        let mut r = Run::new();
+        r.changed("CALL make_temp_table()");
+        assert!(r.inv.pins().has(PinReason::UnknownState));
+        assert_eq!(release(r.marks), Release::Reset);
+        let mut r = Run::new();
+        r.changed("CREATE TEMPORARY TABLE t (a INT)");
+        assert!(!r.inv.pins().has(PinReason::UnknownState));
+        r.changed("DROP TEMPORARY TABLE IF EXISTS t");
+        assert!(r.inv.is_empty());
+    }
+
+    #[test]
+    fn set_statement_values_are_not_lasting() {
+        let mut r = Run::new();
+        let fx = ApplyEffects {
+            pinning_vars: vec![("sql_log_bin".into(), "OFF".into())],
+            ..Default::default()
+        };
+        r.query(
+            "SET STATEMENT sql_log_bin=0 FOR SELECT 1",
+            Reply::default(),
+            fx,
+        );
+        assert!(r.inv.is_empty());
+        // The restore the server reports with the next statement.
+        let fx = ApplyEffects {
+            pinning_vars: vec![("sql_log_bin".into(), "ON".into())],
+            ..Default::default()
+        };
+        r.query("SELECT 2", Reply::default(), fx);
+        assert!(r.inv.is_empty());
+    }
+
+    #[test]
+    fn one_shot_settings_end_with_their_statement() {
+        let mut r = Run::new();
+        r.ok("SET TRANSACTION READ ONLY");
+        assert!(r.inv.pins().has(PinReason::OneShot));
+        r.ok("SET SESSION sql_mode = ''");
+        assert!(r.inv.pins().has(PinReason::OneShot));
+        r.ok("SELECT 1");
+        assert!(r.inv.is_empty());
+        r.ok("SET SESSION TRANSACTION READ ONLY");
+        assert!(r.inv.is_empty());
+    }
+
+    #[test]
+    fn diagnostics_and_unclear_text_are_never_shared_as_is() {
+        let mut r = Run::new();
+        r.query(
+            "SELECT 1/0",
+            Reply {
+                warnings: 1,
+                ..Default::default()
+            },
+            ApplyEffects::default(),
+        );
+        assert_eq!(release(r.marks), Release::ClearDiagnostics);
+        // A later clean statement does not clear the server's area.
+        r.ok("SELECT 1");
+        assert_eq!(release(r.marks), Release::ClearDiagnostics);
+        let mut r = Run::new();
+        r.ok("SELECT 'unterminated");
+        assert_eq!(release(r.marks), Release::Reset);
+    }
+
+    #[test]
+    fn xa_and_locks_follow_their_verbs() {
+        let mut r = Run::new();
+        r.ok("XA START 'x'");
+        assert!(r.inv.pins().has(PinReason::Xa));
+        r.ok("XA END 'x'");
+        assert!(r.inv.pins().has(PinReason::Xa));
+        r.ok("XA ROLLBACK 'x'");
+        assert!(r.inv.is_empty());
+        r.ok("LOCK TABLES t READ");
+        r.ok("UNLOCK TABLES");
+        assert!(r.inv.is_empty());
+        r.ok("HANDLER t OPEN AS h");
+        r.ok("HANDLER h CLOSE");
+        assert!(r.inv.is_empty());
+    }
+}

@@ -1,0 +1,130 @@
+//! The unshareable state a session holds on its backend connection that the
+//! server does not report (or reports without detail): user variables,
+//! temporary tables, named locks, table locks, handlers, text-protocol
+//! prepared statements, XA, one-shot settings, variables that cannot be
+//! replayed. Kept by name so that each pin ends when its cause ends.
+//!
+//! Pure bookkeeping: [`super::authority`] feeds it the effects of each
+//! statement that ran and turns it into pins.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::pins::{PinReason, Pins};
+
+/// A table name as a statement wrote it: optional schema, name.
+pub type TableName = (Option<Vec<u8>>, Vec<u8>);
+
+/// What the session holds on its backend beyond replayable values.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inventory {
+    /// User variables assigned a value other than a literal NULL.
+    pub user_vars: BTreeSet<Vec<u8>>,
+    /// Stored code left user variables the text does not name (the server
+    /// counted more than `user_vars`): pinned until a count finds none.
+    pub user_vars_unverified: bool,
+    /// Temporary tables, by (schema at creation, name).
+    pub temp_tables: BTreeSet<(Vec<u8>, Vec<u8>)>,
+    /// Named locks (GET_LOCK) by lowercase name.
+    pub locks: BTreeSet<Vec<u8>>,
+    /// A lock whose name is not a literal was taken: only
+    /// RELEASE_ALL_LOCKS (or a reset) proves it gone.
+    pub unnamed_lock: bool,
+    /// LOCK TABLES in effect.
+    pub table_locks: bool,
+    /// FLUSH TABLES WITH READ LOCK / FOR EXPORT in effect.
+    pub global_read_lock: bool,
+    /// BACKUP STAGE / BACKUP LOCK in effect.
+    pub backup: bool,
+    /// Open HANDLER aliases (lowercase).
+    pub handlers: BTreeSet<Vec<u8>>,
+    /// Text-protocol prepared statement names (lowercase).
+    pub text_prepared: BTreeSet<Vec<u8>>,
+    /// An XA transaction is associated with the session.
+    pub xa: bool,
+    /// A one-shot setting (SET TRANSACTION, insert_id) awaits the next
+    /// statement that consumes it.
+    pub one_shot: bool,
+    /// Variables that cannot be replayed, set away from their default,
+    /// with the value last reported.
+    pub pinning_vars: BTreeMap<String, String>,
+    /// Something changed that nothing explains (a bare state change, state
+    /// created by stored code): only a reset proves it gone.
+    pub unknown: bool,
+    /// The client changed its session trackers.
+    pub trackers: bool,
+    /// SQL_CALC_FOUND_ROWS ran: FOUND_ROWS() must be read on this backend.
+    pub calc_found_rows: bool,
+}
+
+impl Inventory {
+    /// The pins this inventory implies.
+    pub fn pins(&self) -> Pins {
+        let mut p = Pins::default();
+        let mut set = |on: bool, r: PinReason| {
+            if on {
+                p.add(r);
+            }
+        };
+        set(
+            !self.user_vars.is_empty() || self.user_vars_unverified,
+            PinReason::UserVariable,
+        );
+        set(!self.temp_tables.is_empty(), PinReason::TemporaryTable);
+        set(
+            !self.locks.is_empty() || self.unnamed_lock,
+            PinReason::UserLock,
+        );
+        set(
+            self.table_locks || self.global_read_lock || self.backup,
+            PinReason::LockTables,
+        );
+        set(!self.handlers.is_empty(), PinReason::Handler);
+        set(!self.text_prepared.is_empty(), PinReason::TextPrepare);
+        set(self.xa, PinReason::Xa);
+        set(self.one_shot, PinReason::OneShot);
+        set(!self.pinning_vars.is_empty(), PinReason::SessionVariable);
+        set(self.unknown, PinReason::UnknownState);
+        set(self.trackers, PinReason::Trackers);
+        set(self.calc_found_rows, PinReason::FoundRows);
+        p
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        !self.pins().any()
+    }
+
+    /// Everything a COM_RESET_CONNECTION / COM_CHANGE_USER ends.
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Forgets temporary tables matching a dropped name (`schema` is the
+    /// session's current one when the statement did not name one).
+    pub fn drop_table(&mut self, current: &[u8], t: &TableName) {
+        let schema = t.0.clone().unwrap_or_else(|| current.to_vec());
+        self.temp_tables.remove(&(schema, t.1.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_follow_contents() {
+        let mut inv = Inventory::default();
+        assert!(inv.is_empty());
+        inv.user_vars.insert(b"x".to_vec());
+        inv.temp_tables.insert((b"test".to_vec(), b"t".to_vec()));
+        let p = inv.pins();
+        assert!(p.has(PinReason::UserVariable) && p.has(PinReason::TemporaryTable));
+        inv.user_vars.clear();
+        inv.drop_table(b"test", &(None, b"t".to_vec()));
+        assert!(inv.is_empty());
+        inv.unnamed_lock = true;
+        assert!(inv.pins().has(PinReason::UserLock));
+        inv.clear();
+        assert!(inv.is_empty());
+    }
+}

@@ -1,0 +1,35 @@
+//! SQL text analysis for the session-state authority: a MariaDB 10.11 /
+//! MySQL 8 lexer and, for each statement of a COM_QUERY, its kind and its
+//! effects on the session (user variables, temporary tables, locks,
+//! prepared statements, system variables, …).
+//!
+//! Pure code, no I/O. Owns reading SQL text only; it must not decide what
+//! pins a session or what is replayed (that is `session_state`'s job).
+//!
+//! ```text
+//! lexer ─► reader ─────────────► statement (verbs; CALL, KILL, HANDLER, …)
+//!          │ statement ends,      ├─ set (SET lists, scopes, SET STATEMENT)
+//!          │ lookahead            └─ ddl (CREATE/ALTER/DROP/RENAME)
+//!          ├─ blocks (routine and compound bodies: BEGIN … END nesting)
+//!          └─ observe (anywhere in a statement: @x :=, INTO @x,
+//!                      GET_LOCK(…), CONNECTION_ID(), …)
+//! effects: the public result types and `analyze`
+//! ```
+
+mod blocks;
+mod ddl;
+pub mod effects;
+pub mod lexer;
+mod observe;
+mod reader;
+mod set;
+mod statement;
+
+#[cfg(test)]
+mod tests;
+
+pub use effects::{
+    Analysis, Effect, Func, FuncKind, KillTarget, Kind, MAX_STATEMENTS, Scope, Statement,
+    TableName, analyze,
+};
+pub use lexer::LexOptions;

@@ -1,0 +1,197 @@
+//! SET statements: user- and system-variable assignments with their scope,
+//! SET NAMES, SET TRANSACTION, SET STATEMENT … FOR and the rest.
+//!
+//! Owns the SET grammar as far as the effects need it; the value
+//! expressions themselves are skipped (and observed by `observe`).
+
+use super::effects::{Effect, Scope};
+use super::lexer::{Token, TokenKind};
+use super::reader::{Reader, lower};
+use super::statement::{Ctx, unit};
+
+fn scope_keyword(sql: &[u8], t: Option<Token>) -> Option<Scope> {
+    let t = t?;
+    if t.is_word(sql, b"global") || t.is_word(sql, b"persist") || t.is_word(sql, b"persist_only") {
+        Some(Scope::Global)
+    } else if t.is_word(sql, b"session") || t.is_word(sql, b"local") {
+        Some(Scope::Session)
+    } else {
+        None
+    }
+}
+
+/// `SET …` after the SET.
+pub(super) fn set(r: &mut Reader, ctx: Ctx) {
+    let sql = r.sql;
+    if r.eat_word(b"statement") {
+        r.emit(Effect::SetStatement);
+        if ctx == Ctx::Inner {
+            // SET STATEMENT … FOR SET STATEMENT …: the server rejects it, and
+            // following it would nest without bound.
+            r.incomplete = true;
+            return;
+        }
+        let base = r.depth;
+        loop {
+            let Some(t) = r.next() else { return };
+            if r.depth == base && t.is_word(sql, b"for") {
+                break;
+            }
+        }
+        unit(r, Ctx::Inner);
+        return;
+    }
+    let first = scope_keyword(sql, r.peek(0));
+    if r.eat_word(b"transaction") {
+        r.emit(Effect::SetTransaction {
+            scope: Scope::Default,
+        });
+        return;
+    }
+    if let Some(scope) = first
+        && r.peek_word(1, b"transaction")
+    {
+        r.next();
+        r.next();
+        r.emit(Effect::SetTransaction { scope });
+        return;
+    }
+    if r.peek_any(0, &[b"password", b"role"])
+        || (r.peek_word(0, b"default") && r.peek_word(1, b"role"))
+    {
+        r.emit(Effect::SetOther);
+        return;
+    }
+    let mut sticky = Scope::Default;
+    loop {
+        // A scope keyword followed by a name (not `session.x`, not `= …`).
+        if let Some(scope) = scope_keyword(sql, r.peek(0))
+            && r.peek(1)
+                .is_some_and(|t| matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent))
+        {
+            r.next();
+            sticky = scope;
+        }
+        if !set_element(r, ctx, sticky) {
+            r.emit(Effect::SetOther);
+            return;
+        }
+        if !r.eat_symbol(b",") {
+            return;
+        }
+    }
+}
+
+/// One element of a SET list; false when it is not understood.
+fn set_element(r: &mut Reader, ctx: Ctx, sticky: Scope) -> bool {
+    let sql = r.sql;
+    let Some(t) = r.peek(0) else { return false };
+    match t.kind {
+        TokenKind::Word
+            if t.is_word(sql, b"names")
+                || t.is_word(sql, b"charset")
+                || (t.is_word(sql, b"character") && r.peek_word(1, b"set")) =>
+        {
+            r.emit(Effect::SetNames);
+            r.skip_to_comma();
+            true
+        }
+        TokenKind::UserVar => {
+            r.next();
+            if r.eat_symbol(b"=") {
+                let null = r.value_is_null(0);
+                let name = lower(r.value(&t).into_owned());
+                r.emit(Effect::UserVarAssign { name, null });
+            } else if !r.peek_symbol(0, b":=") {
+                return false;
+            }
+            r.skip_to_comma();
+            true
+        }
+        TokenKind::SysVar => {
+            r.next();
+            let (scope, name) = sysvar(r, &t);
+            assignment(r, name, scope)
+        }
+        TokenKind::Word | TokenKind::QuotedIdent => {
+            r.next();
+            let mut name = r.value(&t).into_owned();
+            while r.peek_symbol(0, b".") {
+                let Some(part) = r.peek(1).and_then(|p| r.name(&p)) else {
+                    break;
+                };
+                r.next();
+                r.next();
+                name.push(b'.');
+                name.extend_from_slice(&part);
+            }
+            let name = lower(name);
+            if ctx == Ctx::Compound && sticky == Scope::Default && r.is_local(&name) {
+                if !(r.eat_symbol(b"=") || r.eat_symbol(b":=")) {
+                    return false;
+                }
+                r.skip_to_comma();
+                return true;
+            }
+            assignment(r, name, sticky)
+        }
+        _ => false,
+    }
+}
+
+/// `= value` of a system-variable assignment.
+fn assignment(r: &mut Reader, name: Vec<u8>, scope: Scope) -> bool {
+    if !(r.eat_symbol(b"=") || r.eat_symbol(b":=")) {
+        return false;
+    }
+    let to_default = r.peek_word(0, b"default") && (r.peek(1).is_none() || r.peek_symbol(1, b","));
+    r.emit(Effect::SetVariable {
+        name,
+        scope,
+        to_default,
+    });
+    r.skip_to_comma();
+    true
+}
+
+/// Scope and lowercase name of an `@@[scope.]name[.name]` token.
+fn sysvar(r: &Reader, t: &Token) -> (Scope, Vec<u8>) {
+    let text = &t.text(r.sql)[2..];
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        let mut part = Vec::new();
+        if text[i] == b'`' {
+            i += 1;
+            while i < text.len() {
+                if text[i] == b'`' {
+                    if text.get(i + 1) == Some(&b'`') {
+                        part.push(b'`');
+                        i += 2;
+                        continue;
+                    }
+                    i += 1;
+                    break;
+                }
+                part.push(text[i]);
+                i += 1;
+            }
+        } else {
+            while i < text.len() && text[i] != b'.' {
+                part.push(text[i]);
+                i += 1;
+            }
+        }
+        parts.push(lower(part));
+        if text.get(i) == Some(&b'.') {
+            i += 1;
+        }
+    }
+    let scope = match parts.first().map(Vec::as_slice) {
+        Some(b"global" | b"persist" | b"persist_only") if parts.len() > 1 => Scope::Global,
+        Some(b"session" | b"local") if parts.len() > 1 => Scope::Session,
+        _ => Scope::Default,
+    };
+    let skip = usize::from(scope != Scope::Default);
+    (scope, parts[skip.min(parts.len())..].join(&b'.'))
+}

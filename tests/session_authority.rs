@@ -1,0 +1,355 @@
+//! The session-state authority end to end, against a production-shaped
+//! server (binary log on): nothing one client leaves on a backend reaches
+//! another, pins end when their cause ends, replay converges, and read-only
+//! server variables are never replayed.
+//!
+//! Most cases use a proxy with ONE backend connection: a session that stays
+//! pinned then shows up as a queue timeout (1317) for the other client, and
+//! a backend handed over dirty shows up in the other client's probes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::raw::{RawConn, Response};
+use common::{MariaDb, Proxy};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Row};
+
+fn binlog_server() -> MariaDb {
+    MariaDb::start_with_args(&[
+        "--log-bin=mysql-bin",
+        "--binlog-format=ROW",
+        "--server-id=1",
+    ])
+}
+
+async fn one_backend(db: &MariaDb) -> Proxy {
+    Proxy::builder(db)
+        .groups(1)
+        .max_backend(1)
+        .queue_timeout_ms(1000)
+        .with(|c| c.pool.diagnostics_hold_ms = 100)
+        .start()
+        .await
+}
+
+async fn conn(p: &Proxy) -> Conn {
+    Conn::from_url(p.app_url())
+        .await
+        .expect("connect via proxy")
+}
+
+async fn raw(p: &Proxy) -> RawConn {
+    RawConn::connect(&p.addr.to_string(), "app", "secret", Some("test"), false).await
+}
+
+/// Error code of a statement, 0 when it succeeded.
+async fn code(c: &mut Conn, sql: &str) -> u16 {
+    match c.query_drop(sql).await {
+        Ok(()) => 0,
+        Err(mysql_async::Error::Server(e)) => e.code,
+        Err(e) => panic!("{sql}: {e}"),
+    }
+}
+
+/// True when another client can get the single backend now.
+async fn backend_free(p: &Proxy) -> bool {
+    let mut b = raw(p).await;
+    let free = match b.query("SELECT 1").await {
+        Response::Rows(_) => true,
+        Response::Err(e) if e.code == 1317 => false,
+        other => panic!("probe: {}", common::raw::brief(&other)),
+    };
+    b.quit().await;
+    free
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binlog_gtid_is_never_replayed() {
+    let db = binlog_server();
+    let p = Proxy::builder(&db).groups(1).max_backend(2).start().await;
+    let mut a = conn(&p).await;
+    let mut other = conn(&p).await;
+    a.query_drop("CREATE TABLE gt (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    for i in 0..20 {
+        // The other client holds a backend now and then, so A moves.
+        if i % 3 == 0 {
+            other.query_drop("BEGIN").await.expect("begin");
+            other.query_drop("SELECT 1").await.expect("hold");
+        }
+        a.query_drop(format!("INSERT INTO gt (v) VALUES ({i})"))
+            .await
+            .unwrap_or_else(|e| panic!("insert {i}: {e}"));
+        if i % 3 == 0 {
+            other.query_drop("COMMIT").await.expect("commit");
+        }
+    }
+    let n: Option<u64> = a
+        .query_first("SELECT COUNT(*) FROM gt")
+        .await
+        .expect("count");
+    assert_eq!(n, Some(20));
+    // A login naming a database works after commits reported GTIDs.
+    let mut c = conn(&p).await;
+    let one: Option<u8> = c.query_first("SELECT 1").await.expect("login + select");
+    assert_eq!(one, Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn harmless_text_does_not_pin() {
+    let db = binlog_server();
+    let p = one_backend(&db).await;
+    let mut a = conn(&p).await;
+    a.query_drop("CREATE TABLE budget_lock (a INT)")
+        .await
+        .expect("create");
+    for q in [
+        "SELECT 'bob@example.com'",
+        "SELECT * FROM budget_lock",
+        "SELECT 'GET_LOCK(''x'', 1)'",
+        "/* LOCK TABLES t WRITE */ SELECT 1",
+        "SELECT 1 -- SET @x = 1",
+        "SET STATEMENT max_statement_time=10 FOR SELECT 1",
+        "SET SESSION sql_mode = DEFAULT",
+        "INSERT INTO budget_lock VALUES (1)",
+    ] {
+        a.query_drop(q).await.unwrap_or_else(|e| panic!("{q}: {e}"));
+        assert!(backend_free(&p).await, "`{q}` pinned the session");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pins_end_when_their_cause_ends() {
+    let db = binlog_server();
+    let p = one_backend(&db).await;
+    let mut a = conn(&p).await;
+    let cases: &[(&str, &str)] = &[
+        ("SELECT GET_LOCK('L', 0)", "SELECT RELEASE_LOCK('L')"),
+        (
+            "/* c */ SELECT GET_LOCK('L', 0)",
+            "SELECT RELEASE_ALL_LOCKS()",
+        ),
+        ("SET @x = 1", "SET @x = NULL"),
+        ("SELECT 1 INTO @y", "SET @y := NULL"),
+        (
+            "CREATE TEMPORARY TABLE tt (a INT)",
+            "DROP TEMPORARY TABLE tt",
+        ),
+        ("LOCK TABLES budget READ", "UNLOCK TABLES"),
+        ("PREPARE s FROM 'SELECT 1'", "DEALLOCATE PREPARE s"),
+        ("HANDLER budget OPEN", "HANDLER budget CLOSE"),
+        ("SET TRANSACTION READ ONLY", "SELECT 1"),
+        ("SET insert_id = 5", "INSERT INTO budget VALUES (7)"),
+        ("SET timestamp = 1", "SET timestamp = DEFAULT"),
+        ("SELECT 1; SELECT GET_LOCK('M', 0)", "DO RELEASE_LOCK('M')"),
+        ("XA START 'x'", "XA END 'x'; XA ROLLBACK 'x'"),
+    ];
+    a.query_drop("CREATE TABLE budget (a INT)")
+        .await
+        .expect("create");
+    for (make, undo) in cases {
+        a.query_drop(*make)
+            .await
+            .unwrap_or_else(|e| panic!("{make}: {e}"));
+        assert!(!backend_free(&p).await, "`{make}` did not pin");
+        a.query_drop(*undo)
+            .await
+            .unwrap_or_else(|e| panic!("{undo}: {e}"));
+        assert!(
+            backend_free(&p).await,
+            "`{undo}` did not end the pin of `{make}`"
+        );
+    }
+    // The statement that failed after taking the lock still pins.
+    let _ = a
+        .query_drop("SELECT GET_LOCK('N', 0); SELECT * FROM nosuch")
+        .await;
+    assert!(!backend_free(&p).await, "lock before an error did not pin");
+    a.query_drop("DO RELEASE_LOCK('N')").await.expect("release");
+    assert!(backend_free(&p).await);
+    // Nothing of A is visible on the backend B now gets.
+    let mut b = raw(&p).await;
+    let probe = b
+        .query_rows(
+            "SELECT @x, @y, IS_USED_LOCK('L'), IS_USED_LOCK('M'), IS_USED_LOCK('N'), @@tx_read_only, @@insert_id",
+        )
+        .await;
+    assert_eq!(
+        probe,
+        vec![vec![
+            None,
+            None,
+            None,
+            None,
+            None,
+            Some("0".to_string()),
+            Some("0".to_string())
+        ]]
+    );
+    assert!(matches!(b.query("SELECT * FROM tt").await, Response::Err(e) if e.code == 1146));
+    assert!(matches!(b.query("EXECUTE s").await, Response::Err(e) if e.code == 1243));
+    let ts: f64 = b
+        .query_one("SELECT UNIX_TIMESTAMP() - @@timestamp")
+        .await
+        .parse()
+        .expect("ts");
+    assert!(ts.abs() < 60.0, "timestamp leaked: {ts}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_statements_option_never_crosses_clients() {
+    let db = binlog_server();
+    let p = one_backend(&db).await;
+    // A negotiates MULTI_STATEMENTS (mysql_async does) and uses it.
+    let mut a = conn(&p).await;
+    a.query_drop("SELECT 1; SELECT 2")
+        .await
+        .expect("multi for A");
+    drop(a);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // B did not ask for it: a stacked query is refused, as directly.
+    let mut b = raw(&p).await;
+    let mut d = RawConn::connect(&db.addr(), "app", "secret", Some("test"), false).await;
+    let via = b.query("SELECT 1; DROP TABLE IF EXISTS nothing_here").await;
+    let direct = d.query("SELECT 1; DROP TABLE IF EXISTS nothing_here").await;
+    match (via, direct) {
+        (Response::Err(v), Response::Err(d)) => assert_eq!((v.code, v.state), (d.code, d.state)),
+        (v, d) => panic!(
+            "stacked query: proxy {} / direct {}",
+            common::raw::brief(&v),
+            common::raw::brief(&d)
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnostics_never_cross_clients() {
+    let db = binlog_server();
+    let p = one_backend(&db).await;
+    let mut a = conn(&p).await;
+    a.query_drop("SELECT 1/0").await.expect("warning");
+    // Read right away, A sees its own warning.
+    let own: Vec<Row> = a.query("SHOW WARNINGS").await.expect("show");
+    assert_eq!(own.len(), 1);
+    a.query_drop("SELECT * FROM nosuch_table")
+        .await
+        .expect_err("error");
+    // The hold expires; B gets the backend and a clean diagnostics area.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut b = raw(&p).await;
+    assert_eq!(
+        b.query_rows("SHOW WARNINGS").await,
+        Vec::<Vec<Option<String>>>::new()
+    );
+    assert_eq!(
+        b.query_rows("SHOW ERRORS").await,
+        Vec::<Vec<Option<String>>>::new()
+    );
+    assert_eq!(b.query_one("SELECT @@warning_count").await, "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_default_converges() {
+    let db = binlog_server();
+    let p = Proxy::builder(&db).groups(1).max_backend(2).start().await;
+    let mut a = conn(&p).await;
+    let mut other = conn(&p).await;
+    a.query_drop("SET SESSION wait_timeout = 100")
+        .await
+        .expect("set");
+    a.query_drop("SET SESSION wait_timeout = DEFAULT")
+        .await
+        .expect("default");
+    let sets = |db: &MariaDb| -> u64 {
+        db.sql("SHOW GLOBAL STATUS LIKE 'Com_set_option'")
+            .split_whitespace()
+            .last()
+            .and_then(|v| v.parse().ok())
+            .expect("Com_set_option")
+    };
+    let before = sets(&db);
+    for i in 0..20 {
+        if i % 2 == 0 {
+            other.query_drop("BEGIN").await.expect("begin");
+            other.query_drop("SELECT 1").await.expect("hold");
+        }
+        a.query_drop("SELECT 1").await.expect("select");
+        if i % 2 == 0 {
+            other.query_drop("COMMIT").await.expect("commit");
+        }
+    }
+    let after = sets(&db);
+    assert!(
+        after - before <= 4,
+        "the plan re-sent SET on every move: {} SET statements",
+        after - before
+    );
+    let wt: Option<u64> = a.query_first("SELECT @@wait_timeout").await.expect("wt");
+    assert_eq!(wt, Some(28800));
+    // sql_log_bin is never replayed (it needs SUPER and would fail inside a
+    // transaction); a transaction after the default works.
+    a.query_drop("BEGIN").await.expect("begin");
+    a.query_drop("SELECT 1").await.expect("in txn");
+    a.query_drop("COMMIT").await.expect("commit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kill_form_is_mapped_or_refused() {
+    let db = binlog_server();
+    let p = Proxy::builder(&db).groups(1).max_backend(2).start().await;
+    let mut a = conn(&p).await;
+    let mut victim = conn(&p).await;
+    for q in [
+        "KILL QUERY ID 1",
+        "KILL 1; SELECT 1",
+        "SELECT 1; KILL 1",
+        "PREPARE s FROM 'KILL 1'",
+        "EXECUTE IMMEDIATE 'KILL 1'",
+    ] {
+        assert_eq!(code(&mut a, q).await, 1235, "{q} was not refused");
+    }
+    assert!(a.prep("KILL 1").await.is_err(), "prepared KILL not refused");
+    // A proxy id that does not exist is unknown, never a server thread.
+    assert_eq!(code(&mut a, "KILL 999999").await, 1094);
+    // The victim's proxy id works, in any spelling.
+    let id = victim.id();
+    assert_eq!(
+        code(&mut a, &format!("/* bye */ KILL CONNECTION {id}")).await,
+        0
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        victim.query_drop("SELECT 1").await.is_err(),
+        "victim still alive"
+    );
+    // The pool still serves everyone else.
+    let mut c = conn(&p).await;
+    c.query_drop("SELECT 1").await.expect("pool intact");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_dropped_under_the_session() {
+    let db = binlog_server();
+    db.sql("CREATE DATABASE gone_db");
+    let p = Proxy::builder(&db).groups(1).max_backend(2).start().await;
+    let mut a = Conn::from_url(p.url("app", "secret", "gone_db"))
+        .await
+        .expect("login");
+    let mut other = conn(&p).await;
+    db.sql("DROP DATABASE gone_db");
+    // Force A onto a backend that must be brought to its schema.
+    other.query_drop("BEGIN").await.expect("begin");
+    other.query_drop("SELECT 1").await.expect("hold");
+    let one: Option<u8> = a
+        .query_first("SELECT 1")
+        .await
+        .expect("session still works");
+    assert_eq!(one, Some(1));
+    other.query_drop("COMMIT").await.expect("commit");
+    a.query_drop("USE test").await.expect("USE other works");
+    let db_now: Option<String> = a.query_first("SELECT DATABASE()").await.expect("db");
+    assert_eq!(db_now.as_deref(), Some("test"));
+}
