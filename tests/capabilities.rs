@@ -527,6 +527,7 @@ fn setup_once(db: &MariaDb) {
          CREATE TABLE IF NOT EXISTS test.caps_big (a INT PRIMARY KEY, b VARCHAR(100));
          INSERT IGNORE INTO test.caps_big SELECT seq, REPEAT('x', 50) FROM test.seq_1_to_500;
          DELIMITER //
+         CREATE OR REPLACE FUNCTION test.caps_setter() RETURNS INT DETERMINISTIC BEGIN SET SESSION auto_increment_increment = 7; RETURN 1; END//
          CREATE OR REPLACE PROCEDURE test.caps_multi() BEGIN SELECT 1 AS one; SELECT 'two' AS two, 2.5 AS x; END//
          CREATE OR REPLACE PROCEDURE test.caps_out(IN a INT, OUT b INT) BEGIN SET b = a * 7; END//
          DELIMITER ;",
@@ -1066,4 +1067,55 @@ async fn ignore_space_survives_backend_reset() {
         .query("SELECT COUNT (*) FROM information_schema.SCHEMATA WHERE 0")
         .await;
     same("IGNORE_SPACE parsing", &got, &exp);
+}
+
+/// Without DEPRECATE_EOF the server cannot report what a statement that
+/// returns rows changed in the session (a function called by a SELECT sets
+/// a variable): its EOF only carries SERVER_SESSION_STATE_CHANGED. That
+/// state must stay with its client, never reach the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_eof_state_change_does_not_leak() {
+    let db = MariaDb::shared();
+    setup(db);
+    let proxy = Proxy::builder(db)
+        .groups(1)
+        .max_backend(1)
+        .queue_timeout_ms(1500)
+        .start()
+        .await;
+    let ask = Ask::new(BASE);
+    let (mut direct, mut a) = pair(db, &proxy, ask).await;
+    let d = direct.query("SELECT caps_setter() AS s").await;
+    let v = a.query("SELECT caps_setter() AS s").await;
+    // The backend (tracking every variable) flags the change on the EOF;
+    // this client's default trackers do not follow auto_increment_increment,
+    // so direct has no flag and neither must the proxy's answer.
+    same("SELECT of a function that sets a variable", &v, &d);
+    let probe = "SELECT @@auto_increment_increment";
+    let d = direct.query(probe).await;
+    let v = a.query(probe).await;
+    same("A keeps its change", &v, &d);
+    assert_eq!(one_value(&v), "7");
+    // B, same flavour, on the only backend once A lets go of it (or a
+    // queue timeout while A holds it): never A's value.
+    let fresh = login(&db.addr(), ask, APP_PASSWORD)
+        .await
+        .ok()
+        .expect("direct")
+        .query(probe)
+        .await;
+    let mut b = login(&proxy.addr.to_string(), ask, APP_PASSWORD)
+        .await
+        .ok()
+        .expect("b");
+    let got = b.query(probe).await;
+    if got[0][0] == 0xFF {
+        assert_eq!(&got[0][1..3], &1317u16.to_le_bytes(), "{}", show(&got));
+    } else {
+        same("B sees a fresh session's value", &got, &fresh);
+    }
+    drop(a);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = b.query(probe).await;
+    same("B after A left", &got, &fresh);
 }

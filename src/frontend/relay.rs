@@ -200,7 +200,7 @@ pub async fn relay(
                 if st & status::SESSION_STATE_CHANGED != 0 {
                     out.state_unreported = true;
                 }
-                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+                copy_eof(client, backend.chunk_bytes(h), &mut seq, view);
             }
             Class::Ok | Class::Terminator => {
                 let Some(ok) = OkPacket::parse(first) else {
@@ -226,7 +226,7 @@ pub async fn relay(
                     out.warnings = warnings;
                 }
                 let start = client.wbuf.len();
-                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+                copy_eof(client, backend.chunk_bytes(h), &mut seq, view);
                 if metadata_changed && st & status::METADATA_CHANGED == 0 {
                     // A prepared statement's result changed shape since the
                     // client saw it: the server flags that in this EOF.
@@ -394,6 +394,24 @@ async fn stream_file(
         if backend.wbuf.len() >= FLUSH_AT || client.buffered_chunk().is_none() {
             backend.flush().await.map_err(Side::Backend)?;
         }
+    }
+}
+
+/// Copies an EOF packet. The server sets SERVER_SESSION_STATE_CHANGED on it
+/// when a variable the *connection's* trackers follow changed (a function
+/// called by a SELECT); backends track everything, a client by default
+/// only a few variables, and an EOF does not say which changed. Unless the
+/// client tracks everything too, the flag is cleared: exact whenever the
+/// change was to something the client does not track (the usual case; the
+/// session-state authority treats the change as unknown either way).
+fn copy_eof(client: &mut PacketIo, chunk: &[u8], seq: &mut u8, view: &ClientView<'_>) {
+    let start = client.wbuf.len();
+    copy_chunk(client, chunk, seq);
+    let t = view.trackers;
+    let tracks_all = t.schema && t.state_change && t.system_variables.is_none();
+    let at = start + HEADER_LEN + 4;
+    if !tracks_all && chunk.len() == HEADER_LEN + 5 {
+        client.wbuf[at] &= !((status::SESSION_STATE_CHANGED >> 8) as u8);
     }
 }
 

@@ -283,7 +283,10 @@ impl Session {
                         .any(|e| matches!(e, crate::sql::Effect::SetStatement))
                 });
                 let schema_before = self.state.schema.clone().unwrap_or_default();
-                let fx = self.state.apply_block_with(&out.state, keep_vars);
+                let mut fx = self.state.apply_block_with(&out.state, keep_vars);
+                // Without DEPRECATE_EOF a result set's EOF can only flag a
+                // change (SERVER_SESSION_STATE_CHANGED), not say what it was.
+                fx.state_changed |= out.state_unreported;
                 if self.state.schema.as_deref().unwrap_or_default() != &schema_before[..] {
                     self.schema_gone = false;
                 }
