@@ -1100,14 +1100,12 @@ async fn classic_eof_state_change_does_not_leak() {
     // queue timeout while A holds it): never A's value.
     let fresh = login(&db.addr(), ask, APP_PASSWORD)
         .await
-        .ok()
-        .expect("direct")
+        .expect("direct login")
         .query(probe)
         .await;
     let mut b = login(&proxy.addr.to_string(), ask, APP_PASSWORD)
         .await
-        .ok()
-        .expect("b");
+        .expect("login through the proxy");
     let got = b.query(probe).await;
     if got[0][0] == 0xFF {
         assert_eq!(&got[0][1..3], &1317u16.to_le_bytes(), "{}", show(&got));
