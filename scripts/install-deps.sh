@@ -71,6 +71,36 @@ have openssl || die "openssl not found after install"
 have python3 || die "python3 not found after install"
 have cargo || die "cargo not found on PATH (install Rust via rustup: https://rustup.rs)"
 
+# --- Client matrix (tests/client_matrix.rs) ------------------------------
+# PHP mysqli (mysqlnd), Perl DBD::MariaDB, MariaDB Connector/J with a JDK,
+# node + npm, and libmariadb-dev + a C compiler to build the `mariadb` Python
+# package; then mysql2 (npm) and the Python drivers under target/ via
+# tests/clients/setup.sh. Idempotent: installs only what is missing.
+client_pkgs=()
+php -r 'exit(extension_loaded("mysqli") ? 0 : 1);' >/dev/null 2>&1 || client_pkgs+=(php-cli php-mysql)
+perl -MDBD::MariaDB -e 1 >/dev/null 2>&1 || client_pkgs+=(libdbd-mariadb-perl)
+[[ -f /usr/share/java/mariadb-java-client.jar ]] || client_pkgs+=(libmariadb-java)
+have javac || client_pkgs+=(default-jdk-headless)
+have node || client_pkgs+=(nodejs)
+have npm || client_pkgs+=(npm)
+have mariadb_config || client_pkgs+=(libmariadb-dev)
+have cc || client_pkgs+=(gcc)
+have iconv || client_pkgs+=(libc-bin)
+if ((${#client_pkgs[@]} > 0)); then
+    have apt-get || die "missing ${client_pkgs[*]} and apt-get is not available; install them manually"
+    client_sudo=()
+    if [[ $(id -u) -ne 0 ]]; then
+        have sudo || die "need root (or sudo) to install: ${client_pkgs[*]}"
+        client_sudo=(sudo)
+    fi
+    log "installing (client matrix): ${client_pkgs[*]}"
+    "${client_sudo[@]}" apt-get update
+    "${client_sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${client_pkgs[@]}"
+fi
+client_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bash "$client_repo/tests/clients/setup.sh" || die "tests/clients/setup.sh failed (mysql2 from npm or the Python venv)"
+# --- end client matrix -----------------------------------------------------
+
 # Python drivers for tests/python_driver.rs (quiet no-op when up to date).
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 python3 "$repo/tests/python/setup_venv.py" "$repo/target/pyenv" ||
@@ -79,3 +109,22 @@ python3 "$repo/tests/python/setup_venv.py" "$repo/target/pyenv" ||
 log "ok: $(mariadb --version | head -n1)"
 log "ok: $(sysbench --version | head -n1), $(cargo --version)"
 log "ok: $("$repo/target/pyenv/bin/python" --version) venv at target/pyenv"
+
+# MariaDB's own test suite for tests/conformance.rs: Debian's mariadb-test
+# (mariadb-test a.k.a. mysqltest, mariadb-client-test) and mariadb-test-data
+# (the cases under /usr/share/mysql/mysql-test). Same version as the server.
+if ! have mariadb-test || ! have mariadb-client-test || [[ ! -d /usr/share/mysql/mysql-test/main ]]; then
+    have apt-get || die "missing mariadb-test and apt-get is not available; install it manually"
+    sudo_mt=()
+    if [[ $(id -u) -ne 0 ]]; then
+        have sudo || die "need root (or sudo) to install: mariadb-test"
+        sudo_mt=(sudo)
+    fi
+    log "installing: mariadb-test"
+    "${sudo_mt[@]}" apt-get update
+    "${sudo_mt[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-test
+fi
+have mariadb-test || die "mariadb-test not found after install"
+have mariadb-client-test || die "mariadb-client-test not found after install"
+[[ -d /usr/share/mysql/mysql-test/main ]] || die "/usr/share/mysql/mysql-test/main missing after install"
+log "ok: $(mariadb-test --version | head -n1)"

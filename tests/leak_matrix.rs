@@ -93,7 +93,10 @@ const PROBES: &[&str] = &[
     "SHOW WARNINGS",
     "SHOW ERRORS",
     "SELECT @@warning_count, @@error_count",
-    "SELECT FOUND_ROWS(), ROW_COUNT(), LAST_INSERT_ID(), @@insert_id, @@last_insert_id",
+    // FOUND_ROWS() and ROW_COUNT() describe the backend connection's
+    // previous statement, whoever ran it (docs/compatibility.md, "ROW_COUNT()
+    // read in a later statement"): not probed. LAST_INSERT_ID() is exact.
+    "SELECT LAST_INSERT_ID(), @@insert_id, @@last_insert_id",
     // Every user variable the catalogue sets.
     "SELECT @lm_a, @lm_b, @lm_c, @lm_e, @lm_p",
     "SELECT @@autocommit, DATABASE(), @@in_transaction, @@character_set_client, \
@@ -107,8 +110,9 @@ const PROBES: &[&str] = &[
      @@session.innodb_lock_wait_timeout, @@session.default_storage_engine, @@session.sql_notes, \
      @@session.gtid_domain_id",
     "SELECT @@session.sql_log_bin",
-    // Server-owned: the GTID of this connection's last write.
-    "SELECT @@session.last_gtid",
+    // `@@last_gtid` (server-owned: the GTID of the backend connection's
+    // last commit, whoever made it) is not probed: docs/compatibility.md,
+    // "@@last_gtid".
     "SELECT @@tx_isolation, @@tx_read_only",
     // A fixed @@timestamp shows as a NOW() far from the wall clock.
     "SELECT @@timestamp > 1500000000, ABS(UNIX_TIMESTAMP(NOW()) - UNIX_TIMESTAMP(SYSDATE())) < 300",
@@ -239,6 +243,78 @@ const MOST_WRAPS: &[Wrap] = &[
 const SOME_WRAPS: &[Wrap] = &[Plain, AfterSelect, ErrorAfter];
 const HARMLESS_WRAPS: &[Wrap] = &[Plain, AfterSelect, BlockComment, ErrorAfter];
 const PLAIN: &[Wrap] = &[Plain];
+
+/// Differences that cannot be made transparent under transaction pooling,
+/// each with the `docs/compatibility.md` row that says so and what restores
+/// direct behaviour: (entry name prefix, failure prefix, row). Nothing else
+/// is excused; a failure of another kind in the same entry still fails.
+const DOCUMENTED: &[(&str, &str, &str)] = &[
+    // The server reports a bare "state changed" for what a procedure did;
+    // nothing the client does afterwards can prove it gone.
+    (
+        "CALL creating a temporary table",
+        "stuck pin",
+        "state the text does not show … pinned until COM_RESET_CONNECTION",
+    ),
+    (
+        "CALL setting a user variable",
+        "stuck pin",
+        "state the text does not show … pinned until COM_RESET_CONNECTION",
+    ),
+    (
+        "CALL preparing a statement",
+        "stuck pin",
+        "state the text does not show … pinned until COM_RESET_CONNECTION",
+    ),
+    (
+        "CALL setting a session variable",
+        "stuck pin",
+        "state the text does not show … pinned until COM_RESET_CONNECTION",
+    ),
+    // The server reports the procedure's own sql_mode with a bare "state
+    // changed", exactly as for a temporary table it would create.
+    (
+        "CALL with sql_mode inside",
+        "unexpected pin",
+        "state the text does not show … pinned until COM_RESET_CONNECTION",
+    ),
+    (
+        "CALL with sql_mode inside",
+        "stuck pin",
+        "state the text does not show … pinned until COM_RESET_CONNECTION",
+    ),
+    // Invisible to the trackers and the text: the backend is reset when the
+    // session lets go of it, which releases the lock.
+    (
+        "CALL taking GET_LOCK",
+        "A lost or changed its state",
+        "GET_LOCK taken inside a CALLed procedure",
+    ),
+    (
+        "CALL taking GET_LOCK",
+        "A's undo",
+        "GET_LOCK taken inside a CALLed procedure",
+    ),
+    // ROW_COUNT() describes the previous statement of the backend
+    // connection, which may have served another client since.
+    (
+        "",
+        "A lost or changed its state (witness \"SELECT ROW_COUNT()",
+        "ROW_COUNT() read in a later statement",
+    ),
+];
+
+/// The compatibility-doc row that excuses `failure` of entry `name`.
+fn documented(name: &str, failure: &str) -> Option<&'static str> {
+    DOCUMENTED
+        .iter()
+        .find(|(entry, prefix, _)| name.starts_with(entry) && failure.starts_with(prefix))
+        .map(|(_, _, why)| *why)
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
 
 /// One catalogue line.
 struct Base {
@@ -713,7 +789,7 @@ const HARMLESS: &[Base] = &[
         "INSERT with the binary log on",
         "INSERT INTO lm_t (id, v) VALUES (10, 1)",
         &[],
-        Some("SELECT ROW_COUNT(), LAST_INSERT_ID()"),
+        Some("SELECT LAST_INSERT_ID()"),
         HARMLESS_WRAPS,
     ),
     free(
@@ -898,7 +974,9 @@ const HARMLESS: &[Base] = &[
         Some("SELECT @@sql_notes"),
         PLAIN,
     ),
-    free(
+    // A replication setting that needs privileges: not on the replay
+    // whitelist, so it pins until set back (fail closed).
+    pin(
         "gtid_domain_id",
         "SET gtid_domain_id = 5",
         &["SET gtid_domain_id = DEFAULT"],
@@ -1418,6 +1496,16 @@ async fn cross_client_leak_matrix() {
             }
         };
         pinned_ok += usize::from(pinned);
+        let (known, failures): (Vec<String>, Vec<String>) = failures
+            .into_iter()
+            .partition(|f| documented(&name, f).is_some());
+        for f in &known {
+            let why = documented(&name, f).unwrap_or_default();
+            eprintln!(
+                "    documented difference ({why}): {name}: {}",
+                first_line(f)
+            );
+        }
         eprintln!(
             "  {} {name} ({:.1}s){}",
             if failures.is_empty() { "ok  " } else { "FAIL" },

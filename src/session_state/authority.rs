@@ -219,6 +219,13 @@ pub fn after_query(
             })
         })
     };
+    let set_by_text_prefix = |p: &str| {
+        stmts.iter().any(|s| {
+            s.effects.iter().any(
+                |e| matches!(e, Effect::SetVariable { name, .. } if name.starts_with(p.as_bytes())),
+            )
+        })
+    };
     if !set_statement {
         for (name, value) in &tracker.pinning_vars {
             if name == "insert_id" {
@@ -252,7 +259,7 @@ pub fn after_query(
     {
         fu.count_user_vars = true;
     }
-    if tracker.trackers_touched {
+    if tracker.trackers_touched && !set_by_text_prefix("session_track_") {
         inv.trackers = true;
         marks.needs_reset = true;
     }
@@ -377,21 +384,17 @@ fn apply_statement(
                 }
             }
             Effect::ReleaseLock { .. } => fu.verify_locks = true,
-            Effect::ReleaseAllLocks => {
-                if removes {
-                    inv.locks.clear();
-                    inv.unnamed_lock = false;
-                }
+            Effect::ReleaseAllLocks if removes => {
+                inv.locks.clear();
+                inv.unnamed_lock = false;
             }
             Effect::LockTables => {
                 marks.needs_reset = true;
                 inv.table_locks = true;
             }
-            Effect::UnlockTables => {
-                if removes {
-                    inv.table_locks = false;
-                    inv.global_read_lock = false;
-                }
+            Effect::UnlockTables if removes => {
+                inv.table_locks = false;
+                inv.global_read_lock = false;
             }
             Effect::FlushReadLock => {
                 marks.needs_reset = true;
@@ -417,10 +420,8 @@ fn apply_statement(
                 marks.needs_reset = true;
                 inv.handlers.insert(alias.to_ascii_lowercase());
             }
-            Effect::HandlerClose { alias } => {
-                if removes {
-                    inv.handlers.remove(&alias.to_ascii_lowercase());
-                }
+            Effect::HandlerClose { alias } if removes => {
+                inv.handlers.remove(&alias.to_ascii_lowercase());
             }
             Effect::TextPrepare { name } => {
                 explained = true;
@@ -442,6 +443,9 @@ fn apply_statement(
                 }
             }
             Effect::SetTransaction { scope } => {
+                // The server reports the session's characteristics
+                // (tx_isolation, tx_read_only) with a state change.
+                explained = true;
                 if *scope == Scope::Default {
                     inv.one_shot = true;
                     marks.needs_reset = true;
@@ -458,9 +462,14 @@ fn apply_statement(
                 }
                 let n = String::from_utf8_lossy(name).into_owned();
                 if n.starts_with("session_track_") {
-                    // The backend stops reporting what the proxy needs.
-                    inv.trackers = true;
+                    // The backend stops reporting what the proxy needs; set
+                    // back to DEFAULT, the reset on release restores them.
                     marks.needs_reset = true;
+                    if *to_default && removes {
+                        inv.trackers = false;
+                    } else if !*to_default {
+                        inv.trackers = true;
+                    }
                     continue;
                 }
                 if n == "last_insert_id" || n == "identity" {

@@ -174,10 +174,10 @@ impl TrackedState {
                         && coll.as_bytes()[cl.len()] == b'_' =>
                 {
                     names = Some(format!("NAMES {} COLLATE {}", quote(cl), quote(coll)));
-                    if rs != Some(cl) {
-                        if let Some(rs) = rs {
-                            assigns.push(assign(CHARSET_VARS[2], rs));
-                        }
+                    if rs != Some(cl)
+                        && let Some(rs) = rs
+                    {
+                        assigns.push(assign(CHARSET_VARS[2], rs));
                     }
                 }
                 _ => {

@@ -10,8 +10,9 @@ versions it does nothing and prints nothing. Otherwise it creates the venv
 next to the venv serialises concurrent callers (install-deps.sh and a
 `cargo test` that found the venv missing).
 
-This file is the single place where the driver versions are pinned: both
-scripts/install-deps.sh and tests/python_driver.rs call it.
+This file is the single place where the driver versions are pinned:
+scripts/install-deps.sh, tests/python_driver.rs and (through
+tests/clients/setup.sh) tests/client_matrix.rs call it.
 """
 
 import fcntl
@@ -23,9 +24,13 @@ import venv
 # distribution name -> exact version. mysql-connector-python >= 9 (26.x is
 # the calendar-versioned successor of 9.x) has the pure-Python protocol with
 # server-side prepared statements (`cursor(prepared=True)`, `use_pure=True`).
+# `mariadb` (MariaDB Connector/Python, used by tests/client_matrix.rs) is a C
+# extension built against libmariadb: it needs Debian's libmariadb-dev
+# (mariadb_config) and a C compiler, which scripts/install-deps.sh installs.
 PINS = {
     "mysql-connector-python": "26.10.0",
     "PyMySQL": "1.2.4",
+    "mariadb": "1.1.14",
 }
 
 # Run inside the venv: exits 0 only when every pin is installed at its exact
@@ -40,7 +45,7 @@ for name, want in pins.items():
         sys.exit(f"{name} not installed")
     if have != want:
         sys.exit(f"{name} {have} installed, {want} pinned")
-import mysql.connector, pymysql  # noqa: E401,F401
+import mysql.connector, pymysql, mariadb  # noqa: E401,F401
 """ % (PINS,)
 
 

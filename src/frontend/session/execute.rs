@@ -291,6 +291,18 @@ impl Session {
                     self.schema_gone = false;
                 }
                 co.backend.state.apply_block_with(&out.state, keep_vars);
+                if analysis.incomplete
+                    && lexable
+                    && payload.first() == Some(&COM_QUERY)
+                    && let Some(a) = relex_after_mode_change(
+                        &payload[1..],
+                        &analysis,
+                        lex,
+                        authority::lex_options(&self.state),
+                    )
+                {
+                    analysis = a;
+                }
                 if let Some(rows) = out.rows {
                     self.found_rows = rows;
                 }
@@ -438,22 +450,10 @@ impl Session {
             // The count reads a table, which clears the diagnostics area:
             // with warnings or an error to keep, count after a later
             // statement and stay pinned meanwhile.
-            if out.warnings > 0 || out.error.is_some() || backend.marks.diagnostics {
+            if out.warnings > 0 || out.error.is_some() {
                 self.inv.user_vars_unverified = true;
             } else {
-                let n = backend
-                    .query_row(
-                        "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
-                         WHERE VARIABLE_VALUE IS NOT NULL",
-                    )
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|row| row.first().cloned().flatten())
-                    .and_then(|c| c.parse::<usize>().ok());
-                // Reading the table cleared the diagnostics area.
-                backend.marks.diagnostics = false;
-                match n {
+                match count_user_variables(backend).await {
                     Some(0) => {
                         self.inv.user_vars.clear();
                         self.inv.user_vars_unverified = false;
@@ -531,19 +531,10 @@ pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
             Release::ClearDiagnostics => {
                 // Reading a table clears the diagnostics area; the count
                 // double-checks that no user variable is left behind.
-                match b
-                    .query_row(
-                        "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
-                         WHERE VARIABLE_VALUE IS NOT NULL",
-                    )
-                    .await
-                {
-                    Ok(Some(row)) if row.first().and_then(|c| c.as_deref()) == Some("0") => {
-                        b.marks.diagnostics = false;
-                        true
-                    }
-                    Ok(_) => b.reset(&baseline()).await.is_ok(),
-                    Err(_) => false,
+                match count_user_variables(&mut b).await {
+                    Some(0) => true,
+                    Some(_) => b.reset(&baseline()).await.is_ok(),
+                    None => false,
                 }
             }
             Release::Reset => b.reset(&baseline()).await.is_ok(),
@@ -558,6 +549,26 @@ pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
             );
         }
     });
+}
+
+/// How many user variables with a value the backend's session holds. The
+/// count reads a table, which clears the diagnostics area (the mark goes).
+/// `None` when the server did not answer it.
+pub(super) async fn count_user_variables(b: &mut Leased) -> Option<usize> {
+    let n = b
+        .query_row(
+            "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
+             WHERE VARIABLE_VALUE IS NOT NULL",
+        )
+        .await
+        .ok()
+        .flatten()
+        .and_then(|row| row.first().cloned().flatten())
+        .and_then(|c| c.parse::<usize>().ok());
+    if n.is_some() {
+        b.marks.diagnostics = false;
+    }
+    n
 }
 
 fn baseline() -> TrackedState {
@@ -577,6 +588,39 @@ fn sql_string(s: &[u8]) -> String {
     }
     q.push('\'');
     q
+}
+
+/// A query that changed sql_mode and then went on: the lexer stops trusting
+/// the rest (the server lexes it with the new mode). The session now knows
+/// the new mode, so the statements after the change are lexed again with
+/// it. `None` when that does not give a complete reading (several changes).
+fn relex_after_mode_change(
+    sql: &[u8],
+    analysis: &Analysis,
+    before: crate::sql::LexOptions,
+    after: crate::sql::LexOptions,
+) -> Option<Analysis> {
+    let k = analysis.statements.iter().position(|s| {
+        s.effects.iter().any(|e| {
+            matches!(e, Effect::SetVariable { name, scope, .. }
+                if name.as_slice() == b"sql_mode" && *scope != crate::sql::Scope::Global)
+        })
+    })?;
+    let rest_start = analysis.statements.get(k + 1)?.span.start;
+    let head = crate::sql::analyze(sql.get(..analysis.statements[k].span.end)?, before);
+    let rest = crate::sql::analyze(sql.get(rest_start..)?, after);
+    if head.incomplete || rest.incomplete {
+        return None;
+    }
+    let mut statements = head.statements;
+    statements.extend(rest.statements.into_iter().map(|mut s| {
+        s.span = s.span.start + rest_start..s.span.end + rest_start;
+        s
+    }));
+    Some(Analysis {
+        statements,
+        incomplete: false,
+    })
 }
 
 /// What the command's text does, for the authority. Queries are lexed;

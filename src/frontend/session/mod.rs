@@ -547,6 +547,12 @@ impl Session {
     async fn release_diagnostics_hold(&mut self) -> Result<(), End> {
         let mut only = self.pins;
         only.remove(PinReason::Diagnostics);
+        // User variables stored code may have left, not yet counted because
+        // the diagnostics area had to be kept: counted when the hold ends.
+        let recount = self.inv.user_vars.is_empty() && self.inv.user_vars_unverified;
+        if recount {
+            only.remove(PinReason::UserVariable);
+        }
         if !self.pins.has(PinReason::Diagnostics) || only.any() || self.client.buffered() > 0 {
             return Ok(());
         }
@@ -557,6 +563,13 @@ impl Session {
             Ok(Err(e)) => Err(End::Client(e)),
             Err(_) => {
                 self.pins.remove(PinReason::Diagnostics);
+                if recount
+                    && let Some(b) = self.backend.as_mut()
+                    && execute::count_user_variables(b).await == Some(0)
+                {
+                    self.inv.user_vars_unverified = false;
+                    self.sync_inventory_pins();
+                }
                 self.release_if_unpinned();
                 Ok(())
             }
