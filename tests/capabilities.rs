@@ -26,9 +26,11 @@ const LONG_PASSWORD: u32 = 0x0000_0001;
 const FOUND_ROWS: u32 = 0x0000_0002;
 const LONG_FLAG: u32 = 0x0000_0004;
 const CONNECT_WITH_DB: u32 = 0x0000_0008;
+const NO_SCHEMA: u32 = 0x0000_0010;
 const COMPRESS: u32 = 0x0000_0020;
 const IGNORE_SPACE: u32 = 0x0000_0100;
 const PROTOCOL_41: u32 = 0x0000_0200;
+const INTERACTIVE: u32 = 0x0000_0400;
 const SSL: u32 = 0x0000_0800;
 const TRANSACTIONS: u32 = 0x0000_2000;
 const SECURE_CONNECTION: u32 = 0x0000_8000;
@@ -519,7 +521,8 @@ fn setup(db: &MariaDb) {
 
 fn setup_once(db: &MariaDb) {
     db.sql(
-        "CREATE TABLE IF NOT EXISTS test.caps_t (id INT PRIMARY KEY, v INT, doc JSON, u UUID, p POINT);
+        "SET GLOBAL interactive_timeout = 1234;
+         CREATE TABLE IF NOT EXISTS test.caps_t (id INT PRIMARY KEY, v INT, doc JSON, u UUID, p POINT);
          INSERT IGNORE INTO test.caps_t VALUES
            (1, 10, '{\"a\": 1}', 'f5234a11-ed40-11f1-bbe4-02fc00000001', POINT(1, 2)),
            (2, 20, '[1, 2]', 'f5234a11-ed40-11f1-bbe4-02fc00000002', POINT(3, 4)),
@@ -643,7 +646,8 @@ async fn script(direct: &mut Wire, via: &mut Wire, label: &str) {
         "UPDATE caps_t SET v = v WHERE id = 1",
         "UPDATE caps_t SET v = v + 0 WHERE id <= 2",
         "INSERT INTO caps_t (id, v) VALUES (1, 10) ON DUPLICATE KEY UPDATE v = 10",
-        "SELECT @@sql_mode",
+        "SELECT @@sql_mode, @@wait_timeout",
+        "SELECT nosuchdb.caps_t.id FROM caps_t WHERE id = 1",
         "SELECT COUNT (*) FROM caps_t",
         "SELECT CONCAT ('a', 'b')",
         "CALL caps_multi()",
@@ -714,7 +718,7 @@ async fn script(direct: &mut Wire, via: &mut Wire, label: &str) {
     let d = direct.cmd(&call(did), Kind::Execute).await;
     let v = via.cmd(&call(vid), Kind::Execute).await;
     same(&format!("{label}: EXECUTE {sql}"), &v, &d);
-    if direct.caps & DEPRECATE_EOF == 0 {
+    if direct.caps & (DEPRECATE_EOF | PS_MULTI_RESULTS) == PS_MULTI_RESULTS {
         assert!(
             d.iter().any(|p| p[..] == [0xFE, 0, 0, 0x0A, 0x10]),
             "the server's EOF after OUT-parameter metadata: {}",
@@ -744,6 +748,16 @@ async fn flavours_match_direct() {
         (
             "ignore_space",
             Ask::new(BASE | IGNORE_SPACE | DEPRECATE_EOF),
+        ),
+        ("no_schema", Ask::new(BASE | NO_SCHEMA | DEPRECATE_EOF)),
+        ("interactive", Ask::new(BASE | INTERACTIVE)),
+        (
+            "no_ps_multi_results",
+            Ask::new((BASE | DEPRECATE_EOF) & !PS_MULTI_RESULTS),
+        ),
+        (
+            "no_multi_results",
+            Ask::new(BASE & !(MULTI_RESULTS | PS_MULTI_RESULTS | MULTI_STATEMENTS)),
         ),
         (
             "mariadb",
@@ -1037,16 +1051,20 @@ async fn mysql_async_compression_matches_direct() {
 }
 
 /// A backend the proxy reset (COM_RESET_CONNECTION drops the IGNORE_SPACE
-/// flag the server put into `sql_mode` at login) is brought back to a fresh
-/// connection of its flavour before another client gets it.
+/// flag the server put into `sql_mode` at login, and INTERACTIVE's
+/// `wait_timeout`) is brought back to a fresh connection of its flavour
+/// before another client gets it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignore_space_survives_backend_reset() {
     let db = MariaDb::shared();
     let proxy = Proxy::builder(db).groups(1).max_backend(1).start().await;
-    let ask = Ask::new(BASE | IGNORE_SPACE | DEPRECATE_EOF);
+    setup(db);
+    let ask = Ask::new(BASE | IGNORE_SPACE | INTERACTIVE | DEPRECATE_EOF);
     let (mut direct, mut a) = pair(db, &proxy, ask).await;
-    let want = direct.query("SELECT @@sql_mode").await;
+    let probe = "SELECT CONCAT(@@sql_mode, ' ', @@wait_timeout)";
+    let want = direct.query(probe).await;
     assert!(one_value(&want).contains("IGNORE_SPACE"), "{}", show(&want));
+    assert!(one_value(&want).ends_with(" 1234"), "{}", show(&want));
     // Pin A's backend (a temporary table), then reset: the proxy resets
     // that backend and returns it to the pool.
     assert_eq!(
@@ -1058,8 +1076,12 @@ async fn ignore_space_survives_backend_reset() {
     drop(a);
     let b = login(&proxy.addr.to_string(), ask, APP_PASSWORD).await;
     let mut b = b.unwrap_or_else(|e| panic!("login: {e:02x?}"));
-    let got = b.query("SELECT @@sql_mode").await;
-    same("sql_mode of a fresh IGNORE_SPACE client", &got, &want);
+    let got = b.query(probe).await;
+    same(
+        "sql_mode and wait_timeout of a fresh IGNORE_SPACE, INTERACTIVE client",
+        &got,
+        &want,
+    );
     let got = b
         .query("SELECT COUNT (*) FROM information_schema.SCHEMATA WHERE 0")
         .await;

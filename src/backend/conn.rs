@@ -496,20 +496,20 @@ impl BackendConn {
     }
 
     /// What brings a connection back to a fresh one of its flavour after
-    /// COM_RESET_CONNECTION or COM_CHANGE_USER: the trackers, and for the
-    /// IGNORE_SPACE flavour that `sql_mode` flag (the server sets it at login
-    /// from the capability but drops it on a reset or change of user).
+    /// COM_RESET_CONNECTION or COM_CHANGE_USER: the trackers, and what the
+    /// server derives from the capabilities at login but drops on a reset
+    /// or change of user: IGNORE_SPACE in `sql_mode`, and for INTERACTIVE
+    /// `wait_timeout` from `interactive_timeout`.
     fn after_reset_sql(&self) -> String {
-        let trackers = crate::backend::connect::TRACKERS_SQL;
-        if self.caps.has(crate::protocol::caps::flag::IGNORE_SPACE) {
-            trackers.replacen(
-                "SET SESSION ",
-                "SET SESSION sql_mode=CONCAT_WS(',', NULLIF(@@sql_mode, ''), 'IGNORE_SPACE'), ",
-                1,
-            )
-        } else {
-            trackers.to_string()
+        use crate::protocol::caps::flag;
+        let mut set = String::from("SET SESSION ");
+        if self.caps.has(flag::IGNORE_SPACE) {
+            set.push_str("sql_mode=CONCAT_WS(',', NULLIF(@@sql_mode, ''), 'IGNORE_SPACE'), ");
         }
+        if self.caps.has(flag::INTERACTIVE) {
+            set.push_str("wait_timeout=@@interactive_timeout, ");
+        }
+        crate::backend::connect::TRACKERS_SQL.replacen("SET SESSION ", &set, 1)
     }
 
     /// COM_RESET_CONNECTION, then the trackers again (the reset restores

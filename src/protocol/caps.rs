@@ -70,8 +70,6 @@ pub const BACKEND_PROFILE: u32 = LONG_PASSWORD
     | PROTOCOL_41
     | TRANSACTIONS
     | SECURE_CONNECTION
-    | MULTI_RESULTS
-    | PS_MULTI_RESULTS
     | PLUGIN_AUTH
     | PLUGIN_AUTH_LENENC_DATA
     | SESSION_TRACK;
@@ -118,8 +116,19 @@ pub const CLIENT_OFFER: u32 = CARRY & !(FOUND_ROWS | COMPRESS | REMEMBER_OPTIONS
 
 /// Capabilities that decide a backend connection's flavour: they change row
 /// bytes, packet layouts or statement semantics and cannot be translated.
+/// Measured on MariaDB 10.11: FOUND_ROWS (affected rows), IGNORE_SPACE
+/// (parser, `sql_mode`), NO_SCHEMA (`db.table.column` accepted with any
+/// db), INTERACTIVE (`wait_timeout` = `interactive_timeout` at login),
+/// MULTI_RESULTS (without it CALL of a procedure returning rows fails with
+/// 1312), PS_MULTI_RESULTS (without it EXECUTE of a CALL sends no
+/// OUT-parameter result set), DEPRECATE_EOF (terminators), and MariaDB's
+/// progress reports, bulk execution and extended type information.
 pub const FLAVOUR_MASK: u64 = FOUND_ROWS as u64
     | IGNORE_SPACE as u64
+    | NO_SCHEMA as u64
+    | INTERACTIVE as u64
+    | MULTI_RESULTS as u64
+    | PS_MULTI_RESULTS as u64
     | DEPRECATE_EOF as u64
     | mariadb::PROGRESS
     | mariadb::STMT_BULK_OPERATIONS
@@ -203,9 +212,11 @@ impl Caps {
 pub struct Flavour(pub u64);
 
 impl Flavour {
-    /// The flavour of a client with the modern defaults (DEPRECATE_EOF, no
-    /// extensions): what the proxy's own connections use.
-    pub const DEFAULT: Flavour = Flavour(DEPRECATE_EOF as u64);
+    /// The flavour of a client with the common driver defaults
+    /// (DEPRECATE_EOF, MULTI_RESULTS, PS_MULTI_RESULTS, no extensions): what
+    /// the proxy's own and pre-opened connections use.
+    pub const DEFAULT: Flavour =
+        Flavour(DEPRECATE_EOF as u64 | MULTI_RESULTS as u64 | PS_MULTI_RESULTS as u64);
 
     /// The capabilities a backend connection of this flavour asks for, given
     /// the server's offer. `None` when the server lacks a flavour bit (a
@@ -237,8 +248,12 @@ impl Flavour {
     pub fn label(self) -> String {
         let names = [
             (u64::from(DEPRECATE_EOF), "deprecate_eof"),
+            (u64::from(MULTI_RESULTS), "multi_results"),
+            (u64::from(PS_MULTI_RESULTS), "ps_multi_results"),
             (u64::from(FOUND_ROWS), "found_rows"),
             (u64::from(IGNORE_SPACE), "ignore_space"),
+            (u64::from(NO_SCHEMA), "no_schema"),
+            (u64::from(INTERACTIVE), "interactive"),
             (mariadb::PROGRESS, "progress"),
             (mariadb::STMT_BULK_OPERATIONS, "bulk"),
             (mariadb::EXTENDED_TYPE_INFO, "extended_types"),
@@ -334,13 +349,19 @@ mod tests {
     #[test]
     fn flavour_and_backend_caps() {
         let client = Caps(
-            u64::from(BACKEND_PROFILE | FOUND_ROWS | MULTI_STATEMENTS | CONNECT_ATTRS)
-                | mariadb::EXTENDED_TYPE_INFO,
+            u64::from(
+                BACKEND_PROFILE
+                    | FOUND_ROWS
+                    | MULTI_STATEMENTS
+                    | MULTI_RESULTS
+                    | PS_MULTI_RESULTS
+                    | CONNECT_ATTRS,
+            ) | mariadb::EXTENDED_TYPE_INFO,
         );
         let f = client.flavour();
         assert_eq!(
             f.0,
-            u64::from(FOUND_ROWS) | mariadb::EXTENDED_TYPE_INFO,
+            u64::from(FOUND_ROWS | MULTI_RESULTS | PS_MULTI_RESULTS) | mariadb::EXTENDED_TYPE_INFO,
             "only semantic bits"
         );
         assert!(!f.deprecate_eof());
@@ -348,7 +369,10 @@ mod tests {
         assert_eq!(caps & u64::from(MYSQL), 0, "MariaDB: bit 0 cleared");
         assert_ne!(caps & mariadb::EXTENDED_TYPE_INFO, 0);
         assert_eq!(caps & u64::from(DEPRECATE_EOF), 0);
-        assert_eq!(f.label(), "found_rows+extended_types");
+        assert_eq!(
+            f.label(),
+            "multi_results+ps_multi_results+found_rows+extended_types"
+        );
         // A flavour the server cannot give.
         let mysql = u64::from(0xdfff_ffffu32);
         assert_eq!(f.backend_caps(mysql), None);
