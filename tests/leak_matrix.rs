@@ -106,7 +106,7 @@ const PROBES: &[&str] = &[
      @@session.auto_increment_increment, @@session.lock_wait_timeout, \
      @@session.innodb_lock_wait_timeout, @@session.default_storage_engine, @@session.sql_notes, \
      @@session.gtid_domain_id",
-    "SELECT @@session.sql_log_bin",
+    "SELECT @@session.sql_log_bin, @@session.max_join_size, @@session.sql_big_selects",
     // `@@last_gtid` (server-owned: the GTID of the backend connection's
     // last commit, whoever made it) is not probed: docs/compatibility.md,
     // "@@last_gtid".
@@ -850,6 +850,42 @@ const HARMLESS: &[Base] = &[
         "SET time_zone = '+05:00'",
         &["SET time_zone = DEFAULT"],
         Some("SELECT @@time_zone"),
+        SOME_WRAPS,
+    ),
+    // `SET @@name = …` (no scope): MariaDB's tracker does not report it.
+    free(
+        "@@sql_mode set (unreported form)",
+        "SET @@sql_mode = 'ANSI_QUOTES'",
+        &["SET @@sql_mode = DEFAULT"],
+        Some("SELECT @@sql_mode"),
+        SOME_WRAPS,
+    ),
+    free(
+        "@@autocommit off (unreported form)",
+        "SET @@autocommit = 0",
+        &["SET @@autocommit = 1"],
+        Some("SELECT @@autocommit"),
+        SOME_WRAPS,
+    ),
+    free(
+        "@@max_join_size (changes sql_big_selects, unreported)",
+        "SET @@max_join_size = 5",
+        &["SET @@max_join_size = DEFAULT"],
+        Some("SELECT @@max_join_size, @@sql_big_selects"),
+        SOME_WRAPS,
+    ),
+    free(
+        "max_join_size (changes sql_big_selects, reports only itself)",
+        "SET max_join_size = 5",
+        &["SET max_join_size = DEFAULT"],
+        Some("SELECT @@max_join_size, @@sql_big_selects"),
+        SOME_WRAPS,
+    ),
+    pin(
+        "@@sql_log_bin off (unreported form)",
+        "SET @@sql_log_bin = 0",
+        &["SET @@sql_log_bin = 1"],
+        Some("SELECT @@sql_log_bin"),
         SOME_WRAPS,
     ),
     free(

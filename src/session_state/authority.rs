@@ -14,7 +14,7 @@
 
 use super::inventory::Inventory;
 use super::tracked::{ApplyEffects, TrackedState};
-use super::variables::fresh_value;
+use super::variables::{VarClass, fresh_value};
 use crate::sql::{Analysis, Effect, FuncKind, Kind, Scope, Statement};
 
 /// Facts about one response that matter for sharing.
@@ -46,6 +46,10 @@ pub struct Followup {
     /// backend are at the server's default now, which is represented by
     /// their absence (so two sessions at the default never differ).
     pub defaulted: Vec<String>,
+    /// Session variables whose new value the server did not report
+    /// (`SET @@name = …`): read them (`SELECT @@session.name`, which
+    /// keeps the diagnostics area) and apply them as if reported.
+    pub probe_vars: Vec<String>,
 }
 
 /// Per-backend marks the authority sets; they travel with the connection.
@@ -278,6 +282,53 @@ pub fn after_query(
     fu
 }
 
+/// Applies a value read with `SELECT @@session.name` after an assignment
+/// the tracker did not report, to the session and the backend that ran it,
+/// as a tracker report would have been applied. `None` is SQL NULL.
+pub fn apply_probed(
+    inv: &mut Inventory,
+    marks: &mut BackendMarks,
+    states: [&mut TrackedState; 2],
+    name: &str,
+    value: Option<&str>,
+) {
+    match super::variables::classify(name) {
+        VarClass::Replayable => {
+            let v = value.unwrap_or("NULL");
+            for s in states {
+                if name == "collation_connection" {
+                    s.set_collation(v);
+                } else {
+                    s.vars.insert(name.to_string(), v.to_string());
+                }
+            }
+        }
+        VarClass::Pinning => {
+            let fresh = fresh_value(name).is_some_and(|f| same_value(f, value.unwrap_or("")));
+            if fresh {
+                inv.pinning_vars.remove(name);
+            } else {
+                inv.pinning_vars
+                    .insert(name.to_string(), value.unwrap_or("NULL").to_string());
+                marks.needs_reset = true;
+            }
+        }
+        // The text decides these (session_track_* by SetVariable).
+        VarClass::Trackers | VarClass::ServerOwned => {}
+    }
+}
+
+/// Tracker text and `SELECT @@` values of the same setting compare equal
+/// (`ON` is 1, `OFF` is 0).
+fn same_value(a: &str, b: &str) -> bool {
+    let norm = |v: &str| match v.to_ascii_uppercase().as_str() {
+        "ON" | "1" => "1".to_string(),
+        "OFF" | "0" => "0".to_string(),
+        other => other.to_string(),
+    };
+    norm(a) == norm(b)
+}
+
 /// Statements whose work the text does not show: stored code, prepared
 /// statements, dynamic SQL that is not a literal.
 fn is_opaque(s: &Statement) -> bool {
@@ -461,6 +512,14 @@ fn apply_statement(
                     continue;
                 }
                 let n = String::from_utf8_lossy(name).into_owned();
+                if *scope == Scope::Unscoped {
+                    // The tracker stays silent on `@@name`: ask the server.
+                    if !*to_default {
+                        fu.probe_vars.push(n.clone());
+                    }
+                    fu.probe_vars
+                        .extend(super::variables::coupled(&n).iter().map(|c| c.to_string()));
+                }
                 if n.starts_with("session_track_") {
                     // The backend stops reporting what the proxy needs; set
                     // back to DEFAULT, the reset on release restores them.

@@ -7,6 +7,10 @@ use mysql_common::collations::{Collation, CollationId};
 use super::variables::{VarClass, classify};
 use crate::protocol::session_track::{Change, entries};
 
+/// `max_join_size` meaning "no limit" (HA_POS_ERROR): the value that makes
+/// the server set `sql_big_selects` ON.
+const MAX_JOIN_SIZE_UNLIMITED: &str = "18446744073709551615";
+
 /// Schema and changed session variables, as the server reported them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrackedState {
@@ -100,6 +104,7 @@ impl TrackedState {
     pub fn apply_block_with(&mut self, block: &[u8], keep_vars: bool) -> ApplyEffects {
         let mut fx = ApplyEffects::default();
         let (mut cs_conn, mut coll_conn) = (false, false);
+        let (mut join_size, mut big_selects) = (None, false);
         for e in entries(block) {
             match e.change() {
                 Some(Change::Schema(s)) => {
@@ -112,6 +117,10 @@ impl TrackedState {
                         VarClass::Replayable if keep_vars => {
                             cs_conn |= name == "character_set_connection";
                             coll_conn |= name == "collation_connection";
+                            big_selects |= name == "sql_big_selects";
+                            if name == "max_join_size" {
+                                join_size = Some(value.clone());
+                            }
                             self.vars.insert(name, value);
                         }
                         VarClass::Replayable => {}
@@ -130,6 +139,16 @@ impl TrackedState {
             // one; the caller sets the exact one when it knows it.
             self.vars.remove("collation_connection");
             fx.charset_without_collation = true;
+        }
+        if let (Some(size), false) = (join_size, big_selects) {
+            // Setting max_join_size sets sql_big_selects too (ON exactly
+            // when the size is unlimited), and the server reports only the
+            // variable that was set.
+            let on = size == MAX_JOIN_SIZE_UNLIMITED;
+            self.vars.insert(
+                "sql_big_selects".into(),
+                if on { "ON" } else { "OFF" }.into(),
+            );
         }
         fx
     }
@@ -281,6 +300,33 @@ mod tests {
             plan.set_sql.as_deref(),
             Some("SET NAMES 'latin1' COLLATE 'latin1_swedish_ci'")
         );
+    }
+
+    #[test]
+    fn max_join_size_carries_sql_big_selects() {
+        let mut s = TrackedState::default();
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "sql_big_selects", "ON");
+        s.apply_block_with(&b, true);
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "max_join_size", "8");
+        s.apply_block_with(&b, true);
+        assert_eq!(s.vars["sql_big_selects"], "OFF");
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "max_join_size", MAX_JOIN_SIZE_UNLIMITED);
+        s.apply_block_with(&b, true);
+        assert_eq!(s.vars["sql_big_selects"], "ON");
+        // Both in one statement: the reported value stands.
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "max_join_size", "8");
+        sysvar(&mut b, "sql_big_selects", "ON");
+        s.apply_block_with(&b, true);
+        assert_eq!(s.vars["sql_big_selects"], "ON");
+        // Replayed in an order that reproduces it.
+        let plan = s.sync_plan(&TrackedState::default());
+        let sql = plan.set_sql.unwrap_or_default();
+        let (j, b) = (sql.find("max_join_size"), sql.find("sql_big_selects"));
+        assert!(j.is_some() && j < b, "{sql}");
     }
 
     #[test]

@@ -198,6 +198,17 @@ pub fn fresh_value(name: &str) -> Option<&'static str> {
     }
 }
 
+/// Variables an assignment to `name` changes as well, which the server
+/// does not report with it: read them after an unreported assignment.
+pub fn coupled(name: &str) -> &'static [&'static str] {
+    match name {
+        "max_join_size" => &["sql_big_selects"],
+        "collation_connection" => &["character_set_connection"],
+        "character_set_connection" => &["collation_connection"],
+        _ => &[],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

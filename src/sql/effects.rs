@@ -144,6 +144,11 @@ pub enum Scope {
     /// No scope given: the session value (global for global-only
     /// variables). For SET TRANSACTION: the next transaction only.
     Default,
+    /// `@@name` without a scope: the session value, like `Default`, but
+    /// MariaDB's session tracker does not report the change (checked on
+    /// 10.11: `SET @@sql_mode = …` sends no state-change block while
+    /// `SET sql_mode = …` and `SET @@session.sql_mode = …` do).
+    Unscoped,
 }
 
 /// The target of a KILL.

@@ -190,8 +190,8 @@ fn sysvar(r: &Reader, t: &Token) -> (Scope, Vec<u8>) {
     let scope = match parts.first().map(Vec::as_slice) {
         Some(b"global" | b"persist" | b"persist_only") if parts.len() > 1 => Scope::Global,
         Some(b"session" | b"local") if parts.len() > 1 => Scope::Session,
-        _ => Scope::Default,
+        _ => Scope::Unscoped,
     };
-    let skip = usize::from(scope != Scope::Default);
+    let skip = usize::from(scope != Scope::Unscoped);
     (scope, parts[skip.min(parts.len())..].join(&b'.'))
 }

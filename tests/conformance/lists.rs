@@ -32,6 +32,18 @@ fn lines(name: &str) -> Vec<(usize, String)> {
         .collect()
 }
 
+/// The names in `CONFORMANCE_ONLY` (comma-separated), if set: a developer
+/// filter for working on single cases.
+pub fn only() -> Option<std::collections::BTreeSet<String>> {
+    let v = std::env::var("CONFORMANCE_ONLY").ok()?;
+    Some(
+        v.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    )
+}
+
 /// A plain list of names (cases or client tests); panics on duplicates.
 pub fn names(name: &str) -> Vec<String> {
     let mut seen = std::collections::BTreeSet::new();

@@ -217,6 +217,11 @@ impl Session {
         // Lexed with the session's sql_mode as it was before the statement.
         let lex = authority::lex_options(&self.state);
         let lexable = authority::lexable_charset(&self.state);
+        // A prepared statement's effects are those of its text.
+        let executing = self
+            .executing
+            .take()
+            .filter(|_| payload.first() == Some(&COM_STMT_EXECUTE));
         let sent = co.backend.io.send_packet(0, payload).await;
         if let Err(e) = sent {
             self.handle
@@ -269,7 +274,10 @@ impl Session {
                         self.pins.remove(PinReason::Transaction);
                     }
                 }
-                let mut analysis = command_analysis(payload, &lex);
+                let mut analysis = match &executing {
+                    Some(e) => crate::sql::analyze(&e.key.sql, lex),
+                    None => command_analysis(payload, &lex),
+                };
                 analysis.incomplete |= !lexable;
                 let keep_vars = !analysis.statements.iter().any(|s| {
                     s.effects
@@ -304,10 +312,10 @@ impl Session {
                     in_trans: self.status & status::IN_TRANS != 0,
                     insert_id: out.last_insert_id.is_some(),
                 };
-                let sql = if payload.first() == Some(&COM_QUERY) {
-                    &payload[1..]
-                } else {
-                    &[][..]
+                let sql = match (&executing, payload.first()) {
+                    (Some(e), _) => &e.key.sql[..],
+                    (None, Some(&COM_QUERY)) => &payload[1..],
+                    _ => &[][..],
                 };
                 let fu = authority::after_query(
                     &mut self.inv,
@@ -454,6 +462,9 @@ impl Session {
                 }
             }
         }
+        if !fu.probe_vars.is_empty() {
+            self.probe_vars(backend, fu.probe_vars).await;
+        }
         if fu.probe_collation
             && let Ok(Some(row)) = backend.query_row("SELECT @@collation_connection").await
             && let Some(Some(c)) = row.first()
@@ -482,6 +493,46 @@ impl Session {
                 backend.marks.insert_id_unknown = false;
             } else {
                 // Unknown value: never share this connection as it is.
+                backend.marks.needs_reset = true;
+            }
+        }
+    }
+
+    /// Reads session variables the server changed without reporting them
+    /// and applies them through the authority. Reading `@@` values touches
+    /// no table, so the diagnostics area stays as the statement left it.
+    /// A value that cannot be read leaves the state unknown (pinned, reset
+    /// before sharing).
+    async fn probe_vars(&mut self, backend: &mut Leased, mut names: Vec<String>) {
+        names.sort();
+        names.dedup();
+        let plain =
+            |n: &String| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        let row = if names.iter().all(plain) {
+            let cols: Vec<String> = names.iter().map(|n| format!("@@session.{n}")).collect();
+            backend
+                .query_row(&format!("SELECT {}", cols.join(", ")))
+                .await
+                .ok()
+                .flatten()
+        } else {
+            None
+        };
+        match row {
+            Some(row) if row.len() == names.len() => {
+                let b = &mut **backend;
+                for (n, v) in names.iter().zip(&row) {
+                    authority::apply_probed(
+                        &mut self.inv,
+                        &mut b.marks,
+                        [&mut self.state, &mut b.state],
+                        n,
+                        v.as_deref(),
+                    );
+                }
+            }
+            _ => {
+                self.inv.unknown = true;
                 backend.marks.needs_reset = true;
             }
         }

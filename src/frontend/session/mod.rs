@@ -105,6 +105,9 @@ pub struct Session {
     diagnostic_stmt: bool,
     /// Columns the executing prepared statement had when prepared.
     expect_columns: Option<u64>,
+    /// The text of the prepared statement being executed: what the
+    /// session-state authority reads for a COM_STMT_EXECUTE.
+    executing: Option<std::sync::Arc<crate::prepared::StmtEntry>>,
     /// When the current command arrived.
     cmd_started: Instant,
 }
@@ -188,6 +191,7 @@ impl Session {
             last_is_rollback: false,
             diagnostic_stmt: false,
             expect_columns: None,
+            executing: None,
             cmd_started: Instant::now(),
             swallowed: None,
             failed_change_user: 0,

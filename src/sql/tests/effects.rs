@@ -481,7 +481,7 @@ fn set_forms() {
                 sv("a", Global, false),
                 sv("b", Global, false),
                 sv("c", Session, false),
-                sv("d", Default, false),
+                sv("d", Unscoped, false),
             ],
         ),
         // Checked on MariaDB 10.11: `@@b` is the session's, `c` is global again.
@@ -489,7 +489,7 @@ fn set_forms() {
             "SET GLOBAL a = 1, @@b = 2, c = 3",
             &[
                 sv("a", Global, false),
-                sv("b", Default, false),
+                sv("b", Unscoped, false),
                 sv("c", Global, false),
             ],
         ),
@@ -500,8 +500,8 @@ fn set_forms() {
             "SET @@SESSION.Autocommit = 0",
             &[sv("autocommit", Session, false)],
         ),
-        ("SET @@x = DEFAULT", &[sv("x", Default, true)]),
-        ("SET @@x := 1", &[sv("x", Default, false)]),
+        ("SET @@x = DEFAULT", &[sv("x", Unscoped, true)]),
+        ("SET @@x := 1", &[sv("x", Unscoped, false)]),
         ("SET x = DEFAULT + 1", &[sv("x", Default, false)]),
         ("SET `sql_mode` = ''", &[sv("sql_mode", Default, false)]),
         ("SET sql_log_bin = 0", &[sv("sql_log_bin", Default, false)]),
