@@ -139,6 +139,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
             tls: backend_tls.clone(),
             connect_timeout: Duration::from_millis(cfg.backend.connect_timeout_ms),
             pool: i,
+            flavour: crate::protocol::caps::Flavour::DEFAULT,
         })
         .collect();
     // Learn the server's version and collation to mirror them; if the
@@ -146,7 +147,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     let mut server = ServerInfo {
         version: b"5.5.5-10.11.0-MariaDB-myplex".to_vec(),
         collation: 45,
-        capabilities: 0,
+        ..Default::default()
     };
     let mut trackers = default_trackers();
     let mut templates = crate::frontend::session::local::Templates::default();
@@ -155,6 +156,10 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         Ok((mut conn, info)) => {
             info!(version = %String::from_utf8_lossy(&info.version), "backend reachable");
             server = info;
+            server.collations = backend::connect::learn_collations(&mut conn)
+                .await
+                .ok()
+                .map(Arc::new);
             if let Err(e) = conn.learn_limits(&limits).await {
                 warn!(error = %e, "could not read the server's packet and statement limits");
             }

@@ -827,53 +827,8 @@ async fn every_client_sees_through_the_proxy_what_it_sees_directly() {
 /// must match, and a broken or missing client always fails.
 const OPEN_GAPS: &[(&str, &str)] = &[
     (
-        "php-plain",
-        "prepared CALL returns an extra OUT-parameter result set: backends always negotiate PS_MULTI_RESULTS, mysqlnd does not (flavour key)",
-    ),
-    (
-        "php-found-rows",
-        "CLIENT_FOUND_ROWS is not carried to the backend (flavour key), and the OUT-parameter set of php-plain",
-    ),
-    (
-        "php-compress",
-        "compression is not offered yet: mysqlnd compresses anyway and stalls until 2006",
-    ),
-    ("php-latin1", "the OUT-parameter result set of php-plain"),
-    (
-        "perl-defaults",
-        "CLIENT_FOUND_ROWS is not carried to the backend",
-    ),
-    (
         "perl-server-ps",
         "DATETIME(6) column metadata differs on a re-execute (MariaDB metadata caching capability not carried)",
-    ),
-    (
-        "java-defaults",
-        "IGNORE_SPACE and CLIENT_FOUND_ROWS are not carried to the backend",
-    ),
-    (
-        "java-server-ps",
-        "IGNORE_SPACE is not carried to the backend",
-    ),
-    (
-        "java-rewrite",
-        "IGNORE_SPACE and CLIENT_FOUND_ROWS are not carried to the backend",
-    ),
-    (
-        "node-default",
-        "greeting sets bit 0 / lacks MariaDB extended capabilities (JSON as string), IGNORE_SPACE, FOUND_ROWS, OUT-parameter set",
-    ),
-    (
-        "node-multi",
-        "greeting bit 0 / extended capabilities, IGNORE_SPACE, OUT-parameter set",
-    ),
-    (
-        "node-collation255",
-        "handshake collation 255 refused with 1273 instead of the server's fallback",
-    ),
-    (
-        "pymysql-multi",
-        "CLIENT_FOUND_ROWS is not carried to the backend",
     ),
     (
         "connector-cext",
@@ -882,10 +837,6 @@ const OPEN_GAPS: &[(&str, &str)] = &[
     (
         "mariadb-py",
         "extended type metadata (JSON type 245) not offered",
-    ),
-    (
-        "cli-compress",
-        "compression is not offered yet (Compression OFF vs ON)",
     ),
 ];
 

@@ -18,8 +18,9 @@
 //! 6. A disconnects: B's probes must pass again.
 //!
 //! A: CLIENT_MULTI_STATEMENTS, DEPRECATE_EOF, SESSION_TRACK,
-//! utf8mb4_general_ci. B: none of those, latin1_swedish_ci. Both log in as
-//! the same user into the same schema (same pool).
+//! utf8mb4_general_ci. B: DEPRECATE_EOF only (the capabilities of the pool
+//! key's flavour must match for B to get A's backend), latin1_swedish_ci.
+//! Both log in as the same user into the same schema (same pool key).
 //!
 //! The catalogue is a base list × wrappers (plain, after another statement
 //! in a multi-statement, after a block / line / hash comment, inside
@@ -66,8 +67,10 @@ const ENTRY_LIMIT: Duration = Duration::from_secs(120);
 const A_CAPS: u32 = BASE_CAPS | MULTI_STATEMENTS | DEPRECATE_EOF | SESSION_TRACK;
 /// utf8mb4_general_ci.
 const A_COLLATION: u8 = 45;
-/// Client B: none of A's extras.
-const B_CAPS: u32 = BASE_CAPS;
+/// Client B: none of A's extras but DEPRECATE_EOF, which is part of the
+/// backend's flavour (pool key): clients of different flavours never share
+/// a backend connection, so B must have A's to get A's backend at all.
+const B_CAPS: u32 = BASE_CAPS | DEPRECATE_EOF;
 /// latin1_swedish_ci.
 const B_COLLATION: u8 = 8;
 

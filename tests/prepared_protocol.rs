@@ -37,12 +37,6 @@ async fn direct(db: &MariaDb, deprecate: bool) -> RawConn {
     RawConn::connect(&db.addr(), APP_USER, APP_PASSWORD, Some("test"), deprecate).await
 }
 
-async fn pool_conn(p: &Proxy) -> mysql_async::Conn {
-    mysql_async::Conn::from_url(p.app_url())
-        .await
-        .expect("mysql_async via proxy")
-}
-
 /// The backend connection a proxied client's next statement runs on.
 async fn backend_id(c: &mut RawConn) -> u64 {
     let v = c.query_one("SELECT @@pseudo_thread_id").await;
@@ -233,13 +227,11 @@ async fn types_are_resent_to_a_backend_that_never_saw_them(deprecate: bool) {
 
     // Pin the backend just used under another client's transaction (the
     // idle stack is LIFO: it takes the most recently returned one).
-    let mut pin = pool_conn(&p).await;
-    pin.query_drop("BEGIN").await.expect("begin");
-    pin.query_drop("SELECT 1 FROM DUAL").await.expect("pin");
-    let pinned: Option<u64> = pin
-        .query_first("SELECT @@pseudo_thread_id")
-        .await
-        .expect("pinned id");
+    // A client of the same flavour (capabilities), so it can get that backend.
+    let mut pin = via(&p, deprecate).await;
+    pin.query_ok("BEGIN").await;
+    pin.query_rows("SELECT 1 FROM DUAL").await;
+    let pinned = Some(backend_id(&mut pin).await);
     assert_eq!(
         pinned,
         Some(a),
@@ -258,8 +250,8 @@ async fn types_are_resent_to_a_backend_that_never_saw_them(deprecate: bool) {
     assert_eq!(number(&row[0]), Some(-5.0), "{m}: {row:?}");
     assert_eq!(row[1], Value::str("cdx"), "{m}: {row:?}");
 
-    pin.query_drop("COMMIT").await.expect("commit");
-    pin.disconnect().await.expect("disconnect");
+    pin.query_ok("COMMIT").await;
+    pin.quit().await;
     f.check(m);
 }
 
@@ -758,13 +750,11 @@ async fn alter_table_then_a_backend_that_never_prepared_it(deprecate: bool) {
     );
     f.same(&cr, &dr, &format!("{m}: before ALTER"));
     let a = backend_id(&mut c).await;
-    let mut pin = pool_conn(&p).await;
-    pin.query_drop("BEGIN").await.expect("begin");
-    pin.query_drop("SELECT 1 FROM DUAL").await.expect("pin");
-    let pinned: Option<u64> = pin
-        .query_first("SELECT @@pseudo_thread_id")
-        .await
-        .expect("id");
+    // A client of the same flavour (capabilities), so it can get that backend.
+    let mut pin = via(&p, deprecate).await;
+    pin.query_ok("BEGIN").await;
+    pin.query_rows("SELECT 1 FROM DUAL").await;
+    let pinned = Some(backend_id(&mut pin).await);
     assert_eq!(pinned, Some(a), "{m}: premise: backend A is pinned");
 
     db.sql(&format!("ALTER TABLE {t} ADD COLUMN z INT DEFAULT 7"));
@@ -784,7 +774,7 @@ async fn alter_table_then_a_backend_that_never_prepared_it(deprecate: bool) {
         &format!("{m}: on a backend that first prepared it after the ALTER"),
     );
 
-    pin.query_drop("COMMIT").await.expect("commit");
+    pin.query_ok("COMMIT").await;
     drop(pin);
     // A is now the most recently returned backend.
     let dr = d.execute(ds.id, 0, &one, false).await;

@@ -114,7 +114,12 @@ fn pools(shared: &Shared) -> ResultSet {
         ],
         rows: Vec::new(),
     };
-    let users: Vec<&str> = shared.pool.params.iter().map(|p| p.user.as_str()).collect();
+    let users: Vec<&str> = shared
+        .pool
+        .credentials
+        .iter()
+        .map(|p| p.user.as_str())
+        .collect();
     for g in &shared.pool.groups {
         let s = g.snapshot();
         let (idle, busy, pinned) = super::backend_states(&s);
@@ -239,12 +244,20 @@ fn column_def(name: &str) -> BytesMut {
 }
 
 /// Writes `rs` as a text result set for a client with these capabilities.
-pub fn write(io: &mut PacketIo, mut seq: u8, rs: &ResultSet, deprecate_eof: bool, status: u16) {
+pub fn write(
+    io: &mut PacketIo,
+    mut seq: u8,
+    rs: &ResultSet,
+    caps: crate::protocol::caps::Caps,
+    status: u16,
+) {
+    let deprecate_eof = caps.deprecate_eof();
     let mut b = BytesMut::new();
     crate::protocol::lenenc::put_lenenc_int(&mut b, rs.columns.len() as u64);
     seq = io.write_packet(seq, &b);
     for c in &rs.columns {
-        seq = io.write_packet(seq, &column_def(c));
+        let def = column_def(c);
+        seq = io.write_packet(seq, &crate::protocol::caps::column_def_for(&def, caps));
     }
     if !deprecate_eof {
         b.clear();

@@ -1,10 +1,12 @@
 //! One logged-in backend connection and the internal exchanges the proxy
-//! runs on it (its own commands whose replies are consumed, never relayed).
+//! runs on it (its own commands whose replies are consumed, never relayed),
+//! read in the terminator style the connection negotiated (its flavour).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::time::Instant;
 
+use crate::protocol::caps::Caps;
 use crate::protocol::command;
 use crate::protocol::errors::RawErr;
 use crate::protocol::packets::{ErrPacket, OkPacket};
@@ -155,6 +157,8 @@ pub struct BackendConn {
     pub stmts: crate::prepared::BackendStmts,
     /// Auth plugin and scramble of the login (COM_CHANGE_USER answers them).
     pub auth: (Vec<u8>, Vec<u8>),
+    /// Capabilities negotiated with the server (profile + flavour).
+    pub caps: Caps,
     /// What the session-state authority noted about this connection
     /// (reset needed, diagnostics to clear, LAST_INSERT_ID unknown).
     pub marks: crate::session_state::BackendMarks,
@@ -169,11 +173,18 @@ pub struct Prepared {
     pub params: u16,
     /// Column count.
     pub columns: u16,
-    /// The reply's payloads (prepare-OK and definitions).
+    /// The reply's payloads (prepare-OK and definitions), without the EOF
+    /// packets a connection without DEPRECATE_EOF receives: a client without
+    /// it gets EOFs carrying its own session's status.
     pub packets: Vec<Vec<u8>>,
 }
 
 impl BackendConn {
+    /// A response tracker in this connection's terminator style.
+    pub fn tracker(&self, shape: Shape) -> Tracker {
+        Tracker::with_style(shape, self.caps.deprecate_eof())
+    }
+
     /// Sends one command (seq 0) and reads its whole reply, absorbing any
     /// session-state changes into `self.state`.
     pub async fn internal(
@@ -190,7 +201,7 @@ impl BackendConn {
         &mut self,
         shape: Shape,
     ) -> Result<InternalReply, BackendError> {
-        let mut t = Tracker::new(shape);
+        let mut t = self.tracker(shape);
         let mut reply = None;
         let mut state = Vec::new();
         while !t.done() {
@@ -199,9 +210,11 @@ impl BackendConn {
             let class = t.next(first, h.continues());
             match class {
                 Class::Ok | Class::Terminator => {
-                    if let Some(ok) = OkPacket::parse(first) {
+                    if let Some(ok) = OkPacket::parse(first).filter(|_| first.len() != 5) {
                         self.status = ok.status;
                         state.extend_from_slice(ok.session_state);
+                    } else if let Some((status, _)) = crate::protocol::response::end_status(first) {
+                        self.status = status;
                     }
                     if t.done() {
                         reply = Some(InternalReply::Ok {
@@ -218,6 +231,13 @@ impl BackendConn {
                 Class::Single => {
                     reply = Some(InternalReply::Ok {
                         status: self.status,
+                        state: Vec::new(),
+                    })
+                }
+                Class::Eof if t.done() => {
+                    // COM_STMT_EXECUTE that opened a cursor (classic style).
+                    reply = Some(InternalReply::Ok {
+                        status: t.last_status.unwrap_or(self.status),
                         state: Vec::new(),
                     })
                 }
@@ -263,14 +283,35 @@ impl BackendConn {
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(command::COM_QUERY);
         p.extend_from_slice(sql.as_bytes());
-        self.io.send_packet(0, &p).await?;
-        let mut t = Tracker::new(Shape::Query);
-        let mut row = None;
+        Ok(self.rows(&p, 1).await?.into_iter().next())
+    }
+
+    /// Runs a query and returns all its rows' text cells (`None` = NULL).
+    pub async fn query_rows(
+        &mut self,
+        sql: &str,
+    ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(command::COM_QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        self.rows(&p, usize::MAX).await
+    }
+
+    /// Sends a COM_QUERY payload and reads its result, keeping at most `max`
+    /// rows (the rest are read and dropped).
+    async fn rows(
+        &mut self,
+        payload: &[u8],
+        max: usize,
+    ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
+        self.io.send_packet(0, payload).await?;
+        let mut t = self.tracker(Shape::Query);
+        let mut rows = Vec::new();
         let mut err = None;
         while !t.done() {
             let pkt = self.io.read_packet(1 << 26).await?;
             match t.next(&pkt.payload, false) {
-                Class::Row if row.is_none() => {
+                Class::Row if rows.len() < max => {
                     let mut r = crate::protocol::lenenc::Reader::new(&pkt.payload);
                     let mut cells = Vec::new();
                     while !r.is_empty() {
@@ -286,7 +327,7 @@ impl BackendConn {
                             }
                         }
                     }
-                    row = Some(cells);
+                    rows.push(cells);
                 }
                 Class::Err => err = ErrPacket::parse(&pkt.payload),
                 Class::Malformed => return Err(BackendError::Protocol("malformed result".into())),
@@ -295,7 +336,7 @@ impl BackendConn {
         }
         match err {
             Some(e) => Err(BackendError::Server(e)),
-            None => Ok(row),
+            None => Ok(rows),
         }
     }
 
@@ -320,12 +361,13 @@ impl BackendConn {
         p.push(command::COM_STMT_PREPARE);
         p.extend_from_slice(sql);
         self.io.send_packet(0, &p).await?;
-        let mut t = Tracker::new(Shape::Prepare);
+        let mut t = self.tracker(Shape::Prepare);
         let mut packets = Vec::new();
         let mut head = None;
         while !t.done() {
             let pkt = self.io.read_packet(1 << 24).await?;
             match t.next(&pkt.payload, false) {
+                Class::Eof | Class::Progress => continue,
                 Class::Err => {
                     return match RawErr::from_payload(&pkt.payload) {
                         Some(e) => Ok(Err(e)),
@@ -394,7 +436,7 @@ impl BackendConn {
         p.push(command::COM_QUERY);
         p.extend_from_slice(sql.as_bytes());
         self.io.send_packet(0, &p).await?;
-        let mut t = Tracker::new(Shape::Query);
+        let mut t = self.tracker(Shape::Query);
         let mut def = None;
         while !t.done() {
             let pkt = self.io.read_packet(1 << 24).await?;
@@ -446,11 +488,28 @@ impl BackendConn {
         let multi = self.state.multi_statements;
         self.stmts.clear();
         self.state = baseline.clone();
-        self.exec(crate::backend::connect::TRACKERS_SQL).await?;
+        self.exec(&self.after_reset_sql()).await?;
         self.state = baseline.clone();
         self.state.multi_statements = multi;
         self.marks = Default::default();
         Ok(())
+    }
+
+    /// What brings a connection back to a fresh one of its flavour after
+    /// COM_RESET_CONNECTION or COM_CHANGE_USER: the trackers, and what the
+    /// server derives from the capabilities at login but drops on a reset
+    /// or change of user: IGNORE_SPACE in `sql_mode`, and for INTERACTIVE
+    /// `wait_timeout` from `interactive_timeout`.
+    fn after_reset_sql(&self) -> String {
+        use crate::protocol::caps::flag;
+        let mut set = String::from("SET SESSION ");
+        if self.caps.has(flag::IGNORE_SPACE) {
+            set.push_str("sql_mode=CONCAT_WS(',', NULLIF(@@sql_mode, ''), 'IGNORE_SPACE'), ");
+        }
+        if self.caps.has(flag::INTERACTIVE) {
+            set.push_str("wait_timeout=@@interactive_timeout, ");
+        }
+        crate::backend::connect::TRACKERS_SQL.replacen("SET SESSION ", &set, 1)
     }
 
     /// COM_RESET_CONNECTION, then the trackers again (the reset restores
@@ -469,7 +528,7 @@ impl BackendConn {
         let multi = self.state.multi_statements;
         self.state = baseline.clone();
         self.stmts.clear();
-        self.exec(crate::backend::connect::TRACKERS_SQL).await?;
+        self.exec(&self.after_reset_sql()).await?;
         self.state = baseline.clone();
         self.state.schema = schema;
         self.state.multi_statements = multi;

@@ -1,20 +1,21 @@
 //! Dial and log in to the backend: greeting, optional TLS, handshake response
-//! with the canonical capability profile, `mysql_native_password` and
-//! `caching_sha2_password` (fast path, full auth over TLS or with the
-//! server's RSA key), auth switch, then the session trackers.
+//! with the canonical capability profile plus the connection's flavour (the
+//! capabilities it shares with the clients it serves, MariaDB's extended
+//! ones included), `mysql_native_password` and `caching_sha2_password` (fast
+//! path, full auth over TLS or with the server's RSA key), auth switch, then
+//! the session trackers.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
-use mysql_common::io::ParseBuf;
-use mysql_common::packets::HandshakePacket;
-use mysql_common::proto::MyDeserialize;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
 
 use super::conn::{BackendConn, BackendError, BackendId};
-use crate::protocol::caps::{BACKEND_PROFILE, flag};
+use crate::protocol::caps::{Caps, Flavour, flag};
+use crate::protocol::collations::Collations;
+use crate::protocol::greeting::Greeting;
 use crate::protocol::lenenc::put_lenenc_bytes;
 use crate::protocol::packets::{ERR_HEADER, ErrPacket, OK_HEADER};
 use crate::session_state::TrackedState;
@@ -39,8 +40,11 @@ pub struct BackendParams {
     pub tls: Option<Arc<rustls::ClientConfig>>,
     /// Dial + login timeout.
     pub connect_timeout: Duration,
-    /// Credential pool index.
+    /// Pool key (credential pool and flavour) of the connections dialed
+    /// with these parameters.
     pub pool: usize,
+    /// Capabilities that must match the clients served (pool key).
+    pub flavour: Flavour,
 }
 
 impl std::fmt::Debug for BackendParams {
@@ -49,19 +53,47 @@ impl std::fmt::Debug for BackendParams {
             .field("address", &self.address)
             .field("user", &self.user)
             .field("tls", &self.tls.is_some())
+            .field("flavour", &self.flavour.label())
             .finish()
     }
 }
 
 /// What the server told us about itself in its greeting.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ServerInfo {
     /// Version string, mirrored in our greeting.
     pub version: Vec<u8>,
     /// Default collation id, mirrored in our greeting.
     pub collation: u8,
-    /// Capabilities the server offered.
-    pub capabilities: u32,
+    /// Capabilities the server offered (MariaDB's extended ones in the high
+    /// half).
+    pub capabilities: u64,
+    /// The server's collations, once learned (see [`learn_collations`]).
+    pub collations: Option<Arc<Collations>>,
+}
+
+impl ServerInfo {
+    /// True when `other` describes the same server greeting (the learned
+    /// collations aside).
+    pub fn same_greeting(&self, other: &ServerInfo) -> bool {
+        self.version == other.version
+            && self.collation == other.collation
+            && self.capabilities == other.capabilities
+    }
+}
+
+/// Learns the server's collations on a logged-in connection.
+pub async fn learn_collations(conn: &mut BackendConn) -> Result<Collations, BackendError> {
+    let rows = conn
+        .query_rows(crate::protocol::collations::COLLATIONS_SQL)
+        .await?;
+    Ok(Collations::from_rows(rows.into_iter().filter_map(|r| {
+        let mut it = r.into_iter();
+        let id = it.next()??.parse().ok()?;
+        let name = it.next()??;
+        let charset = it.next()??;
+        Some((id, name, charset))
+    })))
 }
 
 /// Opens and logs in one backend connection.
@@ -83,44 +115,42 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
     if greeting.payload.first() == Some(&ERR_HEADER) {
         return Err(server_err(&greeting.payload));
     }
-    let hs = HandshakePacket::deserialize((), &mut ParseBuf(&greeting.payload))
-        .map_err(|e| BackendError::Protocol(format!("bad greeting: {e}")))?;
-    let server_caps = hs.capabilities().bits();
+    let hs = Greeting::parse(&greeting.payload)
+        .ok_or_else(|| BackendError::Protocol("bad greeting".into()))?;
+    let server_caps = hs.capabilities;
     let info = ServerInfo {
-        version: hs.server_version_ref().to_vec(),
-        collation: hs.default_collation(),
+        version: hs.version.clone(),
+        collation: hs.collation,
         capabilities: server_caps,
+        collations: None,
     };
-    let thread_id = hs.connection_id();
-    let mut nonce = hs.scramble_1_ref().to_vec();
-    if let Some(s2) = hs.scramble_2_ref() {
-        nonce.extend_from_slice(s2);
-    }
-    if nonce.last() == Some(&0) {
-        nonce.pop();
-    }
-    let plugin = hs
-        .auth_plugin_name_ref()
-        .unwrap_or(b"mysql_native_password")
-        .to_vec();
+    let thread_id = hs.connection_id;
+    let nonce = hs.scramble.clone();
+    let plugin = if hs.auth_plugin.is_empty() {
+        b"mysql_native_password".to_vec()
+    } else {
+        hs.auth_plugin.clone()
+    };
     for need in [flag::PROTOCOL_41, flag::SECURE_CONNECTION] {
-        if server_caps & need == 0 {
+        if server_caps & u64::from(need) == 0 {
             return Err(BackendError::Protocol("server lacks PROTOCOL_41".into()));
         }
     }
-    let mut caps = BACKEND_PROFILE & server_caps;
+    let mut caps = p.flavour.backend_caps(server_caps).ok_or_else(|| {
+        BackendError::Protocol(format!(
+            "backend does not offer the capabilities of flavour {}",
+            p.flavour.label()
+        ))
+    })?;
     let mut seq = greeting.last_seq.wrapping_add(1);
 
     if let Some(tls) = &p.tls {
-        if server_caps & flag::SSL == 0 {
+        if server_caps & u64::from(flag::SSL) == 0 {
             return Err(BackendError::Tls("backend does not offer TLS".into()));
         }
-        caps |= flag::SSL;
+        caps |= u64::from(flag::SSL);
         let mut req = BytesMut::with_capacity(32);
-        req.put_u32_le(caps);
-        req.put_u32_le(1 << 24);
-        req.put_u8(BACKEND_COLLATION);
-        req.put_slice(&[0u8; 23]);
+        put_response_head(&mut req, caps);
         seq = io.send_packet(seq, &req).await?;
         let Stream::Plain(tcp) = io.take_stream() else {
             return Err(BackendError::Tls("stream already upgraded".into()));
@@ -141,10 +171,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
 
     let auth = auth_response(&plugin, &nonce, &p.password, io.stream.is_tls())?;
     let mut resp = BytesMut::with_capacity(128);
-    resp.put_u32_le(caps);
-    resp.put_u32_le(1 << 24);
-    resp.put_u8(BACKEND_COLLATION);
-    resp.put_slice(&[0u8; 23]);
+    put_response_head(&mut resp, caps);
     resp.put_slice(p.user.as_bytes());
     resp.put_u8(0);
     put_lenenc_bytes(&mut resp, &auth);
@@ -166,11 +193,27 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         opened: now,
         stmts: Default::default(),
         auth: (plugin, nonce),
+        caps: Caps(caps & !u64::from(flag::SSL)),
         marks: Default::default(),
     };
     conn.exec(TRACKERS_SQL).await?;
     conn.state = TrackedState::for_collation(u16::from(BACKEND_COLLATION));
     Ok((conn, info))
+}
+
+/// The fixed 32-byte head of a handshake response: capabilities, maximum
+/// packet size, collation, filler with the extended capabilities at its end
+/// (MariaDB reads them when bit 0 is clear).
+fn put_response_head(out: &mut BytesMut, caps: u64) {
+    out.put_u32_le(caps as u32);
+    out.put_u32_le(1 << 24);
+    out.put_u8(BACKEND_COLLATION);
+    out.put_slice(&[0u8; 19]);
+    if caps & u64::from(flag::MYSQL) == 0 {
+        out.put_u32_le((caps >> 32) as u32);
+    } else {
+        out.put_u32_le(0);
+    }
 }
 
 fn server_err(payload: &[u8]) -> BackendError {

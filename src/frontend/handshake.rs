@@ -1,22 +1,26 @@
-//! The client login: greeting (mirroring the backend's version and
-//! collation, random scramble, proxy-issued connection id), optional TLS
-//! upgrade, handshake response, authentication with auth switch, and the
-//! final OK or ER_ACCESS_DENIED_ERROR.
+//! The client login: greeting (mirroring the backend's version, collation
+//! and capabilities as far as myplex can carry them, random scramble,
+//! proxy-issued connection id), optional TLS upgrade, handshake response
+//! (with MariaDB's extended capabilities), the server's rule for the login
+//! collation, authentication with auth switch, and the final OK or
+//! ER_ACCESS_DENIED_ERROR. The client's flavour picks its pool key.
 
 use std::net::SocketAddr;
 
 use bytes::BytesMut;
-use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::constants::CapabilityFlags;
 use mysql_common::io::ParseBuf;
-use mysql_common::packets::{HandshakePacket, HandshakeResponse};
-use mysql_common::proto::{MyDeserialize, MySerialize};
+use mysql_common::packets::HandshakeResponse;
+use mysql_common::proto::MyDeserialize;
 use rand::Rng;
 
 use super::Shared;
 use crate::config::AuthPluginName;
-use crate::protocol::caps::{CLIENT_OFFER, Caps, flag};
+use crate::protocol::caps::{self, Caps, flag};
 use crate::protocol::errors;
+use crate::protocol::greeting::{Greeting, response_ext_caps};
 use crate::protocol::packets::ErrPacket;
+use crate::protocol::packets::status;
 use crate::wire::packet_io::Packet;
 use crate::wire::{PacketIo, Stream, WireError};
 
@@ -31,8 +35,11 @@ pub struct Login {
     pub user: usize,
     /// Negotiated capabilities.
     pub caps: Caps,
-    /// Collation the client asked for.
+    /// The session's collation: the one the client asked for, or the
+    /// server's default when the server does not know it.
     pub collation: u16,
+    /// Pool key: the user's credential pool with the client's flavour.
+    pub pool: usize,
     /// Schema named at login.
     pub schema: Option<Vec<u8>>,
     /// Sequence id for the login's final OK (or ERR), sent by the session
@@ -79,26 +86,19 @@ pub async fn login(
 ) -> Result<Login, HandshakeError> {
     let server = shared.pool.server_info();
     let nonce = scramble();
-    let mut offer = CLIENT_OFFER;
-    if shared.tls.is_some() {
-        offer |= flag::SSL;
-    }
+    let offer = caps::greeting_offer(server.capabilities, shared.tls.is_some());
     let greeting_plugin = shared.config.frontend.default_auth_plugin;
-    let mut s2 = nonce[8..].to_vec();
-    s2.push(0);
-    let hs = HandshakePacket::new(
-        10,
-        server.version.clone(),
-        conn_id,
-        nonce[..8].try_into().unwrap_or([0u8; 8]),
-        Some(s2),
-        CapabilityFlags::from_bits_truncate(offer),
-        server.collation,
-        StatusFlags::SERVER_STATUS_AUTOCOMMIT,
-        Some(greeting_plugin.as_str().as_bytes().to_vec()),
-    );
-    let mut buf = Vec::new();
-    hs.serialize(&mut buf);
+    let hs = Greeting {
+        version: server.version.clone(),
+        connection_id: conn_id,
+        scramble: nonce.to_vec(),
+        capabilities: offer,
+        collation: server.collation,
+        status: status::AUTOCOMMIT,
+        auth_plugin: greeting_plugin.as_str().as_bytes().to_vec(),
+    };
+    let mut buf = BytesMut::with_capacity(96);
+    hs.write(&mut buf);
     io.send_packet(0, &buf).await?;
 
     let max = 1 << 16;
@@ -158,7 +158,18 @@ pub async fn login(
         }
         _ => return Err(refuse(&mut io, seq, errors::bad_handshake()).await),
     };
-    let caps = Caps::negotiate(resp.capabilities().bits(), offer);
+    let client_caps = u64::from(resp.capabilities().bits()) | response_ext_caps(&pkt.payload);
+    let caps = Caps::negotiate(client_caps, offer);
+    // The server checks the login collation before anything else.
+    let requested = u16::from(resp.collation());
+    let collation = match &server.collations {
+        Some(table) => match table.login(requested, u16::from(server.collation)) {
+            Ok(c) => c.id(),
+            Err(e) => return Err(refuse(&mut io, seq, e).await),
+        },
+        // Not learned yet (backend unreachable so far): as asked.
+        None => requested,
+    };
     let user_name = String::from_utf8_lossy(resp.user()).into_owned();
     let host = peer.ip().to_string();
     let schema = resp.db_name().filter(|d| !d.is_empty()).map(<[u8]>::to_vec);
@@ -167,7 +178,6 @@ pub async fn login(
         _ => b"mysql_native_password".to_vec(),
     };
     let response = resp.scramble_buf().to_vec();
-    let collation = u16::from(resp.collation());
 
     let Some((user_idx, user)) = shared
         .users
@@ -193,11 +203,17 @@ pub async fn login(
         let e = errors::access_denied(&user_name, &host, verified.used_password);
         return Err(refuse(&mut io, seq, e).await);
     }
+    let pool = shared.pool.key(user.pool, caps.flavour());
+    if caps.has(flag::COMPRESS) {
+        // The final OK (sent by the session) is the last plain packet.
+        io.compress_after_next_flush();
+    }
     Ok(Login {
         io,
         user: user_idx,
         caps,
         collation,
+        pool,
         schema,
         ok_seq: seq,
         nonce,

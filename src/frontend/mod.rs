@@ -2,6 +2,7 @@
 //! (`session`) and response streaming with capability translation (`relay`).
 
 pub mod auth;
+pub mod compress_status;
 pub mod handshake;
 pub mod relay;
 pub mod session;

@@ -1,16 +1,20 @@
 //! Streams one backend response to the client: chunks are copied through
-//! with only the sequence byte rewritten, and the few control packets a
-//! client with other capabilities needs differently are translated (EOF
-//! insertion and OK→EOF for clients without DEPRECATE_EOF; session-state
-//! blocks filtered or stripped per the client's trackers).
+//! with only the sequence byte rewritten. The backend has the client's
+//! flavour (pool key), so terminators, EOF packets, progress reports and
+//! extended column metadata arrive as the client expects them; only
+//! session-state blocks in OK packets are filtered or stripped per the
+//! client's trackers, and a prepared statement whose result changed shape
+//! gets METADATA_CHANGED on its metadata EOF.
 
 use bytes::BytesMut;
 
 use crate::protocol::caps::Caps;
 use crate::protocol::framing::{self, HEADER_LEN};
-use crate::protocol::packets::{ErrPacket, OkPacket, eof_payload, status};
-use crate::protocol::response::{Class, Shape, Tracker};
+use crate::protocol::packets::{ErrPacket, OkPacket, status};
+use crate::protocol::response::{Class, Shape, Tracker, end_status};
 use crate::protocol::session_track::ClientTrackers;
+
+use super::compress_status::StatusRewrite;
 use crate::wire::{PacketIo, WireError};
 
 /// Flush to the client once this much is queued, even mid-batch.
@@ -41,6 +45,10 @@ pub struct Outcome {
     pub rows: Option<u64>,
     /// Column count of the first result set.
     pub columns: Option<u64>,
+    /// An EOF terminator reported SESSION_STATE_CHANGED: without
+    /// DEPRECATE_EOF the server cannot say what changed (a function called
+    /// by a SELECT set a variable), so the change is not known.
+    pub state_unreported: bool,
     /// Results completed (OK packets and result-set terminators): with
     /// an error, the number of statements of a multi-statement that ran.
     pub results: u32,
@@ -71,11 +79,11 @@ pub enum RelayError {
 /// How this client must see control packets.
 #[derive(Debug, Clone)]
 pub struct ClientView<'a> {
-    /// Negotiated capabilities.
+    /// Negotiated capabilities (the backend has the same flavour).
     pub caps: Caps,
     /// The client's tracker settings.
     pub trackers: &'a ClientTrackers,
-    /// Status flags to put in inserted EOFs.
+    /// The session's status flags before the command.
     pub status: u16,
     /// An error code that, as the whole reply, is kept from the client.
     pub intercept: Option<u16>,
@@ -95,12 +103,6 @@ fn write_ok(
     view: &ClientView<'_>,
     original: &[u8],
 ) {
-    if !view.caps.deprecate_eof() && ok.header == 0xFE {
-        let mut b = BytesMut::with_capacity(8);
-        eof_payload(&mut b, ok.warnings, ok.status);
-        *seq = out.write_packet(*seq, &b);
-        return;
-    }
     if view.caps.session_track() {
         if ok.session_state.is_empty() {
             *seq = out.write_packet(*seq, original);
@@ -129,12 +131,6 @@ fn write_ok(
     }
 }
 
-fn insert_eof(out: &mut PacketIo, seq: &mut u8, status: u16) {
-    let mut b = BytesMut::with_capacity(8);
-    eof_payload(&mut b, 0, status);
-    *seq = out.write_packet(*seq, &b);
-}
-
 /// Relays the response to a command already sent to `backend`.
 /// `seq` is the first sequence id to use toward the client.
 pub async fn relay(
@@ -144,13 +140,14 @@ pub async fn relay(
     view: &ClientView<'_>,
     mut seq: u8,
 ) -> Result<Outcome, RelayError> {
-    let mut t = Tracker::new(shape);
+    let mut t = Tracker::with_style(shape, view.caps.deprecate_eof());
     let mut out = Outcome::default();
     let mut sent = false;
     let mut refuse_infile = false;
-    let mut eof_pending = false;
-    let mut status_now = view.status & !status::TRANSIENT;
-    let deprecate = view.caps.deprecate_eof();
+    let mut metadata_changed = false;
+    // Only for clients on a compressed hop: see `compress_status`.
+    let mut status_rewrite: Option<StatusRewrite> = None;
+    let binary = view.expect_columns.is_some();
     while !t.done() {
         if backend.buffered_chunk().is_none() && !client.wbuf.is_empty() {
             out.bytes += client.wbuf.len() as u64;
@@ -180,19 +177,6 @@ pub async fn relay(
         let first = backend.chunk_payload(h);
         let class = t.next(first, h.continues());
         out.packets += 1;
-        if eof_pending {
-            eof_pending = false;
-            let cursor_open = class == Class::Terminator
-                && OkPacket::parse(first).is_some_and(|ok| ok.status & status::CURSOR_EXISTS != 0);
-            if !cursor_open {
-                // The status the server had when it sent the metadata is not
-                // known yet; the last one seen, without the per-statement
-                // transient flags, is the closest.
-                let transient = status::CURSOR_EXISTS | status::LAST_ROW_SENT;
-                insert_eof(client, &mut seq, status_now & !transient);
-                status_now &= !status::METADATA_CHANGED;
-            }
-        }
         match class {
             Class::Ok if refuse_infile => {
                 let Some(ok) = OkPacket::parse(first) else {
@@ -205,12 +189,24 @@ pub async fn relay(
                 e.write(&mut b);
                 seq = client.write_packet(seq, &b);
             }
+            Class::Ok | Class::Terminator if first.len() == 5 => {
+                // An EOF (no DEPRECATE_EOF): passed through as it is.
+                let Some((st, warnings)) = end_status(first) else {
+                    return Err(RelayError::Malformed { sent });
+                };
+                out.status = Some(st);
+                out.warnings = warnings;
+                out.results += 1;
+                if st & status::SESSION_STATE_CHANGED != 0 {
+                    out.state_unreported = true;
+                }
+                copy_eof(client, backend.chunk_bytes(h), &mut seq, view);
+            }
             Class::Ok | Class::Terminator => {
                 let Some(ok) = OkPacket::parse(first) else {
                     return Err(RelayError::Malformed { sent });
                 };
                 out.status = Some(ok.status);
-                status_now = ok.status;
                 out.warnings = ok.warnings;
                 out.results += 1;
                 if ok.header == 0 && ok.last_insert_id != 0 {
@@ -218,6 +214,33 @@ pub async fn relay(
                 }
                 out.state.extend_from_slice(ok.session_state);
                 write_ok(client, &mut seq, &ok, view, first);
+            }
+            Class::Eof => {
+                // The EOF after definitions (no DEPRECATE_EOF); after an
+                // EXECUTE's metadata it may end the response (a cursor).
+                let Some((st, warnings)) = end_status(first) else {
+                    return Err(RelayError::Malformed { sent });
+                };
+                if t.done() {
+                    out.status = Some(st);
+                    out.warnings = warnings;
+                }
+                let start = client.wbuf.len();
+                copy_eof(client, backend.chunk_bytes(h), &mut seq, view);
+                if metadata_changed && st & status::METADATA_CHANGED == 0 {
+                    // A prepared statement's result changed shape since the
+                    // client saw it: the server flags that in this EOF.
+                    let flags = (st | status::METADATA_CHANGED).to_le_bytes();
+                    client.wbuf[start + HEADER_LEN + 3..start + HEADER_LEN + 5]
+                        .copy_from_slice(&flags);
+                    if t.done() {
+                        out.status = Some(st | status::METADATA_CHANGED);
+                    }
+                }
+                metadata_changed = false;
+            }
+            Class::Progress => {
+                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
             }
             Class::Err => {
                 out.error = ErrPacket::parse(first).map(|e| e.code);
@@ -263,36 +286,41 @@ pub async fn relay(
                     .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);
             }
-            Class::ColumnDef { last } | Class::ParamDef { last } => {
-                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
-                if last && !deprecate {
-                    match shape {
-                        Shape::FieldList => {}
-                        Shape::Prepare => insert_eof(client, &mut seq, status_now),
-                        // Deferred: a cursor's metadata is followed by one
-                        // EOF only (the terminator carrying CURSOR_EXISTS).
-                        _ => eof_pending = true,
-                    }
+            Class::ColumnDef { .. } | Class::ParamDef { .. } => {
+                if let (Some(rw), Class::ColumnDef { .. }) = (status_rewrite.as_mut(), class) {
+                    rw.column(first);
                 }
+                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
             }
             Class::ColumnCount => {
                 out.rows = Some(0);
                 let n = crate::protocol::lenenc::Reader::new(first).lenenc_int();
                 if view.expect_columns.is_some() && n.is_some() && n != view.expect_columns {
-                    // A prepared statement's result changed shape: the
-                    // server flags that in the metadata's EOF.
-                    status_now |= status::METADATA_CHANGED;
+                    metadata_changed = true;
                 }
                 out.columns = out
                     .columns
                     .or_else(|| crate::protocol::lenenc::Reader::new(first).lenenc_int());
+                status_rewrite = match n {
+                    Some(n) if client.is_compressed() && shape == Shape::Query => {
+                        Some(StatusRewrite::new(n, view.caps.extended_type_info()))
+                    }
+                    _ => None,
+                };
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);
             }
             Class::Row => {
                 if let Some(r) = out.rows.as_mut() {
                     *r += 1;
                 }
-                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+                let rewritten = match &status_rewrite {
+                    Some(rw) if !h.continues() => rw.rewrite(first, binary),
+                    _ => None,
+                };
+                match rewritten {
+                    Some(row) => seq = client.write_packet(seq, &row),
+                    None => copy_chunk(client, backend.chunk_bytes(h), &mut seq),
+                }
             }
             Class::Single => {
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);
@@ -366,6 +394,24 @@ async fn stream_file(
         if backend.wbuf.len() >= FLUSH_AT || client.buffered_chunk().is_none() {
             backend.flush().await.map_err(Side::Backend)?;
         }
+    }
+}
+
+/// Copies an EOF packet. The server sets SERVER_SESSION_STATE_CHANGED on it
+/// when a variable the *connection's* trackers follow changed (a function
+/// called by a SELECT); backends track everything, a client by default
+/// only a few variables, and an EOF does not say which changed. Unless the
+/// client tracks everything too, the flag is cleared: exact whenever the
+/// change was to something the client does not track (the usual case; the
+/// session-state authority treats the change as unknown either way).
+fn copy_eof(client: &mut PacketIo, chunk: &[u8], seq: &mut u8, view: &ClientView<'_>) {
+    let start = client.wbuf.len();
+    copy_chunk(client, chunk, seq);
+    let t = view.trackers;
+    let tracks_all = t.schema && t.state_change && t.system_variables.is_none();
+    let at = start + HEADER_LEN + 4;
+    if !tracks_all && chunk.len() == HEADER_LEN + 5 {
+        client.wbuf[at] &= !((status::SESSION_STATE_CHANGED >> 8) as u8);
     }
 }
 

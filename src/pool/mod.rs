@@ -1,8 +1,10 @@
 //! The backend pool: thread groups with priority queues (the Percona /
-//! MariaDB thread-pool model), the credential pools backend connections
-//! belong to, dialing with retry, and the per-group timer and maintenance.
+//! MariaDB thread-pool model), the pool keys backend connections belong to
+//! (credential pool × flavour, see [`keys`]), dialing with retry, and the
+//! per-group timer and maintenance.
 
 pub mod group;
+pub mod keys;
 pub mod scheduler;
 
 use std::sync::{Arc, RwLock};
@@ -12,15 +14,20 @@ use tokio::time::Instant;
 
 use crate::backend::{self, BackendConn, BackendError, BackendParams, ServerInfo};
 use crate::config::{Config, PoolMode};
+use crate::protocol::caps::Flavour;
 use group::Group;
+use keys::Keys;
 use scheduler::Limits;
 
 /// All thread groups and what is needed to open backend connections.
 pub struct Pool {
     /// The thread groups.
     pub groups: Vec<Arc<Group>>,
-    /// Login parameters per credential pool.
-    pub params: Vec<BackendParams>,
+    /// Login parameters per credential pool (index = credential pool; the
+    /// flavour is added per pool key by [`Pool::params`]).
+    pub credentials: Vec<BackendParams>,
+    /// Pool keys: (credential pool, flavour) → key, registered lazily.
+    keys: Keys,
     /// The backend's greeting facts (refreshed on every successful dial).
     pub server: RwLock<Arc<ServerInfo>>,
     /// Pool mode.
@@ -38,7 +45,8 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Builds the groups from the config; `params` are the credential pools.
+    /// Builds the groups from the config; `params` are the credential pools
+    /// (key `i` is credential pool `i` with the default flavour).
     pub fn new(cfg: &Config, params: Vec<BackendParams>, server: ServerInfo) -> Arc<Self> {
         let n = cfg.pool.effective_groups();
         let total = cfg.pool.effective_max_backend_connections();
@@ -56,9 +64,11 @@ impl Pool {
                 )
             })
             .collect();
+        let keys = Keys::new(params.len());
         Arc::new(Self {
             groups,
-            params,
+            credentials: params,
+            keys,
             server: RwLock::new(Arc::new(server)),
             mode: cfg.pool.mode,
             queue_timeout: Duration::from_millis(cfg.pool.queue_timeout_ms),
@@ -82,19 +92,59 @@ impl Pool {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
-    /// Dials a backend of credential pool `pool`, retrying with backoff
-    /// until `deadline`.
+    /// The pool key of clients of credential pool `credential` with
+    /// `flavour` (registered on first use).
+    pub fn key(&self, credential: usize, flavour: Flavour) -> usize {
+        self.keys.key(credential, flavour)
+    }
+
+    /// The key with the flavour of `key` and credential pool `credential`
+    /// (COM_CHANGE_USER keeps the client's capabilities).
+    pub fn rekey(&self, key: usize, credential: usize) -> usize {
+        let flavour = self.keys.get(key).map_or(Flavour::DEFAULT, |(_, f)| f);
+        self.keys.key(credential, flavour)
+    }
+
+    /// Credential pool and flavour of a key.
+    pub fn key_info(&self, key: usize) -> Option<(usize, Flavour)> {
+        self.keys.get(key)
+    }
+
+    /// Login parameters for connections of pool key `key`.
+    pub fn params(&self, key: usize) -> Option<BackendParams> {
+        let (credential, flavour) = self.keys.get(key)?;
+        let mut p = self.credentials.get(credential)?.clone();
+        p.pool = key;
+        p.flavour = flavour;
+        Some(p)
+    }
+
+    /// Dials a backend of pool key `pool`, retrying with backoff until
+    /// `deadline`.
     pub async fn dial(&self, pool: usize, deadline: Instant) -> Result<BackendConn, BackendError> {
-        let Some(p) = self.params.get(pool) else {
-            return Err(BackendError::Protocol(format!("no credential pool {pool}")));
+        let Some(p) = self.params(pool) else {
+            return Err(BackendError::Protocol(format!("no pool key {pool}")));
         };
         let mut delay = Duration::from_millis(20);
         loop {
-            match backend::connect(p).await {
-                Ok((conn, info)) => {
-                    let changed = self.server.read().map(|s| **s != info).unwrap_or(false);
-                    if changed && let Ok(mut s) = self.server.write() {
-                        *s = Arc::new(info);
+            match backend::connect(&p).await {
+                Ok((mut conn, mut info)) => {
+                    let current = self.server_info();
+                    let same = current.same_greeting(&info);
+                    if !same || current.collations.is_none() {
+                        // A new server (or none learned yet): learn its
+                        // collations on this connection.
+                        info.collations = match backend::connect::learn_collations(&mut conn).await
+                        {
+                            Ok(c) => Some(Arc::new(c)),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "could not read the backend's collations");
+                                current.collations.clone().filter(|_| same)
+                            }
+                        };
+                        if let Ok(mut s) = self.server.write() {
+                            *s = Arc::new(info);
+                        }
                     }
                     return Ok(conn);
                 }

@@ -53,6 +53,7 @@ pub fn name(cmd: u8) -> &'static str {
         COM_SET_OPTION => "set_option",
         COM_STMT_FETCH => "stmt_fetch",
         COM_RESET_CONNECTION => "reset_connection",
+        COM_STMT_BULK_EXECUTE => "stmt_bulk_execute",
         _ => "other",
     }
 }

@@ -5,9 +5,11 @@
 //! Nothing here does I/O; everything is tested on captured or hand-built bytes.
 
 pub mod caps;
+pub mod collations;
 pub mod command;
 pub mod errors;
 pub mod framing;
+pub mod greeting;
 pub mod lenenc;
 pub mod packets;
 pub mod response;

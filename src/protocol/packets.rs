@@ -31,8 +31,24 @@ pub mod status {
     pub const METADATA_CHANGED: u16 = 0x0400;
     /// The OK carries session-state information.
     pub const SESSION_STATE_CHANGED: u16 = 0x4000;
-    /// Flags that describe one statement's result, not the session.
-    pub const TRANSIENT: u16 = CURSOR_EXISTS | LAST_ROW_SENT | METADATA_CHANGED;
+    /// Flags that describe one statement's result, not the session: the
+    /// server clears them before each command (`SERVER_STATUS_CLEAR_SET`
+    /// and the session-state flag), so an answer the proxy makes itself
+    /// (COM_PING, a local SELECT) must not repeat them. Kept: IN_TRANS,
+    /// AUTOCOMMIT, NO_BACKSLASH_ESCAPES, IN_TRANS_READONLY, ANSI_QUOTES.
+    /// Found: MORE_RESULTS_EXISTS left over from a multi-statement that
+    /// ended in an error made libmysqlclient answer the next PING with
+    /// "Commands out of sync".
+    pub const TRANSIENT: u16 = MORE_RESULTS_EXISTS
+        | 0x0010 // QUERY_NO_GOOD_INDEX_USED
+        | 0x0020 // QUERY_NO_INDEX_USED
+        | CURSOR_EXISTS
+        | LAST_ROW_SENT
+        | 0x0100 // DB_DROPPED
+        | METADATA_CHANGED
+        | 0x0800 // QUERY_WAS_SLOW
+        | 0x1000 // PS_OUT_PARAMS
+        | SESSION_STATE_CHANGED;
 }
 
 /// A parsed OK packet (also used for the 0xFE terminator under DEPRECATE_EOF).

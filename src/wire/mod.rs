@@ -1,7 +1,9 @@
-//! Socket I/O for both sides of the proxy: a TCP-or-TLS stream and a packet
-//! reader/writer with one read buffer and one write buffer per connection.
-//! Knows framing, nothing about commands or sessions.
+//! Socket I/O for both sides of the proxy: a TCP-or-TLS stream, the
+//! compressed-protocol layer, and a packet reader/writer with one read
+//! buffer and one write buffer per connection. Knows framing, nothing about
+//! commands or sessions.
 
+pub mod compress;
 pub mod packet_io;
 pub mod stream;
 

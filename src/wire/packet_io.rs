@@ -1,12 +1,16 @@
 //! Buffered packet I/O over a [`Stream`]: chunk-level access for forwarding
 //! (no reassembly, no copies beyond the buffers) and whole-packet reads for
-//! the small control packets the proxy must understand.
+//! the small control packets the proxy must understand. With protocol
+//! compression on, a [`Zlib`] layer sits between the socket and the
+//! buffers: reads inflate into the read buffer, flushes deflate the write
+//! buffer, so everything above sees plain packets.
 
 use std::io;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::compress::Zlib;
 use super::stream::Stream;
 use crate::protocol::framing::{self, ChunkHeader, HEADER_LEN};
 
@@ -58,6 +62,10 @@ pub struct PacketIo {
     /// Bytes queued for the peer; sent by [`PacketIo::flush`].
     pub wbuf: BytesMut,
     read_step: usize,
+    /// Protocol compression, once switched on.
+    zlib: Option<Box<Zlib>>,
+    /// Compression starts after the next flush (the login's final OK).
+    compress_after_flush: bool,
 }
 
 impl PacketIo {
@@ -68,6 +76,27 @@ impl PacketIo {
             rbuf: BytesMut::new(),
             wbuf: BytesMut::new(),
             read_step: READ_STEP,
+            zlib: None,
+            compress_after_flush: false,
+        }
+    }
+
+    /// Switches protocol compression on once the next flush has gone out
+    /// (the server's final login OK is the last uncompressed packet).
+    pub fn compress_after_next_flush(&mut self) {
+        self.compress_after_flush = true;
+    }
+
+    /// True when this hop is compressed.
+    pub fn is_compressed(&self) -> bool {
+        self.zlib.is_some()
+    }
+
+    /// Client side of a compressed hop: the next command starts a new
+    /// compressed sequence.
+    pub fn new_command(&mut self) {
+        if let Some(z) = self.zlib.as_mut() {
+            z.new_command();
         }
     }
 
@@ -80,10 +109,29 @@ impl PacketIo {
 
     /// Bytes already read but not consumed (must be empty before a TLS upgrade).
     pub fn buffered(&self) -> usize {
-        self.rbuf.len()
+        self.rbuf.len() + self.zlib.as_ref().map_or(0, |z| z.pending())
     }
 
     async fn fill(&mut self, want: usize) -> Result<(), WireError> {
+        if let Some(z) = self.zlib.as_mut() {
+            // Inflate what is buffered; read more only when no whole frame is.
+            loop {
+                if z.decode(&mut self.rbuf)? > 0 {
+                    return Ok(());
+                }
+                if z.raw.capacity() - z.raw.len() < 1024 {
+                    z.raw.reserve(self.read_step.max(want.min(READ_STEP)));
+                }
+                let n = self.stream.read_buf(&mut z.raw).await?;
+                if n == 0 {
+                    return Err(if self.rbuf.is_empty() && z.raw.is_empty() {
+                        WireError::Closed
+                    } else {
+                        WireError::Truncated
+                    });
+                }
+            }
+        }
         let step = self.read_step;
         if self.rbuf.capacity() - self.rbuf.len() < want.clamp(step.min(1024), step) {
             self.rbuf.reserve(want.max(step));
@@ -199,6 +247,22 @@ impl PacketIo {
 
     /// Sends everything queued.
     pub async fn flush(&mut self) -> Result<(), WireError> {
+        if let Some(z) = self.zlib.as_mut() {
+            if !self.wbuf.is_empty() {
+                z.encode(&self.wbuf)?;
+                self.wbuf.clear();
+                if self.wbuf.capacity() > SHRINK_ABOVE {
+                    self.wbuf = BytesMut::new();
+                }
+                self.stream.write_all(&z.out).await?;
+                z.out.clear();
+                if z.out.capacity() > SHRINK_ABOVE {
+                    z.out = BytesMut::new();
+                }
+            }
+            self.stream.flush().await?;
+            return Ok(());
+        }
         if !self.wbuf.is_empty() {
             self.stream.write_all(&self.wbuf).await?;
             self.wbuf.clear();
@@ -207,6 +271,14 @@ impl PacketIo {
             }
         }
         self.stream.flush().await?;
+        if self.compress_after_flush {
+            self.compress_after_flush = false;
+            let mut z = Box::new(Zlib::new());
+            // Bytes the peer already sent after the last plain packet are
+            // compressed frames.
+            z.raw = std::mem::take(&mut self.rbuf);
+            self.zlib = Some(z);
+        }
         Ok(())
     }
 
@@ -221,10 +293,14 @@ impl PacketIo {
     /// the peer closes; used to notice a client leaving while it waits.
     /// Stops reading once a lot is buffered.
     pub async fn watch_peer(&mut self) -> Result<(), WireError> {
-        if self.rbuf.len() >= 1 << 20 {
+        if self.buffered() >= 1 << 20 {
             return std::future::pending().await;
         }
-        let n = self.stream.read_buf(&mut self.rbuf).await?;
+        let buf = match self.zlib.as_mut() {
+            Some(z) => &mut z.raw,
+            None => &mut self.rbuf,
+        };
+        let n = self.stream.read_buf(buf).await?;
         if n == 0 {
             return Err(WireError::Closed);
         }
@@ -234,7 +310,7 @@ impl PacketIo {
     /// Non-blocking check that an idle connection is still usable: no bytes
     /// pending and not closed by the peer.
     pub fn idle_is_healthy(&self) -> bool {
-        if !self.rbuf.is_empty() {
+        if self.buffered() != 0 {
             return false;
         }
         let Some(tcp) = self.stream.tcp() else {
@@ -252,6 +328,9 @@ impl PacketIo {
         }
         if self.wbuf.is_empty() && self.wbuf.capacity() > IDLE_KEEP {
             self.wbuf = BytesMut::new();
+        }
+        if let Some(z) = self.zlib.as_mut() {
+            z.release_idle();
         }
     }
 

@@ -78,7 +78,7 @@ impl Session {
                 .change_user_failed(seq, errors::server_unknown_command())
                 .await;
         }
-        let Some(req) = parse(&pkt.payload, self.caps.0) else {
+        let Some(req) = parse(&pkt.payload, self.caps.base()) else {
             return self
                 .change_user_failed(seq, errors::server_unknown_command())
                 .await;
@@ -131,7 +131,7 @@ impl Session {
         self.pins.clear_state();
         self.inv.clear();
         self.user = idx;
-        self.pool = user.pool;
+        self.pool = self.shared.pool.rekey(self.pool, user.pool);
         self.handle
             .pool
             .store(self.pool, std::sync::atomic::Ordering::Relaxed);

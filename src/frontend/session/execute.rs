@@ -149,8 +149,12 @@ impl Session {
         for _ in 0..3 {
             let plan = self.sync_plan_for(&backend.state);
             if plan.clear_schema {
-                let params = &self.shared.pool.params[backend.pool];
-                if let Err(e) = backend.clear_schema(params, &baseline()).await {
+                let params = self.shared.pool.params(backend.pool);
+                let cleared = match &params {
+                    Some(p) => backend.clear_schema(p, &baseline()).await,
+                    None => Err(BackendError::Protocol("unknown pool key".into())),
+                };
+                if let Err(e) = cleared {
                     drop(backend);
                     drop(slot);
                     self.lost_backend(seq, &errors::backend_lost(&e.to_string()), was_pinned)
@@ -218,10 +222,12 @@ impl Session {
         let lex = authority::lex_options(&self.state);
         let lexable = authority::lexable_charset(&self.state);
         // A prepared statement's effects are those of its text.
-        let executing = self
-            .executing
-            .take()
-            .filter(|_| payload.first() == Some(&COM_STMT_EXECUTE));
+        let executing = self.executing.take().filter(|_| {
+            matches!(
+                payload.first(),
+                Some(&(COM_STMT_EXECUTE | COM_STMT_BULK_EXECUTE))
+            )
+        });
         let sent = co.backend.io.send_packet(0, payload).await;
         if let Err(e) = sent {
             self.handle
@@ -254,7 +260,9 @@ impl Session {
                     self.shared.metrics.error(code, true);
                 }
                 if let Some(st) = out.status {
-                    self.status = st;
+                    // Per-statement flags (cursor, last row, metadata) are not
+                    // the session's: the next command starts without them.
+                    self.status = st & !status::TRANSIENT;
                     co.backend.status = st;
                     if st & status::IN_TRANS != 0 {
                         if !self.pins.has(PinReason::Transaction) {
@@ -285,7 +293,10 @@ impl Session {
                         .any(|e| matches!(e, crate::sql::Effect::SetStatement))
                 });
                 let schema_before = self.state.schema.clone().unwrap_or_default();
-                let fx = self.state.apply_block_with(&out.state, keep_vars);
+                let mut fx = self.state.apply_block_with(&out.state, keep_vars);
+                // Without DEPRECATE_EOF a result set's EOF can only flag a
+                // change (SERVER_SESSION_STATE_CHANGED), not say what it was.
+                fx.state_changed |= out.state_unreported;
                 if self.state.schema.as_deref().unwrap_or_default() != &schema_before[..] {
                     self.schema_gone = false;
                 }

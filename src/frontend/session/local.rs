@@ -157,6 +157,7 @@ impl Session {
         let Some(def) = def else { return Ok(false) };
         let mut seq = seq;
         seq = self.client.write_packet(seq, &[1]);
+        let def = crate::protocol::caps::column_def_for(&def, self.caps);
         seq = self.client.write_packet(seq, &def);
         let deprecate = self.caps.deprecate_eof();
         let mut b = BytesMut::with_capacity(16);

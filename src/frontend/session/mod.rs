@@ -9,6 +9,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use tokio::time::Instant;
 
+mod bulk;
 mod change_user;
 mod execute;
 use execute::{queue_timeout_err, sync};
@@ -81,6 +82,10 @@ pub struct Session {
     stmts: HashMap<u32, statements::ClientStmt>,
     /// Last client statement id issued.
     next_stmt: u32,
+    /// The statement the last successful COM_STMT_PREPARE created: what
+    /// the id 0xFFFFFFFF names (MariaDB; Connector/C's execute-direct
+    /// pipelines PREPARE and EXECUTE with it).
+    last_prepared: Option<u32>,
     /// While `Some`, errors the proxy would send are kept here instead: the
     /// command being served gets no reply (SEND_LONG_DATA; the server
     /// reports such errors at EXECUTE).
@@ -156,8 +161,7 @@ pub struct SessionHandle {
 impl Session {
     /// Creates the session for a completed login.
     pub fn new(shared: Arc<Shared>, login: Login, id: u32) -> (Self, u8, Option<Vec<u8>>) {
-        let user = &shared.users[login.user];
-        let pool = user.pool;
+        let pool = login.pool;
         let group = shared.pool.group_for(id).clone();
         let initial = (login.collation, login.caps.has(flag::MULTI_STATEMENTS));
         let state = initial_state(initial);
@@ -183,6 +187,7 @@ impl Session {
             shared,
             stmts: HashMap::new(),
             next_stmt: 0,
+            last_prepared: None,
             nonce: login.nonce,
             user: login.user,
             handle: SessionHandle::default(),
@@ -412,7 +417,7 @@ impl Session {
                         &mut self.client,
                         seq,
                         &rs,
-                        self.caps.deprecate_eof(),
+                        self.caps,
                         self.status,
                     );
                     self.client.flush().await?;
@@ -495,6 +500,7 @@ impl Session {
             COM_STMT_RESET => self.stmt_reset(&pkt).await?,
             COM_STMT_CLOSE => self.stmt_close(&pkt).await?,
             COM_STMT_SEND_LONG_DATA => self.stmt_send_long_data(&pkt).await?,
+            COM_STMT_BULK_EXECUTE => self.stmt_bulk_execute(&pkt).await?,
             COM_PROCESS_KILL => {
                 let id = crate::prepared::execute::stmt_id(&pkt.payload).unwrap_or(0);
                 return self

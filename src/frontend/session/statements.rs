@@ -35,12 +35,15 @@ use crate::protocol::response::Shape;
 use crate::session_state::PinReason;
 use crate::wire::packet_io::Packet;
 
+/// The statement id that names the last statement prepared.
+const LAST_STMT_ID: u32 = u32::MAX;
+
 /// A statement a client prepared.
 #[derive(Debug)]
 pub(super) struct ClientStmt {
-    entry: Arc<StmtEntry>,
+    pub(super) entry: Arc<StmtEntry>,
     /// Parameter types from the client's last bind.
-    types: Option<Arc<[u8]>>,
+    pub(super) types: Option<Arc<[u8]>>,
     /// Result columns as this client last saw them (the server flags
     /// METADATA_CHANGED once when they change).
     columns: u64,
@@ -68,11 +71,11 @@ struct Held {
 
 /// The backend statement a command goes to.
 #[derive(Debug, Clone, Copy)]
-struct Route {
-    id: u32,
-    private: bool,
+pub(super) struct Route {
+    pub(super) id: u32,
+    pub(super) private: bool,
     /// It is the statement's [`Held`] one.
-    held: bool,
+    pub(super) held: bool,
 }
 
 fn unknown_stmt(id: u32, what: &str) -> ErrPacket {
@@ -110,14 +113,14 @@ impl Session {
     }
 
     /// Relays a server's error as it sent it.
-    async fn send_raw_err(&mut self, seq: u8, e: &RawErr) -> Result<(), End> {
+    pub(super) async fn send_raw_err(&mut self, seq: u8, e: &RawErr) -> Result<(), End> {
         self.shared.metrics.error(e.code(), true);
         self.client.send_packet(seq, e.payload()).await?;
         Ok(())
     }
 
     /// The cursor and long-data pins follow what the statements hold.
-    fn sync_stmt_pins(&mut self) {
+    pub(super) fn sync_stmt_pins(&mut self) {
         let (mut cursor, mut long_data) = (false, false);
         for h in self.stmts.values().filter_map(|s| s.held.as_ref()) {
             cursor |= h.cursor;
@@ -137,13 +140,13 @@ impl Session {
 
     /// Cursors and long data live on the pinned backend: once it is gone,
     /// so are they.
-    fn forget_stale_held(&mut self) {
+    pub(super) fn forget_stale_held(&mut self) {
         if self.backend.is_none() {
             self.forget_all_held();
         }
     }
 
-    fn forget_all_held(&mut self) {
+    pub(super) fn forget_all_held(&mut self) {
         for s in self.stmts.values_mut() {
             s.held = None;
         }
@@ -160,7 +163,7 @@ impl Session {
 
     /// The backend failed after the client got its answer: the statements'
     /// cursors and long data are gone; state held there ends the session.
-    fn backend_broken(&mut self, co: Checkout) -> Result<(), End> {
+    pub(super) fn backend_broken(&mut self, co: Checkout) -> Result<(), End> {
         let held_state = co.was_pinned || !self.only_session_mode();
         drop(co);
         self.forget_all_held();
@@ -213,6 +216,16 @@ impl Session {
         id
     }
 
+    /// The client statement id of a statement command: its own, with
+    /// 0xFFFFFFFF meaning the last statement prepared (as the server reads
+    /// it). `None` when the packet is too short to hold one.
+    pub(super) fn client_stmt_id(&self, payload: &[u8]) -> Option<u32> {
+        execute::stmt_id(payload).map(|id| match (id, self.last_prepared) {
+            (LAST_STMT_ID, Some(last)) => last,
+            _ => id,
+        })
+    }
+
     /// COM_STMT_PREPARE.
     pub(super) async fn stmt_prepare(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
@@ -245,12 +258,14 @@ impl Session {
                         .await;
                 }
                 let id = self.register(entry.clone());
+                self.last_prepared = Some(id);
                 self.write_prepare_reply(seq, &entry, id);
                 self.finish(co.slot, co.backend);
                 self.client.flush().await?;
                 Ok(())
             }
             Ok(Err(e)) => {
+                self.last_prepared = None;
                 self.finish(co.slot, co.backend);
                 self.send_raw_err(seq, &e).await
             }
@@ -317,7 +332,7 @@ impl Session {
     /// holding its cursor or long data; otherwise the shared one, unless
     /// another statement of this session (same text) holds that: then one
     /// of its own.
-    async fn route(
+    pub(super) async fn route(
         &mut self,
         backend: &mut Leased,
         client_id: u32,
@@ -359,7 +374,7 @@ impl Session {
         let seq = pkt.last_seq.wrapping_add(1);
         self.forget_stale_held();
         // The server's checks, in its order: the fixed header first.
-        let client_id = match execute::stmt_id(&pkt.payload) {
+        let client_id = match self.client_stmt_id(&pkt.payload) {
             Some(id) if pkt.payload.len() >= 10 => id,
             _ => return self.send_err(seq, &malformed()).await,
         };
@@ -542,7 +557,7 @@ impl Session {
     pub(super) async fn stmt_send_long_data(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
         self.forget_stale_held();
-        let Some(client_id) = execute::stmt_id(&pkt.payload) else {
+        let Some(client_id) = self.client_stmt_id(&pkt.payload) else {
             return Ok(());
         };
         let Some(cs) = self.stmts.get(&client_id) else {
@@ -613,7 +628,7 @@ impl Session {
     pub(super) async fn stmt_fetch(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
         self.forget_stale_held();
-        let client_id = execute::stmt_id(&pkt.payload).unwrap_or(0);
+        let client_id = self.client_stmt_id(&pkt.payload).unwrap_or(0);
         let Some(cs) = self.stmts.get(&client_id) else {
             return self
                 .send_err(seq, &unknown_stmt(client_id, "mysqld_stmt_fetch"))
@@ -661,7 +676,7 @@ impl Session {
     pub(super) async fn stmt_reset(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
         self.forget_stale_held();
-        let client_id = execute::stmt_id(&pkt.payload).unwrap_or(0);
+        let client_id = self.client_stmt_id(&pkt.payload).unwrap_or(0);
         let Some(cs) = self.stmts.get_mut(&client_id) else {
             return self
                 .send_err(seq, &unknown_stmt(client_id, "mysqld_stmt_reset"))
@@ -699,9 +714,12 @@ impl Session {
     /// statement limit is freed at once).
     pub(super) async fn stmt_close(&mut self, pkt: &Packet) -> Result<(), End> {
         self.forget_stale_held();
-        let Some(client_id) = execute::stmt_id(&pkt.payload) else {
+        let Some(client_id) = self.client_stmt_id(&pkt.payload) else {
             return Ok(());
         };
+        if self.last_prepared == Some(client_id) {
+            self.last_prepared = None;
+        }
         let Some(ClientStmt { entry, held, .. }) = self.stmts.remove(&client_id) else {
             return Ok(());
         };
