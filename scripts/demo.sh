@@ -253,6 +253,34 @@ MONITOR_PID=""
 
 # --- summary ----------------------------------------------------------------
 
+# myplex's own view, from the admin endpoint right after the run (bash's
+# /dev/tcp: no curl needed).
+admin_get() {
+    local body
+    exec 3<>"/dev/tcp/127.0.0.1/$ADMIN_PORT" || return 1
+    printf 'GET %s HTTP/1.0\r\nHost: demo\r\n\r\n' "$1" >&3
+    body=$(cat <&3)
+    exec 3<&-
+    printf '%s\n' "${body#*$'\r\n\r\n'}"
+}
+admin_get /status >"$WORKDIR/status.json" 2>/dev/null || true
+
+# Prints the /status figures: TPS, QPS, statement and transaction p50/p95/p99
+# (ms) over the last 10 s (the whole run when it is shorter).
+status_lines() {
+    local window=last_10s
+    ((DEMO_SECONDS < 10)) && window=last_60s
+    python3 - "$1" "$window" <<'PY' 2>/dev/null || echo "  (no /status figures: python3 missing or /status unreadable)"
+import json, sys
+s = json.load(open(sys.argv[1]))[sys.argv[2]]
+pct = lambda h: "p50 %.2f  p95 %.2f  p99 %.2f" % (h["p50_ms"], h["p95_ms"], h["p99_ms"])
+print("  myplex TPS / QPS        : %.1f / %.1f   (%s)" % (s["tps"], s["qps"], sys.argv[2]))
+print("  myplex statement ms     : " + pct(s["statement"]))
+print("  myplex transaction ms   : " + pct(s["transaction"]))
+print("  myplex queue wait ms    : " + pct(s["queue_wait"]))
+PY
+}
+
 stat_line() { grep -m1 -E "^[[:space:]]*$1" "$WORKDIR/sysbench-run.log" | sed -E 's/^[[:space:]]+//; s/[[:space:]]+/ /g' || true; }
 
 samples_max="n/a" samples_avg="n/a" samples_n=0
@@ -275,6 +303,10 @@ printf '  backend connections seen: max %s, avg %s over %s samples (user %s)\n' 
 printf '  %s\n' "$(stat_line 'transactions:')" "$(stat_line 'queries:')" \
     "$(stat_line 'ignored errors:')" "$(stat_line 'reconnects:')" \
     "latency $(stat_line '95th percentile:')"
+echo "  ---- myplex's own view (admin /status) next to sysbench's ----"
+status_lines "$WORKDIR/status.json"
+printf '  sysbench                : %s\n' "$(stat_line 'transactions:')" "$(stat_line 'queries:')" \
+    "latency per transaction: $(stat_line '95th percentile:')"
 printf '  myplex still running    : %s\n' "$myplex_alive"
 echo "=============================================================="
 
