@@ -302,9 +302,7 @@ printf '  client connections      : %s (sysbench threads)\n' "$DEMO_THREADS"
 printf '  max_backend_connections : %s\n' "$DEMO_MAX_BACKEND"
 printf '  backend connections seen: max %s, avg %s over %s samples (user %s)\n' \
     "$samples_max" "$samples_avg" "$samples_n" "$BACKEND_USER"
-printf '  %s\n' "$(stat_line 'transactions:')" "$(stat_line 'queries:')" \
-    "$(stat_line 'ignored errors:')" "$(stat_line 'reconnects:')" \
-    "latency $(stat_line '95th percentile:')"
+printf '  %s\n' "$(stat_line 'ignored errors:')" "$(stat_line 'reconnects:')"
 echo "  ---- myplex's own view (admin /status) next to sysbench's ----"
 status_lines "$WORKDIR/status.json"
 printf '  sysbench                : %s\n' "$(stat_line 'transactions:')" "$(stat_line 'queries:')" \
