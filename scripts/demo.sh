@@ -253,6 +253,36 @@ MONITOR_PID=""
 
 # --- summary ----------------------------------------------------------------
 
+# myplex's own view, from the admin endpoint right after the run (bash's
+# /dev/tcp: no curl needed).
+admin_get() {
+    local body
+    exec 3<>"/dev/tcp/127.0.0.1/$ADMIN_PORT" || return 1
+    printf 'GET %s HTTP/1.0\r\nHost: demo\r\n\r\n' "$1" >&3
+    body=$(cat <&3)
+    exec 3<&-
+    printf '%s\n' "${body#*$'\r\n\r\n'}"
+}
+admin_get /status >"$WORKDIR/status.json" 2>/dev/null || true
+
+# Prints the /status figures over its last 10 s window: TPS, QPS, statement
+# and transaction p50/p95/p99 (ms). Rates are the window's counts over the
+# part of it sysbench ran (a run shorter than 10 s also shows some of the
+# prepare phase in the percentiles).
+status_lines() {
+    python3 - "$1" "$DEMO_SECONDS" <<'PY' 2>/dev/null || echo "  (no /status figures: python3 missing or /status unreadable)"
+import json, sys
+s = json.load(open(sys.argv[1]))["last_10s"]
+secs = min(float(sys.argv[2]), 10.0)
+pct = lambda h: "p50 %.2f  p95 %.2f  p99 %.2f" % (h["p50_ms"], h["p95_ms"], h["p99_ms"])
+print("  myplex TPS / QPS        : %.1f / %.1f   (last %.0f s of the run)" % (
+    s["transaction"]["count"] / secs, s["statement"]["count"] / secs, secs))
+print("  myplex statement ms     : " + pct(s["statement"]))
+print("  myplex transaction ms   : " + pct(s["transaction"]))
+print("  myplex queue wait ms    : " + pct(s["queue_wait"]))
+PY
+}
+
 stat_line() { grep -m1 -E "^[[:space:]]*$1" "$WORKDIR/sysbench-run.log" | sed -E 's/^[[:space:]]+//; s/[[:space:]]+/ /g' || true; }
 
 samples_max="n/a" samples_avg="n/a" samples_n=0
@@ -272,9 +302,11 @@ printf '  client connections      : %s (sysbench threads)\n' "$DEMO_THREADS"
 printf '  max_backend_connections : %s\n' "$DEMO_MAX_BACKEND"
 printf '  backend connections seen: max %s, avg %s over %s samples (user %s)\n' \
     "$samples_max" "$samples_avg" "$samples_n" "$BACKEND_USER"
-printf '  %s\n' "$(stat_line 'transactions:')" "$(stat_line 'queries:')" \
-    "$(stat_line 'ignored errors:')" "$(stat_line 'reconnects:')" \
-    "latency $(stat_line '95th percentile:')"
+printf '  %s\n' "$(stat_line 'ignored errors:')" "$(stat_line 'reconnects:')"
+echo "  ---- myplex's own view (admin /status) next to sysbench's ----"
+status_lines "$WORKDIR/status.json"
+printf '  sysbench                : %s\n' "$(stat_line 'transactions:')" "$(stat_line 'queries:')" \
+    "latency per transaction: $(stat_line '95th percentile:')"
 printf '  myplex still running    : %s\n' "$myplex_alive"
 echo "=============================================================="
 

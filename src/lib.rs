@@ -19,7 +19,8 @@
 //! Layers: `protocol` is pure (framing, control packets, response boundaries,
 //! session tracking); `wire` does socket I/O; `backend` logs in to the server;
 //! `pool` schedules; `session_state` knows what a client's session is and
-//! what pins it; `frontend` serves clients; `server` accepts them.
+//! what pins it; `frontend` serves clients; `server` accepts them;
+//! `reload` swaps in a changed configuration while clients stay connected.
 
 pub mod admin;
 pub mod backend;
@@ -30,6 +31,7 @@ pub mod metrics;
 pub mod pool;
 pub mod prepared;
 pub mod protocol;
+pub mod reload;
 pub mod server;
 pub mod session_state;
 pub mod shutdown;

@@ -1,5 +1,6 @@
 //! The `myplex` binary: parse the command line, load the config, set up
-//! logging, and run the proxy until SIGTERM / SIGINT.
+//! logging, and run the proxy until SIGTERM / SIGINT (SIGHUP reloads the
+//! configuration).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -54,7 +55,7 @@ fn real_main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(serve(cfg))
+    rt.block_on(serve(cfg, cli.config))
 }
 
 /// The effective configuration as TOML, with passwords masked.
@@ -77,7 +78,7 @@ fn toml_like(cfg: &myplex::config::Config) -> String {
     toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot render: {e}\n{c:#?}"))
 }
 
-async fn serve(cfg: myplex::config::Config) -> anyhow::Result<()> {
+async fn serve(cfg: myplex::config::Config, path: Option<PathBuf>) -> anyhow::Result<()> {
     match myplex::server::raise_fd_limit() {
         Some(n) => tracing::info!(limit = n, "open-files limit raised to the hard limit"),
         None => tracing::warn!("could not read or raise the open-files limit"),
@@ -90,7 +91,20 @@ async fn serve(cfg: myplex::config::Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding admin_listen address {}", cfg.admin_listen))?;
     tracing::info!(admin = %cfg.admin_listen, "admin endpoint: /metrics /status /healthz /readyz");
+    // Before anything slow: SIGHUP's default action would end the process.
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("installing the SIGHUP handler")?;
     let shared = myplex::server::build(cfg, shutdown).await?;
+    if let Some(p) = path {
+        let _ = shared.config_path.set(p);
+    }
+    let reloading = shared.clone();
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            // `reload` logs what changed or why it was refused.
+            let _ = myplex::reload::reload(&reloading);
+        }
+    });
     tokio::spawn(myplex::admin::http::serve(admin, shared.clone()));
     tokio::spawn(async move {
         wait_for_signal().await;

@@ -59,7 +59,9 @@ pub fn raise_fd_limit() -> Option<u64> {
     Some(hard.max(soft))
 }
 
-fn load_server_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>, StartError> {
+pub(crate) fn load_server_tls(
+    cfg: &Config,
+) -> Result<Option<Arc<rustls::ServerConfig>>, StartError> {
     let f = &cfg.frontend;
     if f.tls_cert.is_empty() {
         return Ok(None);
@@ -86,12 +88,16 @@ fn load_server_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>, St
     Ok(Some(Arc::new(sc)))
 }
 
-/// Builds users and credential pools: one pool per distinct backend login.
 /// A backend login: (user, password).
-type BackendLogin = (String, String);
+pub(crate) type BackendLogin = (String, String);
 
-fn users_and_pools(cfg: &Config) -> Result<(Vec<User>, Vec<BackendLogin>), StartError> {
-    let mut pools: Vec<BackendLogin> = Vec::new();
+/// Builds users and credential pools: one pool per distinct backend login.
+/// `pools` holds the logins known so far (a reload keeps their indexes and
+/// appends new ones).
+pub(crate) fn users_and_pools(
+    cfg: &Config,
+    mut pools: Vec<BackendLogin>,
+) -> Result<(Vec<User>, Vec<BackendLogin>), StartError> {
     let mut users = Vec::new();
     for u in &cfg.users {
         let credential = Credential::from_user(u)
@@ -115,9 +121,31 @@ fn users_and_pools(cfg: &Config) -> Result<(Vec<User>, Vec<BackendLogin>), Start
             credential,
             pool: idx,
             admin: u.admin,
+            enabled: true,
         });
     }
     Ok((users, pools))
+}
+
+/// Login parameters of each credential pool.
+pub(crate) fn backend_params(
+    cfg: &Config,
+    logins: Vec<BackendLogin>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> Vec<BackendParams> {
+    logins
+        .into_iter()
+        .enumerate()
+        .map(|(i, (user, password))| BackendParams {
+            address: cfg.backend.address.clone(),
+            user,
+            password,
+            tls: tls.clone(),
+            connect_timeout: Duration::from_millis(cfg.backend.connect_timeout_ms),
+            pool: i,
+            flavour: crate::protocol::caps::Flavour::DEFAULT,
+        })
+        .collect()
 }
 
 /// Everything `run` needs, built from a config.
@@ -128,20 +156,8 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     } else {
         None
     };
-    let (users, pool_creds) = users_and_pools(&cfg)?;
-    let params: Vec<BackendParams> = pool_creds
-        .into_iter()
-        .enumerate()
-        .map(|(i, (user, password))| BackendParams {
-            address: cfg.backend.address.clone(),
-            user,
-            password,
-            tls: backend_tls.clone(),
-            connect_timeout: Duration::from_millis(cfg.backend.connect_timeout_ms),
-            pool: i,
-            flavour: crate::protocol::caps::Flavour::DEFAULT,
-        })
-        .collect();
+    let (users, pool_creds) = users_and_pools(&cfg, Vec::new())?;
+    let params = backend_params(&cfg, pool_creds, backend_tls);
     // Learn the server's version and collation to mirror them; if the
     // backend is down at start, use a neutral greeting until it is up.
     let mut server = ServerInfo {
@@ -182,10 +198,11 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     let pool = Pool::new(&cfg, params, server);
     pool.spawn_maintenance();
     Ok(Arc::new(Shared {
-        config: cfg,
+        config: arc_swap::ArcSwap::from_pointee(cfg),
+        config_path: Default::default(),
         pool,
-        users,
-        tls,
+        users: arc_swap::ArcSwap::from_pointee(crate::frontend::Users(users)),
+        tls: arc_swap::ArcSwapOption::new(tls),
         trackers,
         clients: Default::default(),
         next_id: std::sync::atomic::AtomicU32::new(1),
@@ -312,7 +329,7 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     let n = shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
     let _count = ClientCount(&shared);
     shared.metrics.client_connections.set(n as f64);
-    if n > shared.config.pool.max_client_connections {
+    if n > shared.config.load().pool.max_client_connections {
         debug!("too many connections");
         shared.metrics.rejected("max_client_connections");
         refuse(tcp, errors::too_many_connections()).await;
@@ -326,7 +343,7 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     shared.metrics.client_connections_total.increment(1);
     let _ = tcp.set_nodelay(true);
     let io = PacketIo::new(Stream::Plain(tcp)).with_read_step(handshake::CLIENT_READ_STEP);
-    let timeout = Duration::from_millis(shared.config.frontend.handshake_timeout_ms);
+    let timeout = Duration::from_millis(shared.config.load().frontend.handshake_timeout_ms);
     let login = match tokio::time::timeout(timeout, handshake::login(&shared, io, id, peer)).await {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => {

@@ -1,10 +1,18 @@
-//! Logging setup (`tracing`, text or JSON by config).
+//! Logging setup (`tracing`, text or JSON by config) and the live change of
+//! the log level on a configuration reload.
+
+use std::sync::OnceLock;
 
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogConfig, LogFormat};
 
-/// Installs the global subscriber. `RUST_LOG` overrides `log.level`.
+/// Swaps the installed subscriber's filter (set by [`init`]).
+type SetFilter = Box<dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync>;
+static SET_FILTER: OnceLock<SetFilter> = OnceLock::new();
+
+/// Installs the global subscriber. `RUST_LOG` overrides `log.level` at
+/// start; a reload applies the configured `log.level`.
 pub fn init(cfg: &LogConfig) {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&cfg.level))
@@ -15,9 +23,33 @@ pub fn init(cfg: &LogConfig) {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match cfg.format {
-        LogFormat::Json => b.json().try_init(),
-        LogFormat::Text => b.try_init(),
+        LogFormat::Json => {
+            let b = b.json().with_filter_reloading();
+            let h = b.reload_handle();
+            let _ = SET_FILTER.set(Box::new(move |f| h.reload(f).map_err(|e| e.to_string())));
+            b.try_init()
+        }
+        LogFormat::Text => {
+            let b = b.with_filter_reloading();
+            let h = b.reload_handle();
+            let _ = SET_FILTER.set(Box::new(move |f| h.reload(f).map_err(|e| e.to_string())));
+            b.try_init()
+        }
     };
+}
+
+/// Checks that `level` is a valid filter (`log.level`).
+pub fn parse_level(level: &str) -> Result<EnvFilter, String> {
+    EnvFilter::try_new(level).map_err(|e| format!("log.level {level:?}: {e}"))
+}
+
+/// Applies a new log filter to the running subscriber (a no-op when
+/// [`init`] did not install one, as in tests that embed the proxy).
+pub fn set_level(filter: EnvFilter) -> Result<(), String> {
+    match SET_FILTER.get() {
+        Some(set) => set(filter),
+        None => Ok(()),
+    }
 }
 
 /// At most `per_second` events a second pass; the rest are counted and

@@ -35,3 +35,298 @@ fn dashboard_uses_only_catalogued_metrics() {
         "scrapes the default admin_listen"
     );
 }
+
+// ---- Container and Kubernetes artefacts (images cannot be built here, so
+// the files are parsed and the fields that matter are checked).
+
+use serde_yaml::Value as Yaml;
+
+const DOCKERFILE: &str = include_str!("../deploy/docker/Dockerfile");
+const IMAGE_CONFIG: &str = include_str!("../deploy/docker/myplex.toml");
+const COMPOSE: &str = include_str!("../deploy/docker/compose.yaml");
+const K8S: &[(&str, &str)] = &[
+    (
+        "configmap.yaml",
+        include_str!("../deploy/kubernetes/configmap.yaml"),
+    ),
+    (
+        "secret.yaml",
+        include_str!("../deploy/kubernetes/secret.yaml"),
+    ),
+    (
+        "deployment.yaml",
+        include_str!("../deploy/kubernetes/deployment.yaml"),
+    ),
+    (
+        "service.yaml",
+        include_str!("../deploy/kubernetes/service.yaml"),
+    ),
+    ("pdb.yaml", include_str!("../deploy/kubernetes/pdb.yaml")),
+];
+
+/// The admin endpoints that exist (src/admin/http.rs routes).
+const ADMIN_GETS: &[&str] = &["/metrics", "/status", "/healthz", "/readyz"];
+
+fn port_of(addr: &str) -> u16 {
+    addr.rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {addr}"))
+}
+
+fn k8s(kind: &str) -> Yaml {
+    let docs: Vec<Yaml> = K8S
+        .iter()
+        .map(|(name, text)| {
+            serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{name} is YAML: {e}"))
+        })
+        .collect();
+    let mut found: Vec<Yaml> = docs.into_iter().filter(|d| d["kind"] == kind).collect();
+    assert_eq!(found.len(), 1, "exactly one {kind}");
+    found.remove(0)
+}
+
+fn s(v: &Yaml) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v:?}"))
+}
+
+#[test]
+fn dockerfile_is_multi_stage_non_root_with_healthcheck() {
+    let lines: Vec<&str> = DOCKERFILE
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    let froms: Vec<&&str> = lines.iter().filter(|l| l.starts_with("FROM ")).collect();
+    assert!(froms.len() >= 2, "multi-stage build");
+    assert!(froms[0].contains(" AS build"), "first stage named build");
+    let runtime = froms.last().expect("runtime stage");
+    assert!(
+        runtime.contains("-slim") || runtime.contains("distroless"),
+        "small runtime image: {runtime}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("COPY --from=build") && l.contains("myplex")),
+        "runtime copies only the built binary"
+    );
+    let user = lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("USER "))
+        .expect("USER");
+    let uid = user[5..].split(':').next().unwrap_or_default();
+    assert!(uid != "root" && uid != "0", "non-root user: {user}");
+    let cfg = myplex::config::load_str(IMAGE_CONFIG).expect("image config is valid");
+    let (mysql, admin) = (port_of(&cfg.listen), port_of(&cfg.admin_listen));
+    let expose = lines
+        .iter()
+        .find(|l| l.starts_with("EXPOSE "))
+        .expect("EXPOSE");
+    for p in [mysql, admin] {
+        assert!(expose.contains(&p.to_string()), "EXPOSE {p}: {expose}");
+    }
+    let hc = DOCKERFILE
+        .split("HEALTHCHECK")
+        .nth(1)
+        .expect("HEALTHCHECK")
+        .split("\n#")
+        .next()
+        .unwrap_or_default();
+    assert!(hc.contains("/healthz"), "healthcheck asks /healthz: {hc}");
+    assert!(hc.contains(&format!("/{admin}")), "on the admin port: {hc}");
+    assert!(
+        DOCKERFILE.contains("COPY deploy/docker/myplex.toml /etc/myplex/myplex.toml")
+            && DOCKERFILE.contains("\"--config\", \"/etc/myplex/myplex.toml\""),
+        "the image runs its shipped config"
+    );
+    assert!(
+        cfg.listen.starts_with("0.0.0.0:") && cfg.admin_listen.starts_with("0.0.0.0:"),
+        "a container listens on all interfaces"
+    );
+}
+
+#[test]
+fn compose_starts_the_four_services_with_the_shipped_files() {
+    let c: Yaml = serde_yaml::from_str(COMPOSE).expect("compose is YAML");
+    let svc = &c["services"];
+    for name in ["mariadb", "myplex", "prometheus", "grafana"] {
+        assert!(svc[name].is_mapping(), "service {name}");
+    }
+    assert!(s(&svc["mariadb"]["image"]).starts_with("mariadb:10.11"));
+    assert_eq!(
+        s(&svc["myplex"]["depends_on"]["mariadb"]["condition"]),
+        "service_healthy"
+    );
+    assert_eq!(
+        s(&svc["myplex"]["build"]["dockerfile"]),
+        "deploy/docker/Dockerfile"
+    );
+    let cfg = myplex::config::load_str(IMAGE_CONFIG).expect("compose config is valid");
+    assert_eq!(
+        cfg.backend.address.split(':').next(),
+        Some("mariadb"),
+        "myplex reaches the mariadb service"
+    );
+    let env = &svc["mariadb"]["environment"];
+    assert_eq!(s(&env["MARIADB_USER"]), cfg.backend.user);
+    assert_eq!(s(&env["MARIADB_PASSWORD"]), cfg.backend.password);
+    let ports: Vec<&str> = svc["myplex"]["ports"]
+        .as_sequence()
+        .expect("myplex ports")
+        .iter()
+        .map(s)
+        .collect();
+    for p in [port_of(&cfg.listen), port_of(&cfg.admin_listen)] {
+        assert!(
+            ports.contains(&format!("{p}:{p}").as_str()),
+            "publishes {p}"
+        );
+    }
+    let mounts = |name: &str| -> Vec<String> {
+        svc[name]["volumes"]
+            .as_sequence()
+            .expect("volumes")
+            .iter()
+            .map(|v| s(v).to_string())
+            .collect()
+    };
+    assert!(
+        mounts("myplex")
+            .iter()
+            .any(|m| m.starts_with("./myplex.toml:/etc/myplex/myplex.toml"))
+    );
+    // Prometheus shares myplex's network namespace so the shipped scrape
+    // target 127.0.0.1:<admin port> reaches myplex.
+    assert_eq!(s(&svc["prometheus"]["network_mode"]), "service:myplex");
+    assert!(
+        include_str!("../deploy/prometheus/prometheus.yml")
+            .contains(&format!("127.0.0.1:{}", port_of(&cfg.admin_listen)))
+    );
+    assert!(
+        mounts("prometheus")
+            .iter()
+            .any(|m| m.starts_with("../prometheus/prometheus.yml:"))
+    );
+    let g = mounts("grafana");
+    assert!(g.iter().any(|m| m.starts_with("../grafana/provisioning:")));
+    assert!(
+        g.iter()
+            .any(|m| m.starts_with("../grafana/myplex-dashboard.json:/var/lib/grafana/dashboards/"))
+    );
+    let dash: Yaml = serde_yaml::from_str(include_str!(
+        "../deploy/grafana/provisioning/dashboards/myplex.yml"
+    ))
+    .expect("dashboard provider");
+    assert_eq!(
+        s(&dash["providers"][0]["options"]["path"]),
+        "/var/lib/grafana/dashboards"
+    );
+    let ds: Yaml = serde_yaml::from_str(include_str!(
+        "../deploy/grafana/provisioning/datasources/prometheus.yml"
+    ))
+    .expect("datasource");
+    assert_eq!(s(&ds["datasources"][0]["type"]), "prometheus");
+    assert_eq!(s(&ds["datasources"][0]["url"]), "http://myplex:9090");
+}
+
+#[test]
+fn kubernetes_manifests_agree_with_the_config() {
+    let cm = k8s("ConfigMap");
+    let toml = s(&cm["data"]["myplex.toml"]);
+    let cfg = myplex::config::load_str(toml).expect("ConfigMap holds a valid myplex config");
+    let (mysql, admin) = (port_of(&cfg.listen), port_of(&cfg.admin_listen));
+    assert!(
+        cfg.pool.max_backend_connections > 0,
+        "explicit per-replica budget"
+    );
+
+    let dep = k8s("Deployment");
+    let pod = &dep["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    let ports: Vec<(String, u64)> = c["ports"]
+        .as_sequence()
+        .expect("ports")
+        .iter()
+        .map(|p| {
+            (
+                s(&p["name"]).to_string(),
+                p["containerPort"].as_u64().expect("port"),
+            )
+        })
+        .collect();
+    assert!(ports.contains(&("mysql".into(), mysql.into())), "{ports:?}");
+    assert!(ports.contains(&("admin".into(), admin.into())), "{ports:?}");
+    for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
+        let get = &c[probe]["httpGet"];
+        assert_eq!(s(&get["path"]), path, "{probe}");
+        assert!(ADMIN_GETS.contains(&path));
+        assert_eq!(s(&get["port"]), "admin", "{probe} on the admin port");
+    }
+    let pre = c["lifecycle"]["preStop"]["exec"]["command"]
+        .as_sequence()
+        .expect("preStop exec");
+    let sleep: u64 = s(&pre[1]).parse().expect("sleep seconds");
+    let grace = pod["terminationGracePeriodSeconds"]
+        .as_u64()
+        .expect("grace");
+    assert!(
+        grace >= sleep + 30,
+        "grace period {grace} covers the preStop sleep {sleep} and the 30 s drain"
+    );
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], Yaml::Bool(true));
+    assert!(pod["securityContext"]["runAsUser"].as_u64().expect("uid") > 0);
+    assert_eq!(
+        c["securityContext"]["allowPrivilegeEscalation"],
+        Yaml::Bool(false)
+    );
+    // The config comes from the ConfigMap, the password from the Secret.
+    let args: Vec<&str> = c["args"]
+        .as_sequence()
+        .expect("args")
+        .iter()
+        .map(s)
+        .collect();
+    let mount = s(&c["volumeMounts"][0]["mountPath"]);
+    assert_eq!(args, ["--config", &format!("{mount}/myplex.toml")]);
+    assert_eq!(
+        s(&pod["volumes"][0]["configMap"]["name"]),
+        s(&cm["metadata"]["name"])
+    );
+    let secret = k8s("Secret");
+    let env = &c["env"][0];
+    assert_eq!(s(&env["name"]), "MYPLEX_BACKEND__PASSWORD");
+    let key = s(&env["valueFrom"]["secretKeyRef"]["key"]);
+    assert_eq!(
+        s(&env["valueFrom"]["secretKeyRef"]["name"]),
+        s(&secret["metadata"]["name"])
+    );
+    assert!(secret["stringData"][key].is_string(), "Secret has {key}");
+    // No surge: a surge pod would add its whole budget on top.
+    assert_eq!(
+        dep["spec"]["strategy"]["rollingUpdate"]["maxSurge"].as_u64(),
+        Some(0)
+    );
+
+    let labels = &dep["spec"]["selector"]["matchLabels"];
+    assert_eq!(&dep["spec"]["template"]["metadata"]["labels"], labels);
+    let svc = k8s("Service");
+    assert_eq!(&svc["spec"]["selector"], labels);
+    let targets: Vec<&str> = svc["spec"]["ports"]
+        .as_sequence()
+        .expect("service ports")
+        .iter()
+        .map(|p| s(&p["targetPort"]))
+        .collect();
+    assert!(targets.contains(&"mysql") && targets.contains(&"admin"));
+    let pdb = k8s("PodDisruptionBudget");
+    assert_eq!(&pdb["spec"]["selector"]["matchLabels"], labels);
+    let replicas = dep["spec"]["replicas"].as_u64().expect("replicas");
+    assert!(
+        pdb["spec"]["maxUnavailable"]
+            .as_u64()
+            .expect("maxUnavailable")
+            < replicas
+    );
+}

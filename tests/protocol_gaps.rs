@@ -760,7 +760,7 @@ async fn max_allowed_packet_as_the_server_enforces_it() {
     let db = MariaDb::start_with_args(&["--max-allowed-packet=16M"]);
     let p = Proxy::builder(&db).start().await;
     assert_eq!(p.shared.limits.max_allowed_packet(), Some(16 << 20));
-    assert_eq!(p.shared.config.frontend.max_allowed_packet, 64 << 20);
+    assert_eq!(p.shared.config.load().frontend.max_allowed_packet, 64 << 20);
     let proxy_addr = p.addr.to_string();
 
     let largest = (16 << 20) - 1;

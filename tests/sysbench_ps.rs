@@ -79,7 +79,7 @@ async fn thousand_prepared_statement_clients_through_sixteen_backends() {
         .queue_timeout_ms(60_000)
         .start()
         .await;
-    let per_backend = proxy.shared.config.pool.prepared_per_backend;
+    let per_backend = proxy.shared.config.load().pool.prepared_per_backend;
     let stmt_cap = MAX_BACKEND * per_backend;
 
     // The proxy's start-up probe connection must be gone before the load.

@@ -1,4 +1,5 @@
 //! The admin SQL console: `SHOW MYPLEX GROUPS | POOLS | CLIENTS | STATS`
+//! and `RELOAD MYPLEX` (re-read the configuration, see `crate::reload`)
 //! answered on the MySQL port for users with `admin = true`, as text result
 //! sets any MySQL client prints. Answered without a backend or a queue.
 
@@ -20,6 +21,8 @@ pub enum Command {
     Clients,
     /// Throughput and latency percentiles.
     Stats,
+    /// Reload the configuration.
+    Reload,
 }
 
 /// Recognizes `SHOW MYPLEX …`.
@@ -41,6 +44,7 @@ pub fn parse(sql: &[u8]) -> Option<Command> {
         ["show", "myplex", "pools"] => Some(Command::Pools),
         ["show", "myplex", "clients"] => Some(Command::Clients),
         ["show", "myplex", "stats"] => Some(Command::Stats),
+        ["reload", "myplex"] | ["reload", "config"] => Some(Command::Reload),
         _ => None,
     }
 }
@@ -61,6 +65,21 @@ pub fn run(cmd: Command, shared: &Shared) -> ResultSet {
         Command::Pools => pools(shared),
         Command::Clients => clients(shared),
         Command::Stats => stats(shared),
+        Command::Reload => reload(shared),
+    }
+}
+
+/// `RELOAD MYPLEX`: one row, `result` (`reloaded` / `refused` / `failed`)
+/// and `detail` (the keys changed, or why nothing was).
+fn reload(shared: &Shared) -> ResultSet {
+    let (result, detail) = match crate::reload::reload(shared) {
+        Ok(r) => ("reloaded", r.to_string()),
+        Err(e @ crate::reload::ReloadError::Refused(_)) => ("refused", e.to_string()),
+        Err(e) => ("failed", e.to_string()),
+    };
+    ResultSet {
+        columns: vec!["result", "detail"],
+        rows: vec![vec![result.into(), detail]],
     }
 }
 
@@ -114,18 +133,14 @@ fn pools(shared: &Shared) -> ResultSet {
         ],
         rows: Vec::new(),
     };
-    let users: Vec<&str> = shared
-        .pool
-        .credentials
-        .iter()
-        .map(|p| p.user.as_str())
-        .collect();
+    let credentials = shared.pool.credentials.load();
+    let users: Vec<&str> = credentials.iter().map(|p| p.user.as_str()).collect();
     for g in &shared.pool.groups {
         let s = g.snapshot();
         let (idle, busy, pinned) = super::backend_states(&s);
         rs.rows.push(vec![
             g.id.to_string(),
-            shared.config.backend.address.clone(),
+            shared.config.load().backend.address.clone(),
             users.join(","),
             s.owned.to_string(),
             s.max_owned.to_string(),
@@ -294,6 +309,7 @@ mod tests {
         assert_eq!(parse(b"SHOW MYPLEX GROUPS"), Some(Command::Groups));
         assert_eq!(parse(b"  show  myplex\tstats ;"), Some(Command::Stats));
         assert_eq!(parse(b"SHOW MYPLEX"), None);
+        assert_eq!(parse(b"reload myplex;"), Some(Command::Reload));
         assert_eq!(parse(b"SHOW DATABASES"), None);
     }
 }

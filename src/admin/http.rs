@@ -1,5 +1,5 @@
 //! A deliberately small HTTP/1.1 server for the admin endpoint: one GET per
-//! connection, no keep-alive, bounded request size and time.
+//! connection (or `POST /reload`), no keep-alive, bounded request size and time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +39,15 @@ async fn handle(mut sock: TcpStream, shared: &Shared) -> std::io::Result<()> {
     let method = parts.next().unwrap_or_default();
     let path = parts.next().unwrap_or_default();
     let path = path.split(|&b| b == b'?').next().unwrap_or_default();
-    let (code, ctype, body) = if method != b"GET" {
+    let (code, ctype, body) = if method == b"POST" && path == b"/reload" {
+        match crate::reload::reload(shared) {
+            Ok(r) => (200, "text/plain", format!("{r}\n")),
+            Err(e @ crate::reload::ReloadError::Refused(_)) => {
+                (409, "text/plain", format!("{e}\n"))
+            }
+            Err(e) => (400, "text/plain", format!("{e}\n")),
+        }
+    } else if method != b"GET" {
         (405, "text/plain", "method not allowed\n".to_string())
     } else {
         route(path, shared).await
@@ -48,6 +56,8 @@ async fn handle(mut sock: TcpStream, shared: &Shared) -> std::io::Result<()> {
         200 => "OK",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        400 => "Bad Request",
+        409 => "Conflict",
         _ => "Service Unavailable",
     };
     let head = format!(

@@ -86,8 +86,11 @@ pub async fn login(
 ) -> Result<Login, HandshakeError> {
     let server = shared.pool.server_info();
     let nonce = scramble();
-    let offer = caps::greeting_offer(server.capabilities, shared.tls.is_some());
-    let greeting_plugin = shared.config.frontend.default_auth_plugin;
+    // One view of the reloadable settings for the whole login.
+    let tls_config = shared.tls.load_full();
+    let config = shared.config.load_full();
+    let offer = caps::greeting_offer(server.capabilities, tls_config.is_some());
+    let greeting_plugin = config.frontend.default_auth_plugin;
     let hs = Greeting {
         version: server.version.clone(),
         connection_id: conn_id,
@@ -112,7 +115,7 @@ pub async fn login(
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .unwrap_or(0);
     if client_caps & flag::SSL != 0 && pkt.payload.len() == 32 {
-        let Some(tls) = shared.tls.clone() else {
+        let Some(tls) = tls_config else {
             return Err(refuse(
                 &mut io,
                 pkt.last_seq.wrapping_add(1),
@@ -141,7 +144,7 @@ pub async fn login(
         pkt = read_login_packet(&mut io, max, 2).await?;
     }
     let mut seq = pkt.last_seq.wrapping_add(1);
-    if shared.config.frontend.require_tls && !io.stream.is_tls() {
+    if config.frontend.require_tls && !io.stream.is_tls() {
         let e = ErrPacket::new(
             errors::ER_ACCESS_DENIED_ERROR,
             "28000",
@@ -179,12 +182,8 @@ pub async fn login(
     };
     let response = resp.scramble_buf().to_vec();
 
-    let Some((user_idx, user)) = shared
-        .users
-        .iter()
-        .enumerate()
-        .find(|(_, u)| u.name == user_name)
-    else {
+    let users = shared.users.load_full();
+    let Some((user_idx, user)) = users.find(&user_name) else {
         let e = errors::access_denied(&user_name, &host, !response.is_empty());
         return Err(refuse(&mut io, seq, e).await);
     };

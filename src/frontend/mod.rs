@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
+use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::time::Instant;
 
 use crate::config::Config;
@@ -30,18 +31,67 @@ pub struct User {
     pub pool: usize,
     /// May use the admin console.
     pub admin: bool,
+    /// False once a reload removed the user: new logins are refused, and
+    /// sessions already logged in keep going (as with `DROP USER`).
+    pub enabled: bool,
+}
+
+/// The users logins are checked against. Indexes are stable for the life of
+/// the process (sessions keep theirs): a reload updates users in place,
+/// disables removed ones and appends new ones.
+#[derive(Debug, Clone, Default)]
+pub struct Users(pub Vec<User>);
+
+impl Users {
+    /// The enabled user `name` and its index.
+    pub fn find(&self, name: &str) -> Option<(usize, &User)> {
+        self.0
+            .iter()
+            .enumerate()
+            .find(|(_, u)| u.enabled && u.name == name)
+    }
+
+    /// `next` merged over these users with indexes kept: same name → same
+    /// index (updated), missing → disabled, new → appended.
+    pub fn merged(&self, next: Vec<User>) -> Users {
+        let mut out: Vec<User> = self
+            .0
+            .iter()
+            .map(|u| User {
+                enabled: false,
+                ..u.clone()
+            })
+            .collect();
+        for u in next {
+            match out.iter().position(|o| o.name == u.name) {
+                Some(i) => out[i] = u,
+                None => out.push(u),
+            }
+        }
+        Users(out)
+    }
+}
+
+impl std::ops::Index<usize> for Users {
+    type Output = User;
+    fn index(&self, i: usize) -> &User {
+        &self.0[i]
+    }
 }
 
 /// What every session shares.
 pub struct Shared {
-    /// Effective configuration.
-    pub config: Config,
+    /// Effective configuration (replaced as a whole by a reload; load it
+    /// once per use).
+    pub config: ArcSwap<Config>,
+    /// The configuration file reloads read (`--config`), if any.
+    pub config_path: std::sync::OnceLock<std::path::PathBuf>,
     /// The backend pool.
     pub pool: Arc<Pool>,
     /// Users.
-    pub users: Vec<User>,
+    pub users: ArcSwap<Users>,
     /// TLS acceptor config when TLS is offered.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub tls: ArcSwapOption<rustls::ServerConfig>,
     /// What a client's own trackers report (the server's defaults).
     pub trackers: ClientTrackers,
     /// Connected clients.
@@ -64,4 +114,42 @@ pub struct Shared {
     pub limits: crate::backend::conn::ServerLimits,
     /// Shutdown signal.
     pub shutdown: Shutdown,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(name: &str, admin: bool) -> User {
+        User {
+            name: name.into(),
+            credential: Credential::from_user(&crate::config::UserConfig {
+                name: name.into(),
+                password: Some("pw".into()),
+                ..Default::default()
+            })
+            .expect("credential"),
+            pool: 0,
+            admin,
+            enabled: true,
+        }
+    }
+
+    #[test]
+    fn reload_keeps_indexes_disables_removed_and_appends_new() {
+        let old = Users(vec![user("a", false), user("b", false)]);
+        let new = old.merged(vec![user("b", true), user("c", false)]);
+        assert_eq!(new.0.len(), 3);
+        assert!(new.find("a").is_none(), "removed user cannot log in");
+        assert!(
+            !new[0].enabled && new[0].name == "a",
+            "index 0 still names a"
+        );
+        let (i, b) = new.find("b").expect("b");
+        assert_eq!((i, b.admin), (1, true), "b updated in place");
+        assert_eq!(new.find("c").map(|(i, _)| i), Some(2));
+        // Re-adding a removed user re-enables its old index.
+        let again = new.merged(vec![user("a", false)]);
+        assert_eq!(again.find("a").map(|(i, _)| i), Some(0));
+    }
 }

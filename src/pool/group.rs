@@ -78,6 +78,11 @@ impl Group {
         self.lock().snapshot()
     }
 
+    /// Applies reloaded limits.
+    pub fn set_limits(&self, limits: Limits) {
+        self.lock().set_limits(limits);
+    }
+
     /// Waits for `need` at `prio` until `deadline`. Cancel-safe: dropping the
     /// future removes the request or gives back what was granted.
     pub async fn acquire(

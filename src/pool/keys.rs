@@ -18,7 +18,6 @@ use crate::protocol::caps::{FLAVOUR_MASK, Flavour};
 #[derive(Debug)]
 pub struct Keys {
     keys: RwLock<Vec<(usize, Flavour)>>,
-    credentials: usize,
 }
 
 /// Most flavours one credential pool can have.
@@ -30,7 +29,6 @@ impl Keys {
     pub fn new(credentials: usize) -> Self {
         Self {
             keys: RwLock::new((0..credentials).map(|c| (c, Flavour::DEFAULT)).collect()),
-            credentials,
         }
     }
 
@@ -45,7 +43,6 @@ impl Keys {
         if let Some(i) = find(&v) {
             return i;
         }
-        debug_assert!(v.len() < self.credentials.max(1) * MAX_FLAVOURS);
         v.push((credential, flavour));
         tracing::debug!(
             key = v.len() - 1,

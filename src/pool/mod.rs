@@ -2,12 +2,16 @@
 //! MariaDB thread-pool model), the pool keys backend connections belong to
 //! (credential pool × flavour, see [`keys`]), dialing with retry, and the
 //! per-group timer and maintenance.
+//! Limits, timings and credential pools can be replaced at run time
+//! ([`Pool::reconfigure`], on a configuration reload).
 
 pub mod group;
 pub mod keys;
 pub mod scheduler;
 
 use std::sync::{Arc, RwLock};
+
+use arc_swap::ArcSwap;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -23,15 +27,22 @@ use scheduler::Limits;
 pub struct Pool {
     /// The thread groups.
     pub groups: Vec<Arc<Group>>,
-    /// Login parameters per credential pool (index = credential pool; the
-    /// flavour is added per pool key by [`Pool::params`]).
-    pub credentials: Vec<BackendParams>,
+    /// Login parameters per credential pool (indexes never change; a
+    /// reload may append pools and update their settings). The flavour is
+    /// added per pool key by [`Pool::params`].
+    pub credentials: ArcSwap<Vec<BackendParams>>,
     /// Pool keys: (credential pool, flavour) → key, registered lazily.
     keys: Keys,
     /// The backend's greeting facts (refreshed on every successful dial).
     pub server: RwLock<Arc<ServerInfo>>,
     /// Pool mode.
     pub mode: PoolMode,
+    timings: ArcSwap<Timings>,
+}
+
+/// The pool's reloadable durations and sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timings {
     /// `queue_timeout_ms`.
     pub queue_timeout: Duration,
     /// `idle_timeout_s`.
@@ -44,39 +55,71 @@ pub struct Pool {
     pub stall_limit: Duration,
 }
 
-impl Pool {
-    /// Builds the groups from the config; `params` are the credential pools
-    /// (key `i` is credential pool `i` with the default flavour).
-    pub fn new(cfg: &Config, params: Vec<BackendParams>, server: ServerInfo) -> Arc<Self> {
-        let n = cfg.pool.effective_groups();
-        let total = cfg.pool.effective_max_backend_connections();
-        let groups = (0..n)
-            .map(|i| {
-                // Split evenly; the first `total % n` groups get one more.
-                let share = total / n + usize::from(i < total % n);
-                Group::new(
-                    i,
-                    Limits {
-                        cap: 1 + cfg.pool.oversubscribe,
-                        max_owned: share.max(1),
-                        kickup: Duration::from_millis(cfg.pool.prio_kickup_ms),
-                    },
-                )
-            })
-            .collect();
-        let keys = Keys::new(params.len());
-        Arc::new(Self {
-            groups,
-            credentials: params,
-            keys,
-            server: RwLock::new(Arc::new(server)),
-            mode: cfg.pool.mode,
+impl Timings {
+    fn from_config(cfg: &Config) -> Self {
+        Self {
             queue_timeout: Duration::from_millis(cfg.pool.queue_timeout_ms),
             idle_timeout: Duration::from_secs(cfg.pool.idle_timeout_s),
             ping_interval: Duration::from_secs(cfg.backend.ping_interval_s),
             min_idle: cfg.pool.min_idle_per_group,
             stall_limit: Duration::from_millis(cfg.pool.stall_limit_ms),
+        }
+    }
+}
+
+/// Group `i`'s limits out of `n`: the backend budget split evenly, the
+/// first `total % n` groups getting one more.
+fn limits_for(cfg: &Config, i: usize, n: usize) -> Limits {
+    let total = cfg.pool.effective_max_backend_connections();
+    let share = total / n + usize::from(i < total % n);
+    Limits {
+        cap: 1 + cfg.pool.oversubscribe,
+        max_owned: share.max(1),
+        kickup: Duration::from_millis(cfg.pool.prio_kickup_ms),
+    }
+}
+
+impl Pool {
+    /// Builds the groups from the config; `params` are the credential pools.
+    pub fn new(cfg: &Config, params: Vec<BackendParams>, server: ServerInfo) -> Arc<Self> {
+        let n = cfg.pool.effective_groups();
+        let groups = (0..n)
+            .map(|i| Group::new(i, limits_for(cfg, i, n)))
+            .collect();
+        Arc::new(Self {
+            groups,
+            keys: Keys::new(params.len()),
+            credentials: ArcSwap::from_pointee(params),
+            server: RwLock::new(Arc::new(server)),
+            mode: cfg.pool.mode,
+            timings: ArcSwap::from_pointee(Timings::from_config(cfg)),
         })
+    }
+
+    /// Applies a reloaded configuration (same thread groups and mode):
+    /// group limits, timings and the credential pools.
+    pub fn reconfigure(&self, cfg: &Config, params: Vec<BackendParams>) {
+        let n = self.groups.len();
+        for (i, g) in self.groups.iter().enumerate() {
+            g.set_limits(limits_for(cfg, i, n));
+        }
+        self.timings.store(Arc::new(Timings::from_config(cfg)));
+        self.credentials.store(Arc::new(params));
+    }
+
+    /// Current timings.
+    pub fn timings(&self) -> arc_swap::Guard<Arc<Timings>> {
+        self.timings.load()
+    }
+
+    /// `queue_timeout_ms` now.
+    pub fn queue_timeout(&self) -> Duration {
+        self.timings.load().queue_timeout
+    }
+
+    /// `backend.ping_interval_s` now.
+    pub fn ping_interval(&self) -> Duration {
+        self.timings.load().ping_interval
     }
 
     /// The group a client id belongs to.
@@ -113,7 +156,7 @@ impl Pool {
     /// Login parameters for connections of pool key `key`.
     pub fn params(&self, key: usize) -> Option<BackendParams> {
         let (credential, flavour) = self.keys.get(key)?;
-        let mut p = self.credentials.get(credential)?.clone();
+        let mut p = self.credentials.load().get(credential)?.clone();
         p.pool = key;
         p.flavour = flavour;
         Some(p)
@@ -167,12 +210,11 @@ impl Pool {
     pub fn spawn_maintenance(self: &Arc<Self>) {
         for g in &self.groups {
             let g = g.clone();
-            let period = self.stall_limit;
+            let pool = Arc::downgrade(self);
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval(period);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    tick.tick().await;
+                // The period is read each time: `stall_limit_ms` is reloadable.
+                while let Some(period) = pool.upgrade().map(|p| p.timings().stall_limit) {
+                    tokio::time::sleep(period).await;
                     g.tick();
                 }
             });
@@ -190,15 +232,16 @@ impl Pool {
     /// Closes idle connections past `idle_timeout` (above the minimum) and
     /// ones the server closed; keeps `min_idle` connections per group open.
     async fn maintain(&self) {
+        let t = self.timings.load_full();
         for g in &self.groups {
             let now = Instant::now();
             let snap = g.snapshot();
             let mut keep = snap.idle.saturating_sub(0);
-            let min = self.min_idle;
+            let min = t.min_idle;
             // Dropping a Leased closes it and frees its place.
             let expired = g.take_idle_where(|c| {
                 let dead = !c.io.idle_is_healthy();
-                let old = now.duration_since(c.last_used) >= self.idle_timeout && keep > min;
+                let old = now.duration_since(c.last_used) >= t.idle_timeout && keep > min;
                 if dead || old {
                     keep -= 1;
                     true

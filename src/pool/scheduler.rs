@@ -166,6 +166,18 @@ impl<B: Pooled> GroupState<B> {
         }
     }
 
+    /// New limits (a configuration reload). A larger share or cap serves
+    /// waiters at once; a smaller share closes idle connections now and
+    /// busy ones as they come back.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+        while self.owned > self.limits.max_owned && !self.idle.is_empty() {
+            self.idle.remove(0);
+            self.owned -= 1;
+        }
+        self.dispatch();
+    }
+
     /// Current view.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
@@ -277,7 +289,7 @@ impl<B: Pooled> GroupState<B> {
         self.in_flight -= 1;
         match grant {
             Grant::Slot => {}
-            Grant::Backend(b) => self.idle.push(b),
+            Grant::Backend(b) => self.put_idle(b),
             Grant::Open => self.owned -= 1,
         }
     }
@@ -298,15 +310,26 @@ impl<B: Pooled> GroupState<B> {
     pub fn complete(&mut self, backend: Option<B>) {
         self.in_flight = self.in_flight.saturating_sub(1);
         if let Some(b) = backend {
-            self.idle.push(b);
+            self.put_idle(b);
         }
         self.dispatch();
     }
 
     /// A pinned session returns its backend outside a statement.
     pub fn return_idle(&mut self, backend: B) {
-        self.idle.push(backend);
+        self.put_idle(backend);
         self.dispatch();
+    }
+
+    /// A connection comes back: idle, or closed (dropped) when the group
+    /// owns more than its share (the share shrank on a reload).
+    fn put_idle(&mut self, backend: B) {
+        if self.owned > self.limits.max_owned {
+            self.owned -= 1;
+            drop(backend);
+        } else {
+            self.idle.push(backend);
+        }
     }
 
     /// A backend connection owned by this group was closed (or failed to open).
@@ -393,6 +416,38 @@ mod tests {
             max_owned,
             kickup: Duration::from_millis(1000),
         })
+    }
+
+    #[test]
+    fn shrinking_the_share_closes_idle_now_and_busy_on_return() {
+        let t = Instant::now();
+        let mut g = group(4, 4);
+        let lease = Need::Lease { pool: 0 };
+        for _ in 0..3 {
+            assert!(matches!(
+                now_grant(g.request(lease, Priority::High, t)),
+                Grant::Open
+            ));
+        }
+        // Two come back idle, one stays busy.
+        g.complete(Some(Conn(0, 1)));
+        g.complete(Some(Conn(0, 2)));
+        assert_eq!((g.snapshot().owned, g.snapshot().idle), (3, 2));
+        g.set_limits(Limits {
+            cap: 4,
+            max_owned: 1,
+            kickup: Duration::from_millis(1000),
+        });
+        assert_eq!((g.snapshot().owned, g.snapshot().idle), (1, 0));
+        // The busy one is within the share: it stays.
+        g.complete(Some(Conn(0, 3)));
+        assert_eq!((g.snapshot().owned, g.snapshot().idle), (1, 1));
+        g.set_limits(Limits {
+            cap: 4,
+            max_owned: 0,
+            kickup: Duration::from_millis(1000),
+        });
+        assert_eq!(g.snapshot().owned, 0);
     }
 
     fn now_grant(a: Admission<Conn>) -> Grant<Conn> {

@@ -92,19 +92,15 @@ impl Session {
             .map(|a| a.ip().to_string())
             .unwrap_or_default();
         let shared = self.shared.clone();
-        let Some((idx, user)) = shared
-            .users
-            .iter()
-            .enumerate()
-            .find(|(_, u)| u.name == name)
-        else {
+        let users = shared.users.load_full();
+        let Some((idx, user)) = users.find(&name) else {
             let e = errors::access_denied(&name, &host, !req.auth.is_empty());
             return self.change_user_failed(seq, e).await;
         };
         let plugin = req.plugin.unwrap_or(b"mysql_native_password");
         // The client answered the greeting's challenge, issued for the
         // greeting's plugin.
-        let challenged = shared.config.frontend.default_auth_plugin;
+        let challenged = shared.config.load().frontend.default_auth_plugin;
         let verified = handshake::authenticate(
             &mut self.client,
             &mut seq,
@@ -150,7 +146,7 @@ impl Session {
         self.state.multi_statements = multi;
         self.status = status::AUTOCOMMIT;
         self.found_rows = 0;
-        self.tickets = shared.config.pool.high_prio_tickets;
+        self.tickets = shared.config.load().pool.high_prio_tickets;
         if !req.schema.is_empty() {
             self.state.schema = Some(req.schema.to_vec());
             if let Err(e) = self.verify_schema().await {

@@ -30,8 +30,8 @@ impl Session {
         idle: Option<Leased>,
         open: Option<crate::pool::group::OpenReservation>,
     ) -> Result<Leased, ErrPacket> {
-        let deadline = Instant::now() + self.shared.pool.queue_timeout;
-        let ping_after = self.shared.pool.ping_interval;
+        let deadline = Instant::now() + self.shared.pool.queue_timeout();
+        let ping_after = self.shared.pool.ping_interval();
         let open = match (idle, open) {
             (Some(mut b), _) => {
                 let healthy = b.io.idle_is_healthy()
@@ -92,7 +92,7 @@ impl Session {
             Need::Lease { pool: self.pool }
         };
         let was_pinned = need == Need::Slot && !self.only_session_mode();
-        let deadline = Instant::now() + self.shared.pool.queue_timeout;
+        let deadline = Instant::now() + self.shared.pool.queue_timeout();
         let group = self.group.clone();
         let acquire = group.acquire(need, prio, deadline);
         tokio::pin!(acquire);
@@ -246,7 +246,7 @@ impl Session {
             trackers: &self.shared.trackers,
             status: self.status,
             intercept,
-            max_packet: self.shared.config.frontend.max_allowed_packet,
+            max_packet: self.shared.config.load().frontend.max_allowed_packet,
             expect_columns: self.expect_columns.take(),
         };
         let result = relay(&mut self.client, &mut co.backend.io, shape, &view, seq).await;

@@ -175,8 +175,10 @@ impl Session {
                 v
             }
         };
-        let me = self.shared.users[self.user].name.clone();
-        let admin = self.shared.users[self.user].admin;
+        let users = self.shared.users.load();
+        let me = users[self.user].name.clone();
+        let admin = users[self.user].admin;
+        drop(users);
         let mut kill_self = false;
         for (id, target) in targets {
             let owner = target.user.lock().map(|u| u.clone()).unwrap_or_default();

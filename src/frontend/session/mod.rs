@@ -169,7 +169,7 @@ impl Session {
         if shared.pool.mode == PoolMode::Session {
             pins.add(PinReason::SessionMode);
         }
-        let tickets = shared.config.pool.high_prio_tickets;
+        let tickets = shared.config.load().pool.high_prio_tickets;
         let s = Self {
             id,
             client: login.io,
@@ -203,7 +203,7 @@ impl Session {
             found_rows: 0,
         };
         if let Ok(mut u) = s.handle.user.lock() {
-            *u = s.shared.users[s.user].name.clone();
+            *u = s.shared.users.load()[s.user].name.clone();
         }
         s.handle
             .pool
@@ -219,7 +219,7 @@ impl Session {
     fn max_packet(&self) -> usize {
         self.shared
             .limits
-            .client_packet_max(self.shared.config.frontend.max_allowed_packet)
+            .client_packet_max(self.shared.config.load().frontend.max_allowed_packet)
     }
 
     /// Adds a pin reason, counting it when it is new.
@@ -287,7 +287,7 @@ impl Session {
     }
 
     async fn verify_schema(&mut self) -> Result<(), ErrPacket> {
-        let deadline = Instant::now() + self.shared.pool.queue_timeout;
+        let deadline = Instant::now() + self.shared.pool.queue_timeout();
         let group = self.group.clone();
         let adm = group
             .acquire(Need::Lease { pool: self.pool }, Priority::Low, deadline)
@@ -377,7 +377,7 @@ impl Session {
             self.shared
                 .metrics
                 .statement(group, cmd, wait, started.elapsed());
-            let slow = self.shared.config.log.slow_statement_ms;
+            let slow = self.shared.config.load().log.slow_statement_ms;
             let total = started.elapsed();
             if slow > 0
                 && total.as_millis() >= u128::from(slow)
@@ -409,7 +409,7 @@ impl Session {
             COM_PING => self.send_ok(seq).await?,
             COM_QUERY => {
                 let sql = &pkt.payload[1..];
-                if self.shared.users[self.user].admin
+                if self.shared.users.load()[self.user].admin
                     && let Some(c) = crate::admin::console::parse(sql)
                 {
                     let rs = crate::admin::console::run(c, &self.shared);
@@ -541,7 +541,7 @@ impl Session {
     }
 
     fn priority(&mut self) -> Priority {
-        let cfg = &self.shared.config.pool;
+        let cfg = &self.shared.config.load().pool;
         crate::pool::scheduler::priority(
             cfg.high_prio_mode,
             self.pins.holds_lock(),
@@ -565,7 +565,7 @@ impl Session {
         if !self.pins.has(PinReason::Diagnostics) || only.any() || self.client.buffered() > 0 {
             return Ok(());
         }
-        let hold = Duration::from_millis(self.shared.config.pool.diagnostics_hold_ms);
+        let hold = Duration::from_millis(self.shared.config.load().pool.diagnostics_hold_ms);
         match tokio::time::timeout(hold, self.client.watch_peer()).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(WireError::Closed)) => Err(End::ClientGone),

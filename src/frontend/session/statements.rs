@@ -105,7 +105,8 @@ fn no_cursor(id: u32) -> ErrPacket {
 impl Session {
     /// Statements one backend connection may keep (see `ServerLimits`).
     fn stmt_cap(&self) -> usize {
-        let pool = &self.shared.config.pool;
+        let cfg = self.shared.config.load();
+        let pool = &cfg.pool;
         self.shared.limits.stmts_per_backend(
             pool.prepared_per_backend,
             pool.effective_max_backend_connections(),
