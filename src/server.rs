@@ -16,7 +16,9 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::backend::{self, BackendParams, ServerInfo};
 use crate::config::Config;
 use crate::frontend::auth::Credential;
+use crate::frontend::admission::{Admission, Bounds};
 use crate::frontend::handshake;
+use crate::frontend::throttle::{self, Throttle};
 use crate::frontend::session::{End, Session};
 use crate::frontend::{Shared, User};
 use crate::pool::Pool;
@@ -176,6 +178,14 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     let cfg_groups = cfg.pool.effective_groups();
     let pool = Pool::new(&cfg, params, server);
     pool.spawn_maintenance();
+    let admission = Admission::new(Bounds {
+        total: cfg.frontend.max_unauthenticated,
+        per_address: cfg.frontend.max_unauthenticated_per_address,
+    });
+    let throttle = Throttle::new(throttle::Settings {
+        free_failures: cfg.frontend.auth_throttle_free_failures,
+        max_delay: Duration::from_millis(cfg.frontend.auth_throttle_max_delay_ms),
+    });
     Ok(Arc::new(Shared {
         config: cfg,
         pool,
@@ -192,6 +202,8 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         registry: std::sync::Mutex::new(crate::prepared::Registry::new(cfg_registry_size)),
         limits,
         shutdown,
+        admission,
+        throttle,
     }))
 }
 
@@ -307,7 +319,10 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     let n = shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
     let _count = ClientCount(&shared);
     shared.metrics.client_connections.set(n as f64);
-    if n > shared.config.pool.max_client_connections {
+    // Only logged-in clients count toward max_client_connections; while
+    // even the admin reserve is full, refuse before the handshake (cheap).
+    let max = shared.config.pool.max_client_connections;
+    if shared.admission.logged_in() >= max + crate::frontend::admission::ADMIN_RESERVE {
         debug!("too many connections");
         shared.metrics.rejected("max_client_connections");
         refuse(tcp, errors::too_many_connections()).await;
@@ -322,7 +337,17 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     let _ = tcp.set_nodelay(true);
     let io = PacketIo::new(Stream::Plain(tcp)).with_read_step(handshake::CLIENT_READ_STEP);
     let timeout = Duration::from_millis(shared.config.frontend.handshake_timeout_ms);
-    let login = match tokio::time::timeout(timeout, handshake::login(&shared, io, id, peer)).await {
+    let mut pending = shared.admission.enter(peer.ip());
+    let login = tokio::select! {
+        r = tokio::time::timeout(timeout, handshake::login(&shared, io, id, peer)) => r,
+        _ = &mut pending.evicted => {
+            debug!("handshake closed to make room for newer ones");
+            shared.metrics.rejected("handshake_evicted");
+            return;
+        }
+    };
+    drop(pending);
+    let mut login = match login {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => {
             debug!(error = %e, "login failed");
@@ -341,6 +366,16 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
             shared.metrics.rejected("handshake_timeout");
             return;
         }
+    };
+    let admin = shared.users.get(login.user).is_some_and(|u| u.admin);
+    let Some(_logged_in) = shared.admission.log_in(max, admin) else {
+        debug!("too many connections");
+        shared.metrics.rejected("max_client_connections");
+        let mut b = BytesMut::new();
+        errors::too_many_connections().write(&mut b);
+        let send = login.io.send_packet(login.ok_seq, &b);
+        let _ = tokio::time::timeout(Duration::from_secs(1), send).await;
+        return;
     };
     let (session, ok_seq, schema) = Session::new(shared.clone(), login, id);
     match session.run(ok_seq, schema).await {

@@ -104,6 +104,15 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     if c.frontend.max_allowed_packet < 1024 || c.frontend.max_allowed_packet > 1 << 30 {
         errs.push("frontend.max_allowed_packet: must be between 1024 and 1073741824".into());
     }
+    if c.frontend.max_unauthenticated == 0 || c.frontend.max_unauthenticated_per_address == 0 {
+        errs.push(
+            "frontend.max_unauthenticated / max_unauthenticated_per_address: must be positive"
+                .into(),
+        );
+    }
+    if c.frontend.client_write_timeout_ms == 0 {
+        errs.push("frontend.client_write_timeout_ms: must be positive".into());
+    }
     if c.frontend.tls_cert.is_empty() != c.frontend.tls_key.is_empty() {
         errs.push("frontend.tls_cert / frontend.tls_key: set both or neither".into());
     }

@@ -169,12 +169,15 @@ pub async fn login(
     let response = resp.scramble_buf().to_vec();
     let collation = u16::from(resp.collation());
 
+    // Password-guessing throttle: wait before any outcome is revealed.
+    tokio::time::sleep(shared.throttle.delay(peer.ip(), &user_name)).await;
     let Some((user_idx, user)) = shared
         .users
         .iter()
         .enumerate()
         .find(|(_, u)| u.name == user_name)
     else {
+        shared.throttle.failed(peer.ip(), &user_name);
         let e = errors::access_denied(&user_name, &host, !response.is_empty());
         return Err(refuse(&mut io, seq, e).await);
     };
@@ -190,9 +193,11 @@ pub async fn login(
     )
     .await?;
     if !verified.ok {
+        shared.throttle.failed(peer.ip(), &user_name);
         let e = errors::access_denied(&user_name, &host, verified.used_password);
         return Err(refuse(&mut io, seq, e).await);
     }
+    shared.throttle.succeeded(&user_name);
     Ok(Login {
         io,
         user: user_idx,

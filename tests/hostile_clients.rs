@@ -1,0 +1,148 @@
+//! Hostile or broken clients against a real MariaDB: connection storms that
+//! never send a byte, password guessing, clients that stop reading.
+
+mod common;
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use common::raw::RawConn;
+use common::{MariaDb, Proxy};
+use myplex::config::UserConfig;
+use mysql_async::Conn;
+use mysql_async::prelude::*;
+
+fn admin_user() -> UserConfig {
+    UserConfig {
+        name: "admin".into(),
+        password: Some("adminpw".into()),
+        backend_user: Some("app".into()),
+        backend_password: Some("secret".into()),
+        admin: true,
+        ..Default::default()
+    }
+}
+
+/// 2,000 connections that never send a byte neither count toward
+/// `max_client_connections` nor lock out a real login or an admin: the
+/// oldest silent ones are closed to make room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connection_storm_does_not_lock_out_logins() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .with(|c| {
+            c.pool.max_client_connections = 20;
+            c.frontend.max_unauthenticated = 500;
+            c.frontend.max_unauthenticated_per_address = 300;
+            c.users.push(admin_user());
+        })
+        .start()
+        .await;
+    let mut storm = Vec::with_capacity(2000);
+    for _ in 0..2000 {
+        match tokio::net::TcpStream::connect(p.addr).await {
+            Ok(s) => storm.push(s),
+            Err(e) => panic!("storm connect: {e}"),
+        }
+    }
+    // The storm is accepted; a real login and an admin login still work, fast.
+    let t0 = Instant::now();
+    let mut app = Conn::from_url(p.app_url()).await.expect("app login during storm");
+    let v: Option<u32> = app.query_first("SELECT 1").await.expect("query");
+    assert_eq!(v, Some(1));
+    let admin_url = p.url("admin", "adminpw", "");
+    let mut admin = Conn::from_url(admin_url).await.expect("admin login during storm");
+    let rows: Vec<mysql_async::Row> = admin
+        .query("SHOW MYPLEX GROUPS")
+        .await
+        .expect("console");
+    assert!(!rows.is_empty());
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "logins took {:?}",
+        t0.elapsed()
+    );
+    let a = &p.shared.admission;
+    assert!(a.pending() <= 300, "pending handshakes bounded: {}", a.pending());
+    assert!(a.evicted() >= 1500, "oldest silent ones closed: {}", a.evicted());
+    drop(storm);
+    app.disconnect().await.expect("disconnect");
+    admin.disconnect().await.expect("disconnect");
+}
+
+/// `max_client_connections` counts logged-in clients; admins have a reserve
+/// above it, so an operator gets in when it is full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_proxy_refuses_clients_with_1040_but_admits_an_admin() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .with(|c| {
+            c.pool.max_client_connections = 2;
+            c.users.push(admin_user());
+        })
+        .start()
+        .await;
+    let a = Conn::from_url(p.app_url()).await.expect("first");
+    let b = Conn::from_url(p.app_url()).await.expect("second");
+    match Conn::from_url(p.app_url()).await {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1040, "{e}"),
+        other => panic!("third login: {other:?}"),
+    }
+    let mut admin = Conn::from_url(p.url("admin", "adminpw", ""))
+        .await
+        .expect("admin gets the reserve");
+    let _: Vec<mysql_async::Row> = admin.query("SHOW MYPLEX CLIENTS").await.expect("console");
+    drop((a, b));
+}
+
+/// Wrong passwords from one address get slower and slower; another user
+/// from another address is served at once; the failures are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn password_guessing_is_throttled_per_address_and_user() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .with(|c| {
+            c.frontend.auth_throttle_free_failures = 2;
+            c.frontend.auth_throttle_max_delay_ms = 800;
+        })
+        .start()
+        .await;
+    let addr = p.addr.to_string();
+    let attacker: IpAddr = [127, 0, 0, 1].into();
+    let mut took = Vec::new();
+    for _ in 0..7 {
+        let t0 = Instant::now();
+        let r = RawConn::try_connect_from(attacker, &addr, "app", "guess").await;
+        took.push(t0.elapsed());
+        assert_eq!(r.err().map(|e| e.code), Some(1045));
+    }
+    // Expected delays: 0, 0, 0, 100, 200, 400, 800 ms.
+    assert!(took[6] >= Duration::from_millis(750), "{took:?}");
+    assert!(took[5] >= Duration::from_millis(380), "{took:?}");
+    assert!(took[0] < took[5] / 2, "{took:?}");
+    // Another user from another address: prompt.
+    let t0 = Instant::now();
+    RawConn::try_connect_from([127, 0, 0, 2].into(), &addr, "other", "otherpw")
+        .await
+        .expect("other user logs in");
+    assert!(t0.elapsed() < Duration::from_millis(500), "{:?}", t0.elapsed());
+    // The guessed user is throttled from any address, even with the right
+    // password (the outcome is never revealed early).
+    let t0 = Instant::now();
+    RawConn::try_connect_from([127, 0, 0, 3].into(), &addr, "app", "secret")
+        .await
+        .expect("right password still works");
+    assert!(t0.elapsed() >= Duration::from_millis(750), "{:?}", t0.elapsed());
+    // ... and that success cleared the user's count.
+    let t0 = Instant::now();
+    RawConn::try_connect_from([127, 0, 0, 3].into(), &addr, "app", "secret")
+        .await
+        .expect("login");
+    assert!(t0.elapsed() < Duration::from_millis(500), "{:?}", t0.elapsed());
+    let (_, metrics) = p.http_get("/metrics").await;
+    let auth = metrics
+        .lines()
+        .find(|l| l.starts_with("myplex_client_connections_rejected_total") && l.contains("auth"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+    assert_eq!(auth, Some(7.0), "{metrics}");
+}
