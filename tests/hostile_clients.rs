@@ -146,3 +146,109 @@ async fn password_guessing_is_throttled_per_address_and_user() {
         .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
     assert_eq!(auth, Some(7.0), "{metrics}");
 }
+
+fn check_config(toml: &str) -> (bool, String) {
+    let dir = std::env::temp_dir().join(format!("myplex-secrets-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(format!("c{}.toml", toml.len()));
+    std::fs::write(&path, toml).expect("write config");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_myplex"))
+        .arg("--config")
+        .arg(&path)
+        .arg("check-config")
+        .env_remove("MYPLEX_BACKEND__PASSWORD")
+        .output()
+        .expect("run myplex");
+    let _ = std::fs::remove_file(&path);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// `check-config` masks passwords and password hashes; a syntax error on a
+/// password line does not echo it.
+#[test]
+fn check_config_never_prints_secrets() {
+    let sha1 = "*6BB4837EB74329105EE4568DDA7DC67ED2CA2AD9";
+    let sha256 = "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8";
+    let good = format!(
+        "[backend]\npassword = \"backendsecret\"\n\n[[users]]\nname = \"a\"\npassword = \"cleartextpw\"\nbackend_password = \"bpw123\"\n\n[[users]]\nname = \"b\"\npassword_sha1 = \"{sha1}\"\n\n[[users]]\nname = \"c\"\npassword_sha256 = \"{sha256}\"\n"
+    );
+    let (ok, text) = check_config(&good);
+    assert!(ok, "{text}");
+    for secret in ["backendsecret", "cleartextpw", "bpw123", sha1, sha256] {
+        assert!(!text.contains(secret), "{secret} printed:\n{text}");
+    }
+    assert!(text.contains("password_sha1"), "{text}");
+    let broken = "[[users]]\nname = \"a\"\npassword = \"hunter2-unterminated\n";
+    let (ok, text) = check_config(broken);
+    assert!(!ok, "{text}");
+    assert!(!text.contains("hunter2"), "password echoed:\n{text}");
+    assert!(text.contains("line 3"), "the error still says where:\n{text}");
+    let wrong_type = "[[users]]\nname = \"a\"\npassword = \"pw-typo\"\nadmin = \"yes-secret\"\n";
+    let (ok, text) = check_config(wrong_type);
+    assert!(!ok, "{text}");
+    assert!(!text.contains("yes-secret"), "value echoed:\n{text}");
+}
+
+/// A client that sends a big SELECT and stops reading is disconnected after
+/// `client_write_timeout_ms`: the statement is killed on the server, the
+/// only backend is freed for the next client, and it is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_that_stops_reading_is_cut_off_and_its_statement_killed() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .max_backend(1)
+        .oversubscribe(0)
+        .queue_timeout_ms(20_000)
+        .with(|c| {
+            c.pool.thread_groups = 1;
+            c.frontend.client_write_timeout_ms = 1000;
+        })
+        .start()
+        .await;
+    let marker = format!("stops_reading_{}", std::process::id());
+    let mut stuck = RawConn::connect(&p.addr.to_string(), "app", "secret", Some("test"), false).await;
+    let sql = format!("SELECT REPEAT('x', 1000000), '{marker}' FROM seq_1_to_2000");
+    let mut q = vec![0x03];
+    q.extend_from_slice(sql.as_bytes());
+    stuck.send_command(&q).await;
+    let running = |db: &MariaDb| {
+        db.sql(&format!(
+            "SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE '%{marker}%' AND info NOT LIKE '%processlist%'"
+        ))
+        .trim()
+        .to_string()
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(running(db), "1", "the big SELECT runs");
+    // Another client waits for the only backend and is served once the
+    // stuck one is cut off.
+    let t0 = Instant::now();
+    let mut other = Conn::from_url(p.app_url()).await.expect("connect");
+    let v: Option<u32> = other.query_first("SELECT 7").await.expect("served");
+    assert_eq!(v, Some(7));
+    let waited = t0.elapsed();
+    assert!(waited < Duration::from_secs(6), "served after {waited:?}");
+    let mut gone = false;
+    for _ in 0..50 {
+        if running(db) == "0" {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the statement is gone from the server's processlist");
+    let (_, metrics) = p.http_get("/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("myplex_client_write_timeouts_total") && l.ends_with(" 1")),
+        "{metrics}"
+    );
+    drop(stuck);
+    other.disconnect().await.expect("disconnect");
+}

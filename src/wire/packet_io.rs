@@ -36,6 +36,9 @@ pub enum WireError {
     /// A packet arrived with an unexpected sequence id.
     #[error("packets out of order")]
     OutOfOrder,
+    /// The peer did not take our bytes within the write timeout.
+    #[error("write timed out: the peer stopped reading")]
+    WriteTimeout,
 }
 
 /// A reassembled logical packet.
@@ -58,6 +61,7 @@ pub struct PacketIo {
     /// Bytes queued for the peer; sent by [`PacketIo::flush`].
     pub wbuf: BytesMut,
     read_step: usize,
+    write_timeout: Option<std::time::Duration>,
 }
 
 impl PacketIo {
@@ -68,7 +72,14 @@ impl PacketIo {
             rbuf: BytesMut::new(),
             wbuf: BytesMut::new(),
             read_step: READ_STEP,
+            write_timeout: None,
         }
+    }
+
+    /// Fails a flush that makes no progress for `t` (a peer that stopped
+    /// reading) with [`WireError::WriteTimeout`].
+    pub fn set_write_timeout(&mut self, t: std::time::Duration) {
+        self.write_timeout = Some(t);
     }
 
     /// Grows the read buffer in smaller steps (clients send small commands;
@@ -200,7 +211,22 @@ impl PacketIo {
     /// Sends everything queued.
     pub async fn flush(&mut self) -> Result<(), WireError> {
         if !self.wbuf.is_empty() {
-            self.stream.write_all(&self.wbuf).await?;
+            match self.write_timeout {
+                None => self.stream.write_all(&self.wbuf).await?,
+                Some(t) => {
+                    // The timeout restarts with every write that makes
+                    // progress: a slow reader is fine, a stopped one is not.
+                    let mut at = 0;
+                    while at < self.wbuf.len() {
+                        match tokio::time::timeout(t, self.stream.write(&self.wbuf[at..])).await {
+                            Ok(Ok(0)) => return Err(WireError::Closed),
+                            Ok(Ok(n)) => at += n,
+                            Ok(Err(e)) => return Err(e.into()),
+                            Err(_) => return Err(WireError::WriteTimeout),
+                        }
+                    }
+                }
+            }
             self.wbuf.clear();
             if self.wbuf.capacity() > SHRINK_ABOVE {
                 self.wbuf = BytesMut::new();

@@ -354,6 +354,10 @@ impl Session {
                 // The backend may be mid-response or mid-transaction: close it,
                 // and stop what it runs (closing alone lets a long statement
                 // run to its end).
+                if matches!(e, crate::wire::WireError::WriteTimeout) {
+                    tracing::info!("client stopped reading its result; statement killed");
+                    self.shared.metrics.client_write_timeout();
+                }
                 let thread = co.backend.thread_id;
                 let pool = co.backend.pool;
                 drop(co);
