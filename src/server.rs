@@ -15,11 +15,11 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::backend::{self, BackendParams, ServerInfo};
 use crate::config::Config;
-use crate::frontend::auth::Credential;
 use crate::frontend::admission::{Admission, Bounds};
+use crate::frontend::auth::Credential;
 use crate::frontend::handshake;
-use crate::frontend::throttle::{self, Throttle};
 use crate::frontend::session::{End, Session};
+use crate::frontend::throttle::{self, Throttle};
 use crate::frontend::{Shared, User};
 use crate::pool::Pool;
 use crate::protocol::errors;
@@ -153,6 +153,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     let mut trackers = default_trackers();
     let mut templates = crate::frontend::session::local::Templates::default();
     let limits = crate::backend::conn::ServerLimits::default();
+    let mut start_error = None;
     match backend::connect(&params[0]).await {
         Ok((mut conn, info)) => {
             info!(version = %String::from_utf8_lossy(&info.version), "backend reachable");
@@ -171,13 +172,19 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
             templates.found_rows = conn.column_def("SELECT FOUND_ROWS()").await.ok().flatten();
         }
         Err(e) => {
-            warn!(error = %e, address = %cfg.backend.address, "backend not reachable at start; will retry per request")
+            warn!(error = %e, address = %cfg.backend.address, "backend not reachable at start; will retry per request");
+            start_error = Some(e);
         }
     }
     let cfg_registry_size = cfg.pool.prepared_registry_size;
     let cfg_groups = cfg.pool.effective_groups();
     let pool = Pool::new(&cfg, params, server);
     pool.spawn_maintenance();
+    if let Some(e) = start_error
+        && pool.health.record(Err(&e))
+    {
+        pool.start_health_probe();
+    }
     let admission = Admission::new(Bounds {
         total: cfg.frontend.max_unauthenticated,
         per_address: cfg.frontend.max_unauthenticated_per_address,

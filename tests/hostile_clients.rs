@@ -47,15 +47,16 @@ async fn silent_connection_storm_does_not_lock_out_logins() {
     }
     // The storm is accepted; a real login and an admin login still work, fast.
     let t0 = Instant::now();
-    let mut app = Conn::from_url(p.app_url()).await.expect("app login during storm");
+    let mut app = Conn::from_url(p.app_url())
+        .await
+        .expect("app login during storm");
     let v: Option<u32> = app.query_first("SELECT 1").await.expect("query");
     assert_eq!(v, Some(1));
     let admin_url = p.url("admin", "adminpw", "");
-    let mut admin = Conn::from_url(admin_url).await.expect("admin login during storm");
-    let rows: Vec<mysql_async::Row> = admin
-        .query("SHOW MYPLEX GROUPS")
+    let mut admin = Conn::from_url(admin_url)
         .await
-        .expect("console");
+        .expect("admin login during storm");
+    let rows: Vec<mysql_async::Row> = admin.query("SHOW MYPLEX GROUPS").await.expect("console");
     assert!(!rows.is_empty());
     assert!(
         t0.elapsed() < Duration::from_secs(3),
@@ -63,8 +64,16 @@ async fn silent_connection_storm_does_not_lock_out_logins() {
         t0.elapsed()
     );
     let a = &p.shared.admission;
-    assert!(a.pending() <= 300, "pending handshakes bounded: {}", a.pending());
-    assert!(a.evicted() >= 1500, "oldest silent ones closed: {}", a.evicted());
+    assert!(
+        a.pending() <= 300,
+        "pending handshakes bounded: {}",
+        a.pending()
+    );
+    assert!(
+        a.evicted() >= 1500,
+        "oldest silent ones closed: {}",
+        a.evicted()
+    );
     drop(storm);
     app.disconnect().await.expect("disconnect");
     admin.disconnect().await.expect("disconnect");
@@ -125,20 +134,32 @@ async fn password_guessing_is_throttled_per_address_and_user() {
     RawConn::try_connect_from([127, 0, 0, 2].into(), &addr, "other", "otherpw")
         .await
         .expect("other user logs in");
-    assert!(t0.elapsed() < Duration::from_millis(500), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
     // The guessed user is throttled from any address, even with the right
     // password (the outcome is never revealed early).
     let t0 = Instant::now();
     RawConn::try_connect_from([127, 0, 0, 3].into(), &addr, "app", "secret")
         .await
         .expect("right password still works");
-    assert!(t0.elapsed() >= Duration::from_millis(750), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(750),
+        "{:?}",
+        t0.elapsed()
+    );
     // ... and that success cleared the user's count.
     let t0 = Instant::now();
     RawConn::try_connect_from([127, 0, 0, 3].into(), &addr, "app", "secret")
         .await
         .expect("login");
-    assert!(t0.elapsed() < Duration::from_millis(500), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
     let (_, metrics) = p.http_get("/metrics").await;
     let auth = metrics
         .lines()
@@ -187,7 +208,10 @@ fn check_config_never_prints_secrets() {
     let (ok, text) = check_config(broken);
     assert!(!ok, "{text}");
     assert!(!text.contains("hunter2"), "password echoed:\n{text}");
-    assert!(text.contains("line 3"), "the error still says where:\n{text}");
+    assert!(
+        text.contains("line 3"),
+        "the error still says where:\n{text}"
+    );
     let wrong_type = "[[users]]\nname = \"a\"\npassword = \"pw-typo\"\nadmin = \"yes-secret\"\n";
     let (ok, text) = check_config(wrong_type);
     assert!(!ok, "{text}");
@@ -211,7 +235,8 @@ async fn client_that_stops_reading_is_cut_off_and_its_statement_killed() {
         .start()
         .await;
     let marker = format!("stops_reading_{}", std::process::id());
-    let mut stuck = RawConn::connect(&p.addr.to_string(), "app", "secret", Some("test"), false).await;
+    let mut stuck =
+        RawConn::connect(&p.addr.to_string(), "app", "secret", Some("test"), false).await;
     let sql = format!("SELECT REPEAT('x', 1000000), '{marker}' FROM seq_1_to_2000");
     let mut q = vec![0x03];
     q.extend_from_slice(sql.as_bytes());

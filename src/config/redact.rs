@@ -92,7 +92,9 @@ mod tests {
         let t = error_text(raw);
         assert!(!t.contains("hunter2"), "{t}");
         assert!(t.contains("line 3, column 12"), "{t}");
-        let t = error_text("invalid type: string \"hunter2\", expected a boolean for key `users.admin`");
+        let t = error_text(
+            "invalid type: string \"hunter2\", expected a boolean for key `users.admin`",
+        );
         assert!(!t.contains("hunter2"), "{t}");
     }
 

@@ -132,7 +132,11 @@ impl Throttle {
     pub fn failed(&self, ip: IpAddr, user: &str) {
         let now = Instant::now();
         let user = short(user);
-        let a = self.by_addr.lock().map(|mut c| c.fail(&ip, now)).unwrap_or(0);
+        let a = self
+            .by_addr
+            .lock()
+            .map(|mut c| c.fail(&ip, now))
+            .unwrap_or(0);
         let u = self
             .by_user
             .lock()

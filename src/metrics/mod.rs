@@ -211,7 +211,8 @@ impl Metrics {
 
     /// A client session ended by `frontend.client_write_timeout_ms`.
     pub fn client_write_timeout(&self) {
-        self.dynamic_counter(CLIENT_WRITE_TIMEOUTS_TOTAL, &[]).increment(1);
+        self.dynamic_counter(CLIENT_WRITE_TIMEOUTS_TOTAL, &[])
+            .increment(1);
     }
 
     /// A refused client connection.

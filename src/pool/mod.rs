@@ -3,6 +3,7 @@
 //! belong to, dialing with retry, and the per-group timer and maintenance.
 
 pub mod group;
+pub mod health;
 pub mod scheduler;
 
 use std::sync::{Arc, RwLock};
@@ -35,6 +36,8 @@ pub struct Pool {
     pub min_idle: usize,
     /// `stall_limit_ms`.
     pub stall_limit: Duration,
+    /// Whether the backend is reachable, as the last dials saw it.
+    pub health: health::Health,
 }
 
 impl Pool {
@@ -66,6 +69,7 @@ impl Pool {
             ping_interval: Duration::from_secs(cfg.backend.ping_interval_s),
             min_idle: cfg.pool.min_idle_per_group,
             stall_limit: Duration::from_millis(cfg.pool.stall_limit_ms),
+            health: health::Health::new(cfg.backend.address.clone()),
         })
     }
 
@@ -84,7 +88,22 @@ impl Pool {
 
     /// Dials a backend of credential pool `pool`, retrying with backoff
     /// until `deadline`.
-    pub async fn dial(&self, pool: usize, deadline: Instant) -> Result<BackendConn, BackendError> {
+    pub async fn dial(
+        self: &Arc<Self>,
+        pool: usize,
+        deadline: Instant,
+    ) -> Result<BackendConn, BackendError> {
+        let r = self.dial_once(pool, deadline).await;
+        if self.health.record(r.as_ref().map(|_| ()))
+            && let Err(e) = &r
+        {
+            tracing::warn!(error = %e, address = %self.params[0].address, "backend unreachable");
+            self.start_health_probe();
+        }
+        r
+    }
+
+    async fn dial_once(&self, pool: usize, deadline: Instant) -> Result<BackendConn, BackendError> {
         let Some(p) = self.params.get(pool) else {
             return Err(BackendError::Protocol(format!("no credential pool {pool}")));
         };
@@ -139,7 +158,7 @@ impl Pool {
 
     /// Closes idle connections past `idle_timeout` (above the minimum) and
     /// ones the server closed; keeps `min_idle` connections per group open.
-    async fn maintain(&self) {
+    async fn maintain(self: &Arc<Self>) {
         for g in &self.groups {
             let now = Instant::now();
             let snap = g.snapshot();

@@ -62,7 +62,10 @@ impl Session {
             )),
             Err(e) => {
                 warn!(error = %e, "backend connection failed");
-                Err(errors::backend_unavailable(&e.to_string()))
+                Err(match self.shared.pool.health.down() {
+                    Some(d) => self.shared.pool.health.unreachable_err(&d),
+                    None => errors::backend_unavailable(&e.to_string()),
+                })
             }
         }
     }
@@ -119,8 +122,11 @@ impl Session {
                     "queue timeout"
                 );
                 self.shared.metrics.queue_timeout(self.group.id);
-                self.send_err(seq, &queue_timeout_err(&t.to_string()))
-                    .await?;
+                let e = match self.shared.pool.health.down() {
+                    Some(d) => self.shared.pool.health.unreachable_err(&d),
+                    None => queue_timeout_err(&t.to_string()),
+                };
+                self.send_err(seq, &e).await?;
                 return Ok(None);
             }
         };
