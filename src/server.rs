@@ -276,7 +276,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
         match accepted {
             Ok((tcp, peer)) => {
                 let shared = shared.clone();
-                let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+                let id = next_client_id(&shared);
                 let span = info_span!("client", client.id = id, client.addr = %peer);
                 tokio::spawn(client(shared, tcp, peer, id).instrument(span));
             }
@@ -304,6 +304,22 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
     let until = Instant::now() + drain;
     while shared.clients.load(Ordering::Relaxed) > 0 && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The next proxy connection id: never 0, never one a live session holds
+/// (the counter wraps after 2^32 connections).
+fn next_client_id(shared: &Shared) -> u32 {
+    loop {
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let live = shared
+            .sessions
+            .lock()
+            .map(|m| m.contains_key(&id))
+            .unwrap_or(false);
+        if id != 0 && !live {
+            return id;
+        }
     }
 }
 

@@ -277,3 +277,22 @@ async fn client_that_stops_reading_is_cut_off_and_its_statement_killed() {
     drop(stuck);
     other.disconnect().await.expect("disconnect");
 }
+
+/// Proxy connection ids wrap after 2^32 connections without reusing 0 or
+/// an id a live session holds (KILL must never reach the wrong session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_ids_wrap_around_live_ones() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).start().await;
+    let addr = p.addr.to_string();
+    let first = RawConn::connect(&addr, "app", "secret", None, false).await;
+    assert_eq!(first.conn_id, 1);
+    p.shared
+        .next_id
+        .store(u32::MAX, std::sync::atomic::Ordering::Relaxed);
+    let last = RawConn::connect(&addr, "app", "secret", None, false).await;
+    assert_eq!(last.conn_id, u32::MAX);
+    let wrapped = RawConn::connect(&addr, "app", "secret", None, false).await;
+    assert_eq!(wrapped.conn_id, 2, "0 and the live 1 are skipped");
+    drop((first, last, wrapped));
+}

@@ -193,3 +193,38 @@ async fn lost_backend_error_is_well_formed_for_the_mariadb_cli() {
     assert!(!text.contains("2027"), "malformed packet: {text}");
     assert!(text.contains("ERROR 1158 (08S01)"), "{text}");
 }
+
+/// Every backend held by sessions idle inside a transaction: the queue
+/// timeout says so instead of suggesting larger pool settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_timeout_names_transactions_holding_every_backend() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .max_backend(2)
+        .queue_timeout_ms(800)
+        .with(|c| c.pool.thread_groups = 1)
+        .start()
+        .await;
+    // mysql_async queries the server during its login: log in first.
+    let mut waiter = Conn::from_url(p.app_url()).await.expect("connect");
+    let mut holders = Vec::new();
+    for _ in 0..2 {
+        let mut c = Conn::from_url(p.app_url()).await.expect("connect");
+        c.query_drop("BEGIN").await.expect("begin");
+        c.query_drop("SELECT 1").await.expect("select");
+        holders.push(c);
+    }
+    let e = err_of(&mut waiter, "SELECT 2").await;
+    assert_eq!(e.code, 1317, "{e:?}");
+    assert!(
+        e.message
+            .contains("held by 2 sessions inside a transaction"),
+        "{}",
+        e.message
+    );
+    for mut c in holders {
+        c.query_drop("ROLLBACK").await.expect("rollback");
+    }
+    let v: Option<u32> = waiter.query_first("SELECT 3").await.expect("served");
+    assert_eq!(v, Some(3));
+}

@@ -124,7 +124,10 @@ impl Session {
                 self.shared.metrics.queue_timeout(self.group.id);
                 let e = match self.shared.pool.health.down() {
                     Some(d) => self.shared.pool.health.unreachable_err(&d),
-                    None => queue_timeout_err(&t.to_string()),
+                    None => match self.transaction_holders(t.owned) {
+                        Some(why) => queue_timeout_err(&why),
+                        None => queue_timeout_err(&t.to_string()),
+                    },
                 };
                 self.send_err(seq, &e).await?;
                 return Ok(None);
@@ -546,6 +549,32 @@ impl Session {
                 backend.marks.needs_reset = true;
             }
         }
+    }
+
+    /// When every backend connection of this group is held by a session
+    /// inside a transaction, the queue timeout says so (raising pool
+    /// settings would not help: those transactions must end).
+    fn transaction_holders(&self, owned: usize) -> Option<String> {
+        use crate::session_state::{PinReason, Pins};
+        let groups = self.shared.pool.groups.len().max(1) as u32;
+        let mine = self.group.id as u32;
+        let holders = self
+            .shared
+            .sessions
+            .lock()
+            .ok()?
+            .iter()
+            .filter(|(id, h)| {
+                **id % groups == mine
+                    && Pins::from_bits(h.pins.load(std::sync::atomic::Ordering::Relaxed))
+                        .has(PinReason::Transaction)
+            })
+            .count();
+        (owned > 0 && holders >= owned).then(|| {
+            format!(
+                "myplex: queue timeout: all {owned} backend connections of thread group {mine} are held by {holders} sessions inside a transaction; those transactions must end (COMMIT / ROLLBACK), or set the server's idle_transaction_timeout to end idle ones"
+            )
+        })
     }
 
     /// Reports a lost backend. When it held session state (an open
