@@ -100,15 +100,17 @@ mod tests {
 
     #[test]
     fn every_secret_is_masked() {
-        let mut c = Config::default();
-        c.users = vec![crate::config::UserConfig {
-            name: "u".into(),
-            password_sha1: Some("*ABCDEF".into()),
-            password_sha256: Some("abc123".into()),
-            password: Some("pw".into()),
-            backend_password: Some("bpw".into()),
+        let c = Config {
+            users: vec![crate::config::UserConfig {
+                name: "u".into(),
+                password_sha1: Some("*ABCDEF".into()),
+                password_sha256: Some("abc123".into()),
+                password: Some("pw".into()),
+                backend_password: Some("bpw".into()),
+                ..Default::default()
+            }],
             ..Default::default()
-        }];
+        };
         let text = format!("{:?}", c.redacted());
         for secret in ["*ABCDEF", "abc123", "\"pw\"", "bpw", "\"secret\""] {
             assert!(!text.contains(secret), "{secret} in {text}");
