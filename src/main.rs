@@ -58,23 +58,9 @@ fn real_main() -> anyhow::Result<()> {
     rt.block_on(serve(cfg, cli.config))
 }
 
-/// The effective configuration as TOML, with passwords masked.
+/// The effective configuration as TOML, with every secret masked.
 fn toml_like(cfg: &myplex::config::Config) -> String {
-    let mut c = cfg.clone();
-    let mask = |s: &mut String| {
-        if !s.is_empty() {
-            *s = "********".into();
-        }
-    };
-    mask(&mut c.backend.password);
-    for u in &mut c.users {
-        if let Some(p) = u.password.as_mut() {
-            mask(p);
-        }
-        if let Some(p) = u.backend_password.as_mut() {
-            mask(p);
-        }
-    }
+    let c = cfg.redacted();
     toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot render: {e}\n{c:#?}"))
 }
 

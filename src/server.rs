@@ -15,9 +15,11 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::backend::{self, BackendParams, ServerInfo};
 use crate::config::Config;
+use crate::frontend::admission::{Admission, Bounds};
 use crate::frontend::auth::Credential;
 use crate::frontend::handshake;
 use crate::frontend::session::{End, Session};
+use crate::frontend::throttle::{self, Throttle};
 use crate::frontend::{Shared, User};
 use crate::pool::Pool;
 use crate::protocol::errors;
@@ -168,6 +170,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     let mut trackers = default_trackers();
     let mut templates = crate::frontend::session::local::Templates::default();
     let limits = crate::backend::conn::ServerLimits::default();
+    let mut start_error = None;
     match backend::connect(&params[0]).await {
         Ok((mut conn, info)) => {
             info!(version = %String::from_utf8_lossy(&info.version), "backend reachable");
@@ -190,13 +193,27 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
             templates.found_rows = conn.column_def("SELECT FOUND_ROWS()").await.ok().flatten();
         }
         Err(e) => {
-            warn!(error = %e, address = %cfg.backend.address, "backend not reachable at start; will retry per request")
+            warn!(error = %e, address = %cfg.backend.address, "backend not reachable at start; will retry per request");
+            start_error = Some(e);
         }
     }
     let cfg_registry_size = cfg.pool.prepared_registry_size;
     let cfg_groups = cfg.pool.effective_groups();
     let pool = Pool::new(&cfg, params, server);
     pool.spawn_maintenance();
+    if let Some(e) = start_error
+        && pool.health.record(Err(&e))
+    {
+        pool.start_health_probe();
+    }
+    let admission = Admission::new(Bounds {
+        total: cfg.frontend.max_unauthenticated,
+        per_address: cfg.frontend.max_unauthenticated_per_address,
+    });
+    let throttle = Throttle::new(throttle::Settings {
+        free_failures: cfg.frontend.auth_throttle_free_failures,
+        max_delay: Duration::from_millis(cfg.frontend.auth_throttle_max_delay_ms),
+    });
     Ok(Arc::new(Shared {
         config: arc_swap::ArcSwap::from_pointee(cfg),
         config_path: Default::default(),
@@ -214,6 +231,8 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         registry: std::sync::Mutex::new(crate::prepared::Registry::new(cfg_registry_size)),
         limits,
         shutdown,
+        admission,
+        throttle,
     }))
 }
 
@@ -279,7 +298,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
         match accepted {
             Ok((tcp, peer)) => {
                 let shared = shared.clone();
-                let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+                let id = next_client_id(&shared);
                 let span = info_span!("client", client.id = id, client.addr = %peer);
                 tokio::spawn(client(shared, tcp, peer, id).instrument(span));
             }
@@ -310,6 +329,22 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
     }
 }
 
+/// The next proxy connection id: never 0, never one a live session holds
+/// (the counter wraps after 2^32 connections).
+fn next_client_id(shared: &Shared) -> u32 {
+    loop {
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let live = shared
+            .sessions
+            .lock()
+            .map(|m| m.contains_key(&id))
+            .unwrap_or(false);
+        if id != 0 && !live {
+            return id;
+        }
+    }
+}
+
 async fn refuse(tcp: TcpStream, e: crate::protocol::packets::ErrPacket) {
     let mut io = PacketIo::new(Stream::Plain(tcp));
     let mut b = BytesMut::new();
@@ -329,7 +364,10 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     let n = shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
     let _count = ClientCount(&shared);
     shared.metrics.client_connections.set(n as f64);
-    if n > shared.config.load().pool.max_client_connections {
+    // Only logged-in clients count toward max_client_connections; while
+    // even the admin reserve is full, refuse before the handshake (cheap).
+    let max = shared.config.load().pool.max_client_connections;
+    if shared.admission.logged_in() >= max + crate::frontend::admission::ADMIN_RESERVE {
         debug!("too many connections");
         shared.metrics.rejected("max_client_connections");
         refuse(tcp, errors::too_many_connections()).await;
@@ -344,7 +382,17 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     let _ = tcp.set_nodelay(true);
     let io = PacketIo::new(Stream::Plain(tcp)).with_read_step(handshake::CLIENT_READ_STEP);
     let timeout = Duration::from_millis(shared.config.load().frontend.handshake_timeout_ms);
-    let login = match tokio::time::timeout(timeout, handshake::login(&shared, io, id, peer)).await {
+    let mut pending = shared.admission.enter(peer.ip());
+    let login = tokio::select! {
+        r = tokio::time::timeout(timeout, handshake::login(&shared, io, id, peer)) => r,
+        _ = &mut pending.evicted => {
+            debug!("handshake closed to make room for newer ones");
+            shared.metrics.rejected("handshake_evicted");
+            return;
+        }
+    };
+    drop(pending);
+    let mut login = match login {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => {
             debug!(error = %e, "login failed");
@@ -364,6 +412,18 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
             return;
         }
     };
+    let admin = shared.users.get(login.user).is_some_and(|u| u.admin);
+    let Some(_logged_in) = shared.admission.log_in(max, admin) else {
+        debug!("too many connections");
+        shared.metrics.rejected("max_client_connections");
+        let mut b = BytesMut::new();
+        errors::too_many_connections().write(&mut b);
+        let send = login.io.send_packet(login.ok_seq, &b);
+        let _ = tokio::time::timeout(Duration::from_secs(1), send).await;
+        return;
+    };
+    let write_timeout = Duration::from_millis(shared.config.frontend.client_write_timeout_ms);
+    login.io.set_write_timeout(write_timeout);
     let (session, ok_seq, schema) = Session::new(shared.clone(), login, id);
     match session.run(ok_seq, schema).await {
         Ok(()) | Err(End::ClientGone) => debug!("client left"),

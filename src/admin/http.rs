@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::time::Instant;
 
 use crate::frontend::Shared;
 
@@ -90,15 +89,8 @@ async fn route(path: &[u8], shared: &Shared) -> (u16, &'static str, String) {
     }
 }
 
-/// A backend connection is usable: one is idle in a group, or one can be
-/// opened (and pinged) right now.
+/// The backend is usable as the background health state says: answered at
+/// once, never by dialing per request.
 async fn backend_usable(shared: &Shared) -> bool {
-    if shared.pool.groups.iter().any(|g| g.snapshot().idle > 0) {
-        return true;
-    }
-    let deadline = Instant::now() + Duration::from_secs(2);
-    match shared.pool.dial(0, deadline).await {
-        Ok(mut c) => c.ping().await.is_ok(),
-        Err(_) => false,
-    }
+    shared.pool.health.down().is_none()
 }

@@ -12,9 +12,11 @@ pub const DEFAULT_TOML: &str = include_str!("../../config/myplex.toml");
 /// A configuration that cannot be used, with every problem found.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The sources could not be read or parsed.
+    /// The sources could not be read or parsed (the text with echoed
+    /// source lines and quoted values hidden: they may hold secrets).
+    /// Not a `#[source]`: an error chain printer would show the original.
     #[error("{0}")]
-    Source(#[from] config::ConfigError),
+    Source(String),
     /// Values parsed but are not valid.
     #[error("invalid configuration:\n  {}", .0.join("\n  "))]
     Invalid(Vec<String>),
@@ -57,6 +59,12 @@ pub fn load_str(toml: &str) -> Result<Config, ConfigError> {
     let b = config::Config::builder()
         .add_source(config::File::from_str(toml, config::FileFormat::Toml));
     finish(b)
+}
+
+impl From<config::ConfigError> for ConfigError {
+    fn from(e: config::ConfigError) -> Self {
+        Self::Source(super::redact::error_text(&e.to_string()))
+    }
 }
 
 fn finish(b: config::ConfigBuilder<config::builder::DefaultState>) -> Result<Config, ConfigError> {
@@ -103,6 +111,15 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     }
     if c.frontend.max_allowed_packet < 1024 || c.frontend.max_allowed_packet > 1 << 30 {
         errs.push("frontend.max_allowed_packet: must be between 1024 and 1073741824".into());
+    }
+    if c.frontend.max_unauthenticated == 0 || c.frontend.max_unauthenticated_per_address == 0 {
+        errs.push(
+            "frontend.max_unauthenticated / max_unauthenticated_per_address: must be positive"
+                .into(),
+        );
+    }
+    if c.frontend.client_write_timeout_ms == 0 {
+        errs.push("frontend.client_write_timeout_ms: must be positive".into());
     }
     if c.frontend.tls_cert.is_empty() != c.frontend.tls_key.is_empty() {
         errs.push("frontend.tls_cert / frontend.tls_key: set both or neither".into());

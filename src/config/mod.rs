@@ -4,6 +4,7 @@
 
 mod load;
 mod model;
+pub mod redact;
 
 pub use load::{ConfigError, DEFAULT_TOML, load, load_str};
 pub use model::*;

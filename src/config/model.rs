@@ -127,6 +127,20 @@ pub struct FrontendConfig {
     pub max_allowed_packet: usize,
     /// A client must finish the login within this time.
     pub handshake_timeout_ms: u64,
+    /// Connections still logging in, overall; above it the oldest one still
+    /// logging in is closed (separate from `pool.max_client_connections`).
+    pub max_unauthenticated: usize,
+    /// Connections still logging in from one address; above it that
+    /// address's oldest one is closed.
+    pub max_unauthenticated_per_address: usize,
+    /// Failed logins (per address, per user) before logins wait.
+    pub auth_throttle_free_failures: u32,
+    /// Longest wait before a throttled login's outcome (0: no throttle).
+    pub auth_throttle_max_delay_ms: u64,
+    /// A result write the client does not read for this long ends the
+    /// session, kills the statement and frees its backend (like the
+    /// server's `net_write_timeout`).
+    pub client_write_timeout_ms: u64,
 }
 
 impl Default for FrontendConfig {
@@ -138,6 +152,11 @@ impl Default for FrontendConfig {
             default_auth_plugin: AuthPluginName::MysqlNativePassword,
             max_allowed_packet: 64 * 1024 * 1024,
             handshake_timeout_ms: 10_000,
+            max_unauthenticated: 1000,
+            max_unauthenticated_per_address: 200,
+            auth_throttle_free_failures: 5,
+            auth_throttle_max_delay_ms: 5000,
+            client_write_timeout_ms: 60_000,
         }
     }
 }

@@ -182,8 +182,11 @@ pub async fn login(
     };
     let response = resp.scramble_buf().to_vec();
 
+    // Password-guessing throttle: wait before any outcome is revealed.
+    tokio::time::sleep(shared.throttle.delay(peer.ip(), &user_name)).await;
     let users = shared.users.load_full();
     let Some((user_idx, user)) = users.find(&user_name) else {
+        shared.throttle.failed(peer.ip(), &user_name);
         let e = errors::access_denied(&user_name, &host, !response.is_empty());
         return Err(refuse(&mut io, seq, e).await);
     };
@@ -199,9 +202,11 @@ pub async fn login(
     )
     .await?;
     if !verified.ok {
+        shared.throttle.failed(peer.ip(), &user_name);
         let e = errors::access_denied(&user_name, &host, verified.used_password);
         return Err(refuse(&mut io, seq, e).await);
     }
+    shared.throttle.succeeded(&user_name);
     let pool = shared.pool.key(user.pool, caps.flavour());
     if caps.has(flag::COMPRESS) {
         // The final OK (sent by the session) is the last plain packet.

@@ -1,11 +1,13 @@
 //! The client side: login (`handshake`, `auth`), the per-client command loop
 //! (`session`) and response streaming with capability translation (`relay`).
 
+pub mod admission;
 pub mod auth;
 pub mod compress_status;
 pub mod handshake;
 pub mod relay;
 pub mod session;
+pub mod throttle;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize};
@@ -114,6 +116,10 @@ pub struct Shared {
     pub limits: crate::backend::conn::ServerLimits,
     /// Shutdown signal.
     pub shutdown: Shutdown,
+    /// Connections still logging in, and the logged-in count.
+    pub admission: admission::Admission,
+    /// Failed-login counts and delays.
+    pub throttle: throttle::Throttle,
 }
 
 #[cfg(test)]

@@ -209,6 +209,12 @@ impl Metrics {
             .clone()
     }
 
+    /// A client session ended by `frontend.client_write_timeout_ms`.
+    pub fn client_write_timeout(&self) {
+        self.dynamic_counter(CLIENT_WRITE_TIMEOUTS_TOTAL, &[])
+            .increment(1);
+    }
+
     /// A refused client connection.
     pub fn rejected(&self, reason: &'static str) {
         self.dynamic_counter(

@@ -9,9 +9,14 @@ pub const CLIENT_CONNECTIONS: &str = "myplex_client_connections";
 /// Counter: client connections accepted.
 pub const CLIENT_CONNECTIONS_TOTAL: &str = "myplex_client_connections_total";
 /// Counter{reason}: client connections refused (`max_client_connections`,
-/// `fd_exhausted`, `shutdown`), refused logins (`auth`), and peers that left
-/// (`handshake_aborted`) or stalled (`handshake_timeout`) before logging in.
+/// `fd_exhausted`, `shutdown`), refused logins (`auth`), peers that left
+/// (`handshake_aborted`) or stalled (`handshake_timeout`) before logging in,
+/// and handshakes closed to make room for newer ones (`handshake_evicted`,
+/// `frontend.max_unauthenticated[_per_address]`).
 pub const CLIENT_CONNECTIONS_REJECTED_TOTAL: &str = "myplex_client_connections_rejected_total";
+/// Counter: client sessions ended because the client did not read its
+/// result for `frontend.client_write_timeout_ms` (statement killed, backend closed).
+pub const CLIENT_WRITE_TIMEOUTS_TOTAL: &str = "myplex_client_write_timeouts_total";
 /// Counter{group, kind}: statements (commands needing a backend) by command kind.
 pub const STATEMENTS_TOTAL: &str = "myplex_statements_total";
 /// Counter{group, outcome}: explicit transactions ended, `commit` or
@@ -59,6 +64,7 @@ pub const ALL: &[&str] = &[
     CLIENT_CONNECTIONS,
     CLIENT_CONNECTIONS_TOTAL,
     CLIENT_CONNECTIONS_REJECTED_TOTAL,
+    CLIENT_WRITE_TIMEOUTS_TOTAL,
     STATEMENTS_TOTAL,
     TRANSACTIONS_TOTAL,
     ERRORS_TOTAL,

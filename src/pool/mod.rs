@@ -6,6 +6,7 @@
 //! ([`Pool::reconfigure`], on a configuration reload).
 
 pub mod group;
+pub mod health;
 pub mod keys;
 pub mod scheduler;
 
@@ -38,6 +39,8 @@ pub struct Pool {
     /// Pool mode.
     pub mode: PoolMode,
     timings: ArcSwap<Timings>,
+    /// Whether the backend is reachable, as the last dials saw it.
+    pub health: health::Health,
 }
 
 /// The pool's reloadable durations and sizes.
@@ -93,6 +96,7 @@ impl Pool {
             server: RwLock::new(Arc::new(server)),
             mode: cfg.pool.mode,
             timings: ArcSwap::from_pointee(Timings::from_config(cfg)),
+            health: health::Health::new(cfg.backend.address.clone()),
         })
     }
 
@@ -163,8 +167,23 @@ impl Pool {
     }
 
     /// Dials a backend of pool key `pool`, retrying with backoff until
-    /// `deadline`.
-    pub async fn dial(&self, pool: usize, deadline: Instant) -> Result<BackendConn, BackendError> {
+    /// `deadline`; every outcome feeds the health state.
+    pub async fn dial(
+        self: &Arc<Self>,
+        pool: usize,
+        deadline: Instant,
+    ) -> Result<BackendConn, BackendError> {
+        let r = self.dial_once(pool, deadline).await;
+        if self.health.record(r.as_ref().map(|_| ()))
+            && let Err(e) = &r
+        {
+            tracing::warn!(error = %e, address = %self.health.address(), "backend unreachable");
+            self.start_health_probe();
+        }
+        r
+    }
+
+    async fn dial_once(&self, pool: usize, deadline: Instant) -> Result<BackendConn, BackendError> {
         let Some(p) = self.params(pool) else {
             return Err(BackendError::Protocol(format!("no pool key {pool}")));
         };
@@ -231,7 +250,7 @@ impl Pool {
 
     /// Closes idle connections past `idle_timeout` (above the minimum) and
     /// ones the server closed; keeps `min_idle` connections per group open.
-    async fn maintain(&self) {
+    async fn maintain(self: &Arc<Self>) {
         let t = self.timings.load_full();
         for g in &self.groups {
             let now = Instant::now();

@@ -18,7 +18,6 @@ pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
 pub const ER_SERVER_SHUTDOWN: u16 = 1053;
 pub const ER_OUT_OF_RESOURCES: u16 = 1041;
 pub const ER_QUERY_INTERRUPTED: u16 = 1317;
-pub const CR_SERVER_LOST: u16 = 2013;
 pub const ER_NOT_ALLOWED_COMMAND: u16 = 1148;
 pub const ER_LOAD_INFILE_CAPABILITY_DISABLED: u16 = 4166;
 pub const ER_CLIENT_LOCAL_FILES_DISABLED: u16 = 3948;
@@ -130,11 +129,14 @@ pub fn bad_handshake() -> ErrPacket {
     ErrPacket::new(ER_HANDSHAKE_ERROR, "08S01", "Bad handshake")
 }
 
-/// The backend connection failed while serving this client.
+/// The backend connection failed while serving this client. A server-side
+/// code: 2013 (CR_SERVER_LOST) is a client library's own code, and
+/// libmariadb reports an ERR carrying a client-range code as 2027
+/// "malformed packet".
 pub fn backend_lost(detail: &str) -> ErrPacket {
     ErrPacket::new(
-        CR_SERVER_LOST,
-        "HY000",
+        ER_NET_READ_ERROR,
+        "08S01",
         format!("myplex: lost connection to backend during query ({detail})"),
     )
 }
@@ -187,5 +189,27 @@ mod tests {
         let own = RawErr::from_packet(&packet_too_large());
         assert_eq!(own.code(), ER_NET_PACKET_TOO_LARGE);
         assert_eq!(&own.payload()[3..9], b"#08S01");
+    }
+
+    #[test]
+    fn proxy_errors_use_server_codes() {
+        // Client-library codes (2000-2999) in an ERR from a server are
+        // reported by libmariadb as 2027 "malformed packet".
+        for e in [
+            backend_lost("x"),
+            backend_unavailable("x"),
+            too_many_connections(),
+            bad_handshake(),
+            out_of_order(),
+            packet_too_large(),
+            shutting_down(),
+            out_of_resources("x"),
+            unknown_command(0x99),
+            access_denied("u", "h", true),
+        ] {
+            assert!(!(2000..3000).contains(&e.code), "{e}");
+            let raw = RawErr::from_packet(&e);
+            assert_eq!(raw.payload()[3], b'#', "{e}");
+        }
     }
 }

@@ -40,6 +40,9 @@ pub enum WireError {
     /// A packet arrived with an unexpected sequence id.
     #[error("packets out of order")]
     OutOfOrder,
+    /// The peer did not take our bytes within the write timeout.
+    #[error("write timed out: the peer stopped reading")]
+    WriteTimeout,
 }
 
 /// A reassembled logical packet.
@@ -66,6 +69,7 @@ pub struct PacketIo {
     zlib: Option<Box<Zlib>>,
     /// Compression starts after the next flush (the login's final OK).
     compress_after_flush: bool,
+    write_timeout: Option<std::time::Duration>,
 }
 
 impl PacketIo {
@@ -78,6 +82,7 @@ impl PacketIo {
             read_step: READ_STEP,
             zlib: None,
             compress_after_flush: false,
+            write_timeout: None,
         }
     }
 
@@ -98,6 +103,12 @@ impl PacketIo {
         if let Some(z) = self.zlib.as_mut() {
             z.new_command();
         }
+    }
+
+    /// Fails a flush that makes no progress for `t` (a peer that stopped
+    /// reading) with [`WireError::WriteTimeout`].
+    pub fn set_write_timeout(&mut self, t: std::time::Duration) {
+        self.write_timeout = Some(t);
     }
 
     /// Grows the read buffer in smaller steps (clients send small commands;
@@ -254,7 +265,7 @@ impl PacketIo {
                 if self.wbuf.capacity() > SHRINK_ABOVE {
                     self.wbuf = BytesMut::new();
                 }
-                self.stream.write_all(&z.out).await?;
+                write_all(&mut self.stream, &z.out, self.write_timeout).await?;
                 z.out.clear();
                 if z.out.capacity() > SHRINK_ABOVE {
                     z.out = BytesMut::new();
@@ -264,7 +275,7 @@ impl PacketIo {
             return Ok(());
         }
         if !self.wbuf.is_empty() {
-            self.stream.write_all(&self.wbuf).await?;
+            write_all(&mut self.stream, &self.wbuf, self.write_timeout).await?;
             self.wbuf.clear();
             if self.wbuf.capacity() > SHRINK_ABOVE {
                 self.wbuf = BytesMut::new();
@@ -338,4 +349,29 @@ impl PacketIo {
     pub fn take_stream(&mut self) -> Stream {
         std::mem::replace(&mut self.stream, Stream::Closed)
     }
+}
+
+/// Writes all of `buf`; with a timeout, a write that makes no progress for
+/// that long fails with [`WireError::WriteTimeout`] (the timeout restarts
+/// with every write that makes progress: a slow reader is fine, a stopped
+/// one is not).
+async fn write_all(
+    stream: &mut Stream,
+    buf: &[u8],
+    timeout: Option<std::time::Duration>,
+) -> Result<(), WireError> {
+    let Some(t) = timeout else {
+        stream.write_all(buf).await?;
+        return Ok(());
+    };
+    let mut at = 0;
+    while at < buf.len() {
+        match tokio::time::timeout(t, stream.write(&buf[at..])).await {
+            Ok(Ok(0)) => return Err(WireError::Closed),
+            Ok(Ok(n)) => at += n,
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => return Err(WireError::WriteTimeout),
+        }
+    }
+    Ok(())
 }

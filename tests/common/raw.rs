@@ -660,10 +660,42 @@ impl RawConn {
         wanted: u32,
         collation: u8,
     ) -> Result<RawConn, ErrInfo> {
-        let mut stream = timeout(WAIT, TcpStream::connect(addr))
+        let stream = timeout(WAIT, TcpStream::connect(addr))
             .await
             .expect("connect timed out")
             .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        RawConn::login(stream, user, password, db, wanted, collation).await
+    }
+
+    /// Like `try_connect` (no DEPRECATE_EOF), from source address `from`
+    /// (any 127.x.y.z works on Linux loopback).
+    pub async fn try_connect_from(
+        from: std::net::IpAddr,
+        addr: &str,
+        user: &str,
+        password: &str,
+    ) -> Result<RawConn, ErrInfo> {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(std::net::SocketAddr::new(from, 0))
+            .unwrap_or_else(|e| panic!("bind {from}: {e}"));
+        let to: std::net::SocketAddr = addr.parse().expect("address");
+        let stream = timeout(WAIT, socket.connect(to))
+            .await
+            .expect("connect timed out")
+            .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        RawConn::login(stream, user, password, None, BASE_CAPS, 45).await
+    }
+
+    /// Logs in on a connected socket.
+    async fn login(
+        mut stream: TcpStream,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+        wanted: u32,
+        collation: u8,
+    ) -> Result<RawConn, ErrInfo> {
         let (_, g) = read_packet(&mut stream, "greeting")
             .await
             .expect("greeting");

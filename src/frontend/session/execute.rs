@@ -62,7 +62,10 @@ impl Session {
             )),
             Err(e) => {
                 warn!(error = %e, "backend connection failed");
-                Err(errors::backend_unavailable(&e.to_string()))
+                Err(match self.shared.pool.health.down() {
+                    Some(d) => self.shared.pool.health.unreachable_err(&d),
+                    None => errors::backend_unavailable(&e.to_string()),
+                })
             }
         }
     }
@@ -119,8 +122,14 @@ impl Session {
                     "queue timeout"
                 );
                 self.shared.metrics.queue_timeout(self.group.id);
-                self.send_err(seq, &queue_timeout_err(&t.to_string()))
-                    .await?;
+                let e = match self.shared.pool.health.down() {
+                    Some(d) => self.shared.pool.health.unreachable_err(&d),
+                    None => match self.transaction_holders(t.owned) {
+                        Some(why) => queue_timeout_err(&why),
+                        None => queue_timeout_err(&t.to_string()),
+                    },
+                };
+                self.send_err(seq, &e).await?;
                 return Ok(None);
             }
         };
@@ -365,6 +374,10 @@ impl Session {
                 // The backend may be mid-response or mid-transaction: close it,
                 // and stop what it runs (closing alone lets a long statement
                 // run to its end).
+                if matches!(e, crate::wire::WireError::WriteTimeout) {
+                    tracing::info!("client stopped reading its result; statement killed");
+                    self.shared.metrics.client_write_timeout();
+                }
                 let thread = co.backend.thread_id;
                 let pool = co.backend.pool;
                 drop(co);
@@ -547,6 +560,32 @@ impl Session {
                 backend.marks.needs_reset = true;
             }
         }
+    }
+
+    /// When every backend connection of this group is held by a session
+    /// inside a transaction, the queue timeout says so (raising pool
+    /// settings would not help: those transactions must end).
+    fn transaction_holders(&self, owned: usize) -> Option<String> {
+        use crate::session_state::{PinReason, Pins};
+        let groups = self.shared.pool.groups.len().max(1) as u32;
+        let mine = self.group.id as u32;
+        let holders = self
+            .shared
+            .sessions
+            .lock()
+            .ok()?
+            .iter()
+            .filter(|(id, h)| {
+                **id % groups == mine
+                    && Pins::from_bits(h.pins.load(std::sync::atomic::Ordering::Relaxed))
+                        .has(PinReason::Transaction)
+            })
+            .count();
+        (owned > 0 && holders >= owned).then(|| {
+            format!(
+                "myplex: queue timeout: all {owned} backend connections of thread group {mine} are held by {holders} sessions inside a transaction; those transactions must end (COMMIT / ROLLBACK), or set the server's idle_transaction_timeout to end idle ones"
+            )
+        })
     }
 
     /// Reports a lost backend. When it held session state (an open

@@ -1,0 +1,179 @@
+//! The backend's health as the proxy last saw it: up, or unreachable since
+//! a moment with the last dial error. Fed by every dial (a refused or
+//! timed-out connect marks it down; any successful login marks it up) and,
+//! while down, by a background probe, so `/readyz` and queued clients learn
+//! it at once instead of dialing (or waiting out `queue_timeout_ms`)
+//! themselves. A server that answers with an error (1040, bad credentials)
+//! is reachable: only connection failures count.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::Pool;
+use crate::backend::BackendError;
+use crate::protocol::packets::ErrPacket;
+
+/// How often the probe dials while the backend is down.
+pub const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// ER_CONNECT_TO_FOREIGN_DATA_SOURCE: what MariaDB itself answers when the
+/// server a FEDERATED / CONNECT table lives on cannot be reached — the same
+/// situation (the server the client talks to is up, the data behind it is
+/// not). SQLSTATE HY000 keeps drivers from discarding their healthy
+/// connection to the proxy; 2003 / 2013 are client-library codes a server
+/// must not send (libmariadb reports them as 2027 "malformed packet").
+pub const ER_CONNECT_TO_FOREIGN_DATA_SOURCE: u16 = 1429;
+
+/// An outage.
+#[derive(Debug, Clone)]
+pub struct Down {
+    /// Wall-clock start (for the message).
+    pub since_wall: SystemTime,
+    /// Monotonic start (for the duration).
+    pub since: Instant,
+    /// The last dial error.
+    pub error: String,
+}
+
+/// Backend health, shared by the pool, sessions and the admin endpoint.
+pub struct Health {
+    address: String,
+    tx: watch::Sender<Option<Down>>,
+    probing: Mutex<bool>,
+}
+
+impl Health {
+    /// Up, for the backend at `address`.
+    pub fn new(address: String) -> Self {
+        Self {
+            address,
+            tx: watch::channel(None).0,
+            probing: Mutex::new(false),
+        }
+    }
+
+    /// The backend address it watches.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The current outage, if any.
+    pub fn down(&self) -> Option<Down> {
+        self.tx.borrow().clone()
+    }
+
+    /// Records a dial outcome. Returns true when this made it go down.
+    pub fn record(&self, r: Result<(), &BackendError>) -> bool {
+        match r {
+            Ok(()) => {
+                self.tx.send_if_modified(|d| d.take().is_some());
+                false
+            }
+            Err(e) if e.is_out_of_fds() => false,
+            Err(e @ (BackendError::Wire(_) | BackendError::Timeout)) => {
+                let error = e.to_string();
+                self.tx.send_if_modified(|d| match d {
+                    Some(d) => {
+                        d.error = error;
+                        false
+                    }
+                    None => {
+                        *d = Some(Down {
+                            since_wall: SystemTime::now(),
+                            since: Instant::now(),
+                            error,
+                        });
+                        true
+                    }
+                })
+            }
+            // The server answered (1040, credentials, TLS, protocol): reachable.
+            Err(_) => false,
+        }
+    }
+
+    /// Resolves once the backend is down (at once if it is).
+    pub async fn wait_down(&self) {
+        let mut rx = self.tx.subscribe();
+        let _ = rx.wait_for(Option::is_some).await;
+    }
+
+    /// The error for a client while the backend is down.
+    pub fn unreachable_err(&self, d: &Down) -> ErrPacket {
+        let secs = d
+            .since_wall
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|t| t.as_secs())
+            .unwrap_or(0);
+        let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+        ErrPacket::new(
+            ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
+            "HY000",
+            format!(
+                "myplex: backend server {} unreachable since {h:02}:{m:02}:{s:02} UTC ({:.1} s): {}",
+                self.address,
+                d.since.elapsed().as_secs_f64(),
+                d.error
+            ),
+        )
+    }
+}
+
+impl Pool {
+    /// Starts the probe loop when the backend went down (one at a time):
+    /// it dials every [`PROBE_INTERVAL`] until a login succeeds.
+    pub fn start_health_probe(self: &Arc<Self>) {
+        {
+            let Ok(mut p) = self.health.probing.lock() else {
+                return;
+            };
+            if *p {
+                return;
+            }
+            *p = true;
+        }
+        let pool = self.clone();
+        tokio::spawn(async move {
+            while pool.health.down().is_some() {
+                tokio::time::sleep(PROBE_INTERVAL).await;
+                let deadline = Instant::now() + PROBE_INTERVAL;
+                // A successful dial records the recovery; the connection
+                // is dropped (closed) at once.
+                let _ = pool.dial(0, deadline).await;
+            }
+            if let Ok(mut p) = pool.health.probing.lock() {
+                *p = false;
+            }
+            tracing::info!(address = %pool.health.address, "backend reachable again");
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn connect_failures_mark_down_server_errors_do_not() {
+        let h = Health::new("db:3306".into());
+        assert!(h.down().is_none());
+        let refused = BackendError::Wire(crate::wire::WireError::Io(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        assert!(h.record(Err(&refused)));
+        assert!(!h.record(Err(&refused)), "already down");
+        let d = h.down().expect("down");
+        let e = h.unreachable_err(&d);
+        assert_eq!(e.code, 1429);
+        assert!(
+            e.message.contains("db:3306") && e.message.contains("since"),
+            "{e}"
+        );
+        h.wait_down().await;
+        h.record(Ok(()));
+        assert!(h.down().is_none());
+    }
+}
