@@ -2,6 +2,7 @@
 //! MariaDB thread-pool model), the credential pools backend connections
 //! belong to, dialing with retry, and the per-group timer and maintenance.
 
+pub mod adaptive;
 pub mod group;
 pub mod scheduler;
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::{self, BackendConn, BackendError, BackendParams, ServerInfo};
-use crate::config::{Config, PoolMode};
+use crate::config::{Config, InflightMode, PoolMode};
 use group::Group;
 use scheduler::Limits;
 
@@ -35,7 +36,12 @@ pub struct Pool {
     pub min_idle: usize,
     /// `stall_limit_ms`.
     pub stall_limit: Duration,
+    /// `inflight`.
+    pub inflight: InflightMode,
 }
+
+/// Period of the adaptive limit's timer (stalled statements, intervals).
+const ADAPT_PERIOD: Duration = Duration::from_millis(25);
 
 impl Pool {
     /// Builds the groups from the config; `params` are the credential pools.
@@ -50,6 +56,8 @@ impl Pool {
                     i,
                     Limits {
                         cap: 1 + cfg.pool.oversubscribe,
+                        adaptive: cfg.pool.inflight == InflightMode::Adaptive,
+                        stall_cap: Duration::from_millis(cfg.pool.stall_limit_ms),
                         max_owned: share.max(1),
                         kickup: Duration::from_millis(cfg.pool.prio_kickup_ms),
                     },
@@ -66,6 +74,7 @@ impl Pool {
             ping_interval: Duration::from_secs(cfg.backend.ping_interval_s),
             min_idle: cfg.pool.min_idle_per_group,
             stall_limit: Duration::from_millis(cfg.pool.stall_limit_ms),
+            inflight: cfg.pool.inflight,
         })
     }
 
@@ -116,16 +125,29 @@ impl Pool {
     /// Runs the per-group timers and idle maintenance until the process ends.
     pub fn spawn_maintenance(self: &Arc<Self>) {
         for g in &self.groups {
-            let g = g.clone();
+            let slow = g.clone();
             let period = self.stall_limit;
             tokio::spawn(async move {
                 let mut tick = tokio::time::interval(period);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tick.tick().await;
-                    g.tick();
+                    slow.tick();
                 }
             });
+            if self.inflight == InflightMode::Adaptive {
+                // Weak: the fast timer ends with the pool.
+                let g = Arc::downgrade(g);
+                tokio::spawn(async move {
+                    let mut tick = tokio::time::interval(ADAPT_PERIOD);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    loop {
+                        tick.tick().await;
+                        let Some(g) = g.upgrade() else { break };
+                        g.adapt();
+                    }
+                });
+            }
         }
         let pool = self.clone();
         tokio::spawn(async move {
