@@ -36,7 +36,7 @@ pub const IN_FLIGHT: &str = "myplex_in_flight";
 /// adaptive limit (`pool.inflight = "adaptive"`), plus stall extras.
 pub const IN_FLIGHT_LIMIT: &str = "myplex_in_flight_limit";
 /// Gauge{group}: statement completions per second in the adaptive limit's
-/// last measuring interval (stalled statements not counted).
+/// last measuring interval.
 pub const ADAPTIVE_COMPLETIONS_PER_SECOND: &str = "myplex_adaptive_completions_per_second";
 /// Gauge{group}: mean statement latency in that interval, seconds.
 pub const ADAPTIVE_LATENCY_SECONDS: &str = "myplex_adaptive_latency_seconds";

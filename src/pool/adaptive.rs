@@ -13,9 +13,12 @@
 //! The controller, in short (a throughput hill-climber in the spirit of TCP
 //! BBR, which measures the delivery rate rather than only the delay):
 //! - **Intervals.** Completions are counted per interval (at least 100 ms,
-//!   at least 5 × the latency baseline, and at least 8 completions unless
+//!   at least 5 × the typical latency, and at least 20 completions unless
 //!   4 × that long has passed). An interval teaches something about capacity
 //!   only when demand exceeded the limit for most of it ("limited").
+//! - **Workload shifts.** An interval whose mean latency is 4 × away from
+//!   the typical one means the statements changed (queueing from one
+//!   doubling cannot do that): the search restarts with Startup.
 //! - **Startup.** The limit doubles each limited interval while
 //!   completions/s grow by ≥ 25 %; after two intervals without such growth
 //!   it settles on the smallest limit tried that reached 90 % of the best
@@ -29,9 +32,12 @@
 //!   completions/s rise and backs off when more concurrency only adds
 //!   latency.
 //! - **Stalled statements** (the proxy's `thd_wait_begin`): a statement
-//!   running longer than 8 × the latency baseline (at least 5 ms, at most
-//!   `stall_limit_ms`) stops counting as busy, so it no longer holds a place
-//!   under the limit; its completion is not used as a latency sample.
+//!   running longer than 8 × the typical latency (a moving average of the
+//!   interval means that rises quickly and falls slowly; at least 5 ms, at
+//!   most `stall_limit_ms`) stops counting as busy, so it no longer holds a
+//!   place under the limit. Its completion still counts: when long
+//!   statements are the workload rather than outliers, the typical latency
+//!   rises with them and they stop looking stalled.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -88,12 +94,16 @@ pub struct Estimate {
     pub latency_ms: f64,
     /// Latency baseline: the lowest interval mean of the recent ones, ms.
     pub baseline_ms: f64,
+    /// Typical latency (moving average of interval means), ms.
+    pub typical_ms: f64,
     /// Running statements now counted as stalled.
     pub stalled: usize,
     /// Statements that completed after being counted as stalled.
     pub stalled_total: u64,
     /// Running time after which a statement counts as stalled, ms.
     pub stall_after_ms: f64,
+    /// Workload shifts seen (the search restarted).
+    pub shifts: u64,
     /// Controller phase.
     pub phase: Phase,
 }
@@ -109,9 +119,11 @@ const INTERVAL: Duration = Duration::from_millis(100);
 /// Interval = max(INTERVAL, this × baseline).
 const INTERVAL_RTTS: u32 = 5;
 /// Completions wanted per interval (waived after 4 × the interval).
-const MIN_SAMPLES: u64 = 8;
-/// Closed intervals the baseline is the minimum of.
+const MIN_SAMPLES: u64 = 20;
+/// Closed intervals the reported baseline is the minimum of.
 const BASELINE_WINDOW: usize = 20;
+/// A change of the interval mean latency by this factor is a new workload.
+const SHIFT: u32 = 4;
 /// Cruise intervals between probes.
 const CRUISE: u32 = 3;
 /// Stalled after this many baselines…
@@ -127,14 +139,19 @@ pub struct Adaptive {
     running: Vec<Running>,
     stalled: usize,
     stalled_total: u64,
+    shifts: u64,
     // The open interval.
     since: Duration,
     done: u64,
+    stalled_done: u64,
     latency_sum: Duration,
     gate_checks: u64,
     gate_blocked: u64,
     // History.
     baselines: VecDeque<Duration>,
+    /// Moving average of interval mean latencies: what "usual" means for
+    /// the stall threshold and the interval length.
+    typical: Option<Duration>,
     last_rate: f64,
     last_latency: Duration,
     // Cruise and probes.
@@ -165,12 +182,15 @@ impl Adaptive {
             running: Vec::new(),
             stalled: 0,
             stalled_total: 0,
+            shifts: 0,
             since: now,
             done: 0,
+            stalled_done: 0,
             latency_sum: Duration::ZERO,
             gate_checks: 0,
             gate_blocked: 0,
             baselines: VecDeque::new(),
+            typical: None,
             last_rate: 0.0,
             last_latency: Duration::ZERO,
             cruise_left: CRUISE,
@@ -219,10 +239,10 @@ impl Adaptive {
         if r.stalled {
             self.stalled -= 1;
             self.stalled_total += 1;
-        } else {
-            self.done += 1;
-            self.latency_sum += now.saturating_sub(r.start);
+            self.stalled_done += 1;
         }
+        self.done += 1;
+        self.latency_sum += now.saturating_sub(r.start);
     }
 
     /// An admission was undone before the statement ran: no sample.
@@ -249,14 +269,14 @@ impl Adaptive {
 
     /// Running time after which a statement counts as stalled.
     pub fn stall_after(&self) -> Duration {
-        match self.baseline() {
+        match self.typical {
             Some(b) => (b * STALL_FACTOR).clamp(STALL_FLOOR, self.t.stall_cap.max(STALL_FLOOR)),
             None => self.t.stall_cap,
         }
     }
 
     fn interval(&self) -> Duration {
-        let b = self.baseline().unwrap_or(Duration::ZERO);
+        let b = self.typical.unwrap_or(Duration::ZERO);
         (b * INTERVAL_RTTS).clamp(INTERVAL, Duration::from_secs(5))
     }
 
@@ -289,9 +309,11 @@ impl Adaptive {
             completions_per_s: self.last_rate,
             latency_ms: ms(self.last_latency),
             baseline_ms: self.baseline().map_or(0.0, ms),
+            typical_ms: self.typical.map_or(0.0, ms),
             stalled: self.stalled,
             stalled_total: self.stalled_total,
             stall_after_ms: ms(self.stall_after()),
+            shifts: self.shifts,
             phase: self.phase,
         }
     }
@@ -328,9 +350,15 @@ impl Adaptive {
     fn close(&mut self, now: Duration) {
         let elapsed = now.saturating_sub(self.since).max(Duration::from_micros(1));
         let (done, sum) = (self.done, self.latency_sum);
-        let limited = self.gate_checks > 0 && self.gate_blocked * 2 >= self.gate_checks;
+        // Limited: demand exceeded the limit for most of the interval, and
+        // the limit was what held statements back (not stalled ones running
+        // beside it).
+        let limited = self.gate_checks > 0
+            && self.gate_blocked * 2 >= self.gate_checks
+            && self.stalled_done * 4 <= done;
         self.since = now;
         self.done = 0;
+        self.stalled_done = 0;
         self.latency_sum = Duration::ZERO;
         self.gate_checks = 0;
         self.gate_blocked = 0;
@@ -341,10 +369,36 @@ impl Adaptive {
         let latency = sum / u32::try_from(done).unwrap_or(u32::MAX);
         self.last_rate = rate;
         self.last_latency = latency;
+        // A mean latency 4 × away from the typical one in one interval is
+        // not queueing (one doubling of the limit at most doubles it): the
+        // statements changed. Rates before and after do not compare, so the
+        // search starts over from here.
+        let shifted = self
+            .typical
+            .is_some_and(|t| latency > t * SHIFT || latency * SHIFT < t);
+        if shifted {
+            self.baselines.clear();
+        }
         if self.baselines.len() == BASELINE_WINDOW {
             self.baselines.pop_front();
         }
         self.baselines.push_back(latency);
+        // Slow to fall, quick to rise: a workload of long statements stops
+        // looking stalled within an interval or two.
+        self.typical = Some(match self.typical {
+            _ if shifted => latency,
+            Some(t) if latency < t => (t * 3 + latency) / 4,
+            Some(t) => (t + latency) / 2,
+            None => latency,
+        });
+        if shifted {
+            self.shifts += 1;
+            self.phase = Phase::Startup;
+            self.best = 0.0;
+            self.strikes = 0;
+            self.tried.clear();
+            return;
+        }
         if !limited {
             // Demand stayed below the limit: nothing learned about capacity.
             if matches!(self.phase, Phase::ProbeUp | Phase::ProbeDown) {
@@ -352,8 +406,13 @@ impl Adaptive {
             }
             return;
         }
-        // Relative noise of a rate counted from `done` completions.
+        // Relative noise of a rate counted from `done` completions; a
+        // tolerance never exceeds half of what the step would change if the
+        // rate scaled with the limit (the midpoint between "saturated" and
+        // "not saturated").
         let noise = 1.0 / (done as f64).sqrt();
+        let half_step =
+            |from: usize, to: usize| (to as f64 - from as f64).abs() / from.max(1) as f64 / 2.0;
         match self.phase {
             Phase::Startup => {
                 self.tried.push((self.limit, rate));
@@ -406,7 +465,12 @@ impl Adaptive {
                 if gain >= 1.0 + 0.8 * (step - 1.0) && self.limit < self.t.max {
                     // Scaled with concurrency: far from saturation.
                     self.to_startup(rate);
-                } else if gain >= 1.0 + (2.0 * noise).max(0.05) {
+                } else if gain
+                    >= 1.0
+                        + (2.0 * noise)
+                            .min(half_step(self.before_probe, self.limit))
+                            .max(0.05)
+                {
                     self.reference = rate;
                     self.before_probe = self.limit;
                     let up = self.up(self.limit);
@@ -421,7 +485,10 @@ impl Adaptive {
                 }
             }
             Phase::ProbeDown => {
-                if rate >= self.reference * (1.0 - (1.5 * noise).max(0.03)) {
+                let tolerance = (1.5 * noise)
+                    .min(half_step(self.before_probe, self.limit))
+                    .max(0.03);
+                if rate >= self.reference * (1.0 - tolerance) {
                     // Same throughput with less concurrency: keep going down.
                     self.before_probe = self.limit;
                     let down = self.down(self.limit);
@@ -472,7 +539,8 @@ mod tests {
         }
         a.tick(ms(t));
         assert_eq!(a.estimate().baseline_ms, 2.0);
-        assert_eq!(a.stall_after(), ms(16), "8 × the baseline");
+        assert_eq!(a.estimate().typical_ms, 2.0);
+        assert_eq!(a.stall_after(), ms(16), "8 × the typical latency");
         // Three statements start; two of them run long.
         a.start(1000, ms(t));
         a.start(1001, ms(t));
@@ -485,15 +553,58 @@ mod tests {
         // The third one crosses its own threshold later.
         a.tick(ms(t + 26));
         assert_eq!((a.busy(), a.stalled()), (0, 3));
-        // A stalled statement's completion is not a latency sample.
+        // A stalled statement's completion still counts as one.
         a.finish(1000, ms(t + 900));
         let e = a.estimate();
         assert_eq!((e.stalled, e.stalled_total), (2, 1));
-        assert_eq!(a.done, 0);
+        assert_eq!(a.done, 1);
         // Unknown and repeated tickets are ignored.
         a.finish(1000, ms(t + 901));
         a.finish(77, ms(t + 901));
         assert_eq!(a.running.len(), 2);
+    }
+
+    #[test]
+    fn a_workload_of_long_statements_stops_looking_stalled() {
+        let mut a = Adaptive::new(tuning(16, 16), ms(0));
+        let mut t = 0;
+        let mut id = 0;
+        // Quick statements first (a login's setup queries)…
+        for _ in 0..20 {
+            id += 1;
+            a.start(id, ms(t));
+            t += 3;
+            a.finish(id, ms(t));
+        }
+        t = 100;
+        a.tick(ms(t));
+        assert_eq!(a.stall_after(), ms(24));
+        // …then 16 clients running 50 ms statements back to back.
+        let mut stalled_per_round = Vec::new();
+        for _ in 0..6 {
+            let first = id + 1;
+            for _ in 0..16 {
+                id += 1;
+                a.start(id, ms(t));
+            }
+            let before = a.estimate().stalled_total;
+            for step in 1..=5 {
+                a.tick(ms(t + step * 10));
+            }
+            t += 50;
+            for i in first..=id {
+                a.finish(i, ms(t));
+            }
+            a.tick(ms(t));
+            stalled_per_round.push(a.estimate().stalled_total - before);
+        }
+        assert_eq!(stalled_per_round[0], 16, "at first they look stalled");
+        assert_eq!(
+            stalled_per_round[2..],
+            [0, 0, 0, 0],
+            "then the typical latency follows: {stalled_per_round:?}"
+        );
+        assert!(a.stall_after() >= ms(200), "{:?}", a.stall_after());
     }
 
     #[test]

@@ -339,3 +339,22 @@ fn sudden_change_is_followed_both_ways() {
     assert!(fell.is_some_and(|i| i <= 30), "limit fell within 3 s");
     assert!(cpu2 >= 0.85 * best_cpu, "cpu after the switch");
 }
+
+#[test]
+fn sleep_like_statements_raise_the_limit_to_the_backends() {
+    // SELECT SLEEP(0.05): 50 ms on the wire, no CPU, no disk.
+    let s = Server {
+        cores: 64.0,
+        disk: 1,
+        thrash: 0.0,
+        net_ms: 50.0,
+    };
+    let w = Workload {
+        cpu_ms: 0.01,
+        io_ms: 0.0,
+        io_share: 0.0,
+    };
+    let run = check("sleep", s, w, 32, 16);
+    let tail = &run.limits[run.limits.len() - 100..];
+    assert!(tail.iter().all(|l| *l >= 12), "{tail:?}");
+}
