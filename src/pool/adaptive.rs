@@ -247,10 +247,10 @@ impl Adaptive {
 
     /// An admission was undone before the statement ran: no sample.
     pub fn forget(&mut self, ticket: u64) {
-        if let Some(i) = self.running.iter().position(|r| r.ticket == ticket) {
-            if self.running.swap_remove(i).stalled {
-                self.stalled -= 1;
-            }
+        if let Some(i) = self.running.iter().position(|r| r.ticket == ticket)
+            && self.running.swap_remove(i).stalled
+        {
+            self.stalled -= 1;
         }
     }
 
@@ -330,7 +330,7 @@ impl Adaptive {
             .max(self.t.min)
     }
 
-    fn to_cruise(&mut self, limit: usize) {
+    fn enter_cruise(&mut self, limit: usize) {
         self.limit = limit;
         self.phase = Phase::Cruise;
         self.cruise_left = CRUISE;
@@ -338,7 +338,7 @@ impl Adaptive {
         self.cruise_n = 0;
     }
 
-    fn to_startup(&mut self, rate: f64) {
+    fn enter_startup(&mut self, rate: f64) {
         self.phase = Phase::Startup;
         self.best = rate;
         self.strikes = 0;
@@ -402,7 +402,7 @@ impl Adaptive {
         if !limited {
             // Demand stayed below the limit: nothing learned about capacity.
             if matches!(self.phase, Phase::ProbeUp | Phase::ProbeDown) {
-                self.to_cruise(self.before_probe);
+                self.enter_cruise(self.before_probe);
             }
             return;
         }
@@ -432,7 +432,7 @@ impl Adaptive {
                         .map(|(l, _)| *l)
                         .min()
                         .unwrap_or(self.limit);
-                    self.to_cruise(settle);
+                    self.enter_cruise(settle);
                 } else {
                     self.limit = (self.limit * 2).min(self.t.max);
                 }
@@ -456,7 +456,7 @@ impl Adaptive {
                 }
                 if self.limit == self.before_probe {
                     // Pinned between min and max: nothing to try.
-                    self.to_cruise(self.limit);
+                    self.enter_cruise(self.limit);
                 }
             }
             Phase::ProbeUp => {
@@ -464,7 +464,7 @@ impl Adaptive {
                 let gain = rate / self.reference.max(f64::MIN_POSITIVE);
                 if gain >= 1.0 + 0.8 * (step - 1.0) && self.limit < self.t.max {
                     // Scaled with concurrency: far from saturation.
-                    self.to_startup(rate);
+                    self.enter_startup(rate);
                 } else if gain
                     >= 1.0
                         + (2.0 * noise)
@@ -475,13 +475,13 @@ impl Adaptive {
                     self.before_probe = self.limit;
                     let up = self.up(self.limit);
                     if up == self.limit {
-                        self.to_cruise(up);
+                        self.enter_cruise(up);
                     } else {
                         self.limit = up;
                     }
                 } else {
                     self.next_up = false;
-                    self.to_cruise(self.before_probe);
+                    self.enter_cruise(self.before_probe);
                 }
             }
             Phase::ProbeDown => {
@@ -493,13 +493,13 @@ impl Adaptive {
                     self.before_probe = self.limit;
                     let down = self.down(self.limit);
                     if down == self.limit {
-                        self.to_cruise(down);
+                        self.enter_cruise(down);
                     } else {
                         self.limit = down;
                     }
                 } else {
                     self.next_up = true;
-                    self.to_cruise(self.before_probe);
+                    self.enter_cruise(self.before_probe);
                 }
             }
         }

@@ -180,12 +180,12 @@ impl Sim {
                     i += 1;
                 }
             }
-            if us % TICK_US == 0
+            if us.is_multiple_of(TICK_US)
                 && let Gate::Adaptive(a) = gate
             {
                 a.tick(now);
             }
-            if (us + DT_US) % 100_000 == 0 {
+            if (us + DT_US).is_multiple_of(100_000) {
                 done.push(std::mem::take(&mut completed));
                 limits.push(match gate {
                     Gate::Fixed(l) => *l,
