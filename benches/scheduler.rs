@@ -36,6 +36,8 @@ const LEASE: Need = Need::Lease { pool: 0 };
 fn state(cap: usize, max_owned: usize) -> GroupState<Conn> {
     GroupState::new(Limits {
         cap,
+        adaptive: false,
+        stall_cap: Duration::from_millis(500),
         max_owned,
         kickup: Duration::from_secs(3600),
     })
@@ -43,7 +45,7 @@ fn state(cap: usize, max_owned: usize) -> GroupState<Conn> {
 
 fn now_grant(a: Admission<Conn>) -> Grant<Conn> {
     match a {
-        Admission::Now(g) => g,
+        Admission::Now(g, _) => g,
         Admission::Queued(..) => panic!("expected an immediate grant"),
     }
 }
@@ -51,7 +53,7 @@ fn now_grant(a: Admission<Conn>) -> Grant<Conn> {
 fn queued(a: Admission<Conn>) -> oneshot::Receiver<Grant<Conn>> {
     match a {
         Admission::Queued(_, rx) => rx,
-        Admission::Now(_) => panic!("expected to queue"),
+        Admission::Now(..) => panic!("expected to queue"),
     }
 }
 
@@ -66,7 +68,7 @@ fn uncontended(c: &mut Criterion) {
         b.iter(|| {
             let grant = now_grant(st.request(Need::Slot, Priority::Low, now));
             black_box(&grant);
-            st.complete(None);
+            st.complete(0, None, now);
         })
     });
 
@@ -76,13 +78,13 @@ fn uncontended(c: &mut Criterion) {
         now_grant(st.request(LEASE, Priority::Low, now)),
         Grant::Open
     ));
-    st.complete(Some(Conn(0)));
+    st.complete(0, Some(Conn(0)), now);
     g.bench_function("lease_request_complete", |b| {
         b.iter(|| {
             let Grant::Backend(conn) = now_grant(st.request(LEASE, Priority::Low, now)) else {
                 panic!("expected the idle backend");
             };
-            st.complete(Some(black_box(conn)));
+            st.complete(0, Some(black_box(conn)), now);
         })
     });
     g.finish();
@@ -108,7 +110,7 @@ fn contended(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter(|| {
                 rxs.push_back(queued(st.request(Need::Slot, prio, now)));
-                st.complete(None);
+                st.complete(0, None, now);
                 let mut rx = rxs.pop_front().unwrap();
                 black_box(rx.try_recv().unwrap());
             })
@@ -135,7 +137,7 @@ fn contended(c: &mut Criterion) {
     g.bench_function("lease_all_backends_busy", |b| {
         b.iter(|| {
             rxs.push_back(queued(st.request(LEASE, Priority::Low, now)));
-            st.complete(busy.pop_front());
+            st.complete(0, busy.pop_front(), now);
             let mut rx = rxs.pop_front().unwrap();
             let Ok(Grant::Backend(conn)) = rx.try_recv() else {
                 panic!("the oldest waiter gets the returned backend");
@@ -157,7 +159,7 @@ fn contended(c: &mut Criterion) {
     g.bench_function("slot_high_behind_low", |b| {
         b.iter(|| {
             let mut rx = queued(st.request(Need::Slot, Priority::High, now));
-            st.complete(None);
+            st.complete(0, None, now);
             black_box(rx.try_recv().unwrap());
         })
     });
@@ -179,6 +181,8 @@ fn group_acquire(c: &mut Criterion) {
         0,
         Limits {
             cap: 4,
+            adaptive: false,
+            stall_cap: Duration::from_millis(500),
             max_owned: 4,
             kickup: Duration::from_secs(3600),
         },
@@ -207,6 +211,8 @@ fn group_acquire(c: &mut Criterion) {
         0,
         Limits {
             cap: 1,
+            adaptive: false,
+            stall_cap: Duration::from_millis(500),
             max_owned: 4,
             kickup: Duration::from_secs(3600),
         },

@@ -33,6 +33,11 @@ pub const FIXED: &[&str] = &[
     "pool.mode",
     "pool.thread_groups",
     "pool.prepared_registry_size",
+    "pool.inflight",
+    "frontend.max_unauthenticated",
+    "frontend.max_unauthenticated_per_address",
+    "frontend.auth_throttle_free_failures",
+    "frontend.auth_throttle_max_delay_ms",
 ];
 
 /// Why a reload did not happen (the running configuration stays in force).

@@ -240,3 +240,89 @@ async fn drop_and_check(p: Proxy) {
     s.read_to_string(&mut out).await.expect("read");
     assert!(out.starts_with("HTTP/1.1 503"), "{out}");
 }
+
+/// The adaptive in-flight limit (the default) rises above `1 + oversubscribe`
+/// when statements mostly wait (SLEEP: no server CPU), and `/status`,
+/// `/metrics` show it with its inputs; `inflight = "fixed"` keeps the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adaptive_limit_rises_under_a_sleep_heavy_load() {
+    const CLIENTS: usize = 32;
+    const RUN: Duration = Duration::from_secs(3);
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(16).start().await;
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let url = p.app_url();
+        tasks.push(tokio::spawn(async move {
+            let mut c = Conn::from_url(url).await.expect("connect");
+            let (t0, mut n) = (Instant::now(), 0u32);
+            while t0.elapsed() < RUN {
+                c.query_drop("SELECT SLEEP(0.05)").await.expect("sleep");
+                n += 1;
+            }
+            n
+        }));
+    }
+    // The limit's path, for the failure message.
+    let mut path = Vec::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < RUN - Duration::from_millis(500) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (_, body) = p.http_get("/status").await;
+        let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+        let a = &v["groups"][0]["scheduler"]["adaptive"];
+        path.push(format!(
+            "{}:{}:{:.0}/s:{}",
+            a["limit"],
+            a["phase"],
+            a["completions_per_s"].as_f64().unwrap_or(0.0),
+            a["stalled"]
+        ));
+    }
+    let (_, body) = p.http_get("/status").await;
+    let (_, metrics) = p.http_get("/metrics").await;
+    let mut done = 0;
+    for t in tasks {
+        done += t.await.expect("client");
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let s = &v["groups"][0]["scheduler"];
+    assert_eq!(s["inflight_mode"], "adaptive", "{s}");
+    let cap = s["cap"].as_u64().expect("cap");
+    assert!(
+        cap >= 8,
+        "limit rose above 1 + oversubscribe = 4: {s}\npath (limit:phase:rate:stalled): {path:?}"
+    );
+    assert!(
+        cap <= 16,
+        "never above the group's backend connections: {s}"
+    );
+    assert_eq!(s["adaptive"]["limit"].as_u64(), Some(cap), "{s}");
+    let rate = s["adaptive"]["completions_per_s"].as_f64().expect("rate");
+    assert!(rate > 80.0, "more than 4 slots / 50 ms: {s}");
+    let base = s["adaptive"]["baseline_ms"].as_f64().expect("baseline");
+    assert!((45.0..200.0).contains(&base), "baseline near 50 ms: {s}");
+    assert!(
+        sum_metric(&metrics, "myplex_in_flight_limit", "group=\"0\"") >= 8.0,
+        "{metrics}"
+    );
+    assert!(sum_metric(&metrics, "myplex_adaptive_completions_per_second", "") > 80.0);
+    // A fixed cap of 4 would allow at most 4 × 3 s / 50 ms = 240 statements.
+    assert!(done > 360, "{done} statements in 3 s");
+
+    let fixed = Proxy::builder(db)
+        .groups(1)
+        .max_backend(16)
+        .with(|c| c.pool.inflight = myplex::config::InflightMode::Fixed)
+        .start()
+        .await;
+    let (_, body) = fixed.http_get("/status").await;
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let s = &v["groups"][0]["scheduler"];
+    assert_eq!(
+        (s["inflight_mode"].as_str(), s["cap"].as_u64()),
+        (Some("fixed"), Some(4)),
+        "{s}"
+    );
+    assert!(s["adaptive"].is_null(), "{s}");
+}

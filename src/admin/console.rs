@@ -90,6 +90,11 @@ fn groups(shared: &Shared) -> ResultSet {
             "in_flight",
             "cap",
             "stall_extra",
+            "stalled",
+            "completions_s",
+            "latency_ms",
+            "baseline_ms",
+            "phase",
             "queue_high",
             "queue_low",
             "dispatched",
@@ -101,12 +106,18 @@ fn groups(shared: &Shared) -> ResultSet {
     };
     for g in &shared.pool.groups {
         let s = g.snapshot();
+        let a = s.adaptive;
         let oldest = g.oldest_wait().map_or(0, |d| d.as_millis());
         rs.rows.push(vec![
             g.id.to_string(),
             s.in_flight.to_string(),
             s.cap.to_string(),
             s.extra.to_string(),
+            a.map_or(0, |a| a.stalled).to_string(),
+            a.map_or(String::new(), |a| format!("{:.1}", a.completions_per_s)),
+            a.map_or(String::new(), |a| format!("{:.2}", a.latency_ms)),
+            a.map_or(String::new(), |a| format!("{:.2}", a.baseline_ms)),
+            a.map_or("fixed", |a| a.phase.as_str()).to_string(),
             s.high.to_string(),
             s.low.to_string(),
             s.counters.dispatched.to_string(),

@@ -17,6 +17,14 @@ pub fn refresh_gauges(shared: &Shared) {
         m.queue_low.set(s.low as f64);
         m.in_flight.set(s.in_flight as f64);
         m.in_flight_limit.set((s.cap + s.extra) as f64);
+        if let Some(a) = s.adaptive {
+            let [rate, latency, baseline, stalled] = &m.adaptive;
+            rate.set(a.completions_per_s);
+            latency.set(a.latency_ms / 1000.0);
+            baseline.set(a.baseline_ms / 1000.0);
+            stalled.set(a.stalled as f64);
+            m.stalled_total.absolute(a.stalled_total);
+        }
         m.stalls.absolute(s.counters.stalls);
         m.kickups.absolute(s.counters.kickups);
         let (idle, busy, pinned) = backend_states(&s);

@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::frontend::Shared;
 use crate::metrics::Windows;
 use crate::metrics::window::Summary;
+use crate::pool::adaptive::Estimate;
 
 /// One time window.
 #[derive(Debug, Serialize)]
@@ -39,6 +40,9 @@ fn span(w: &Windows, secs: u64) -> Span {
 pub struct Scheduler {
     in_flight: usize,
     cap: usize,
+    inflight_mode: &'static str,
+    /// With `pool.inflight = "adaptive"`: the limit and its inputs.
+    adaptive: Option<Estimate>,
     stall_extra: usize,
     queue_high: usize,
     queue_low: usize,
@@ -92,6 +96,12 @@ pub fn status(shared: &Shared) -> Status {
                 scheduler: Scheduler {
                     in_flight: s.in_flight,
                     cap: s.cap,
+                    inflight_mode: if s.adaptive.is_some() {
+                        "adaptive"
+                    } else {
+                        "fixed"
+                    },
+                    adaptive: s.adaptive,
                     stall_extra: s.extra,
                     queue_high: s.high,
                     queue_low: s.low,

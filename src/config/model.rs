@@ -203,6 +203,19 @@ pub enum HighPrioMode {
     None,
 }
 
+/// `pool.inflight`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum InflightMode {
+    /// The limit is found at run time per group from completions/s and
+    /// latency, between 1 and the group's backend connections; statements
+    /// running far longer than usual stop counting.
+    #[default]
+    Adaptive,
+    /// At most `1 + oversubscribe` statements per group.
+    Fixed,
+}
+
 /// `[pool]` — names and meanings follow the Percona/MariaDB thread pool.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -211,8 +224,12 @@ pub struct PoolConfig {
     pub mode: PoolMode,
     /// Number of thread groups; 0 = CPUs of the proxy host.
     pub thread_groups: usize,
-    /// Per group, at most `1 + oversubscribe` statements execute at once.
+    /// Per group, at most `1 + oversubscribe` statements execute at once
+    /// (with `inflight = "adaptive"`: where the limit starts).
     pub oversubscribe: usize,
+    /// `adaptive` (default): the per-group in-flight limit is found at run
+    /// time; `fixed`: `1 + oversubscribe`.
+    pub inflight: InflightMode,
     /// Total backend connections, split evenly across groups;
     /// 0 = 4 × groups × (1 + oversubscribe).
     pub max_backend_connections: usize,
@@ -251,6 +268,7 @@ impl Default for PoolConfig {
             mode: PoolMode::Transaction,
             thread_groups: 0,
             oversubscribe: 3,
+            inflight: InflightMode::Adaptive,
             max_backend_connections: 0,
             stall_limit_ms: 500,
             high_prio_mode: HighPrioMode::Transactions,

@@ -79,6 +79,11 @@ pub struct GroupMetrics {
     pub in_flight: Gauge,
     /// In-flight limit.
     pub in_flight_limit: Gauge,
+    /// The adaptive limit's inputs: completions/s, latency, baseline (s),
+    /// stalled statements now, and completed after stalling.
+    pub adaptive: [Gauge; 4],
+    /// Statements completed after stalling.
+    pub stalled_total: Counter,
     /// Stall ticks.
     pub stalls: Counter,
     /// Kickups.
@@ -172,6 +177,14 @@ impl Metrics {
                     queue_low: gauge(QUEUE_LENGTH, &[gl.clone(), ("priority", "low".into())]),
                     in_flight: gauge(IN_FLIGHT, std::slice::from_ref(&gl)),
                     in_flight_limit: gauge(IN_FLIGHT_LIMIT, std::slice::from_ref(&gl)),
+                    adaptive: [
+                        ADAPTIVE_COMPLETIONS_PER_SECOND,
+                        ADAPTIVE_LATENCY_SECONDS,
+                        ADAPTIVE_LATENCY_BASELINE_SECONDS,
+                        STALLED_STATEMENTS,
+                    ]
+                    .map(|n| gauge(n, std::slice::from_ref(&gl))),
+                    stalled_total: counter(STALLED_STATEMENTS_TOTAL, std::slice::from_ref(&gl)),
                     stalls: counter(STALLS_TOTAL, std::slice::from_ref(&gl)),
                     kickups: counter(KICKUPS_TOTAL, std::slice::from_ref(&gl)),
                     idle: gauge(BACKEND_CONNECTIONS, &[gl.clone(), ("state", "idle".into())]),

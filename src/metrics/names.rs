@@ -37,8 +37,22 @@ pub const QUEUE_WAIT_SECONDS: &str = "myplex_queue_wait_seconds";
 pub const QUEUE_LENGTH: &str = "myplex_queue_length";
 /// Gauge{group}: statements executing on backends.
 pub const IN_FLIGHT: &str = "myplex_in_flight";
-/// Gauge{group}: the in-flight cap (1 + oversubscribe + stall extras).
+/// Gauge{group}: the in-flight limit now: `1 + oversubscribe`, or the
+/// adaptive limit (`pool.inflight = "adaptive"`), plus stall extras.
 pub const IN_FLIGHT_LIMIT: &str = "myplex_in_flight_limit";
+/// Gauge{group}: statement completions per second in the adaptive limit's
+/// last measuring interval.
+pub const ADAPTIVE_COMPLETIONS_PER_SECOND: &str = "myplex_adaptive_completions_per_second";
+/// Gauge{group}: mean statement latency in that interval, seconds.
+pub const ADAPTIVE_LATENCY_SECONDS: &str = "myplex_adaptive_latency_seconds";
+/// Gauge{group}: the adaptive limit's latency baseline (lowest recent
+/// interval mean), seconds.
+pub const ADAPTIVE_LATENCY_BASELINE_SECONDS: &str = "myplex_adaptive_latency_baseline_seconds";
+/// Gauge{group}: running statements counted as stalled (running far longer
+/// than the baseline; they no longer count against the adaptive limit).
+pub const STALLED_STATEMENTS: &str = "myplex_stalled_statements";
+/// Counter{group}: statements that completed after being counted as stalled.
+pub const STALLED_STATEMENTS_TOTAL: &str = "myplex_stalled_statements_total";
 /// Counter{group}: timer ticks that found the group stalled.
 pub const STALLS_TOTAL: &str = "myplex_stalls_total";
 /// Counter{group}: low-priority requests moved to the high-priority queue.
@@ -75,6 +89,11 @@ pub const ALL: &[&str] = &[
     QUEUE_LENGTH,
     IN_FLIGHT,
     IN_FLIGHT_LIMIT,
+    ADAPTIVE_COMPLETIONS_PER_SECOND,
+    ADAPTIVE_LATENCY_SECONDS,
+    ADAPTIVE_LATENCY_BASELINE_SECONDS,
+    STALLED_STATEMENTS,
+    STALLED_STATEMENTS_TOTAL,
     STALLS_TOTAL,
     KICKUPS_TOTAL,
     QUEUE_TIMEOUTS_TOTAL,

@@ -80,7 +80,7 @@ impl Group {
 
     /// Applies reloaded limits.
     pub fn set_limits(&self, limits: Limits) {
-        self.lock().set_limits(limits);
+        self.lock().set_limits(limits, Instant::now());
     }
 
     /// Waits for `need` at `prio` until `deadline`. Cancel-safe: dropping the
@@ -93,23 +93,29 @@ impl Group {
     ) -> Result<Admitted, QueueTimeout> {
         let start = Instant::now();
         let adm = self.lock().request(need, prio, start);
-        let grant = match adm {
-            Admission::Now(g) => g,
+        let (grant, id) = match adm {
+            Admission::Now(g, id) => (g, id),
             Admission::Queued(id, rx) => {
                 let mut w = Waiting {
                     group: self,
                     id,
                     rx: Some(rx),
                 };
-                w.wait(deadline, start).await?
+                (w.wait(deadline, start).await?, id)
             }
         };
-        Ok(self.admitted(grant, start.elapsed()))
+        Ok(self.admitted(grant, id, start.elapsed()))
     }
 
-    fn admitted(self: &Arc<Self>, grant: Grant<BackendConn>, waited: Duration) -> Admitted {
+    fn admitted(
+        self: &Arc<Self>,
+        grant: Grant<BackendConn>,
+        id: u64,
+        waited: Duration,
+    ) -> Admitted {
         let slot = SlotGuard {
             group: Some(self.clone()),
+            id,
         };
         match grant {
             Grant::Slot => Admitted {
@@ -138,6 +144,11 @@ impl Group {
     /// Timer tick (stall detection, kickup).
     pub fn tick(&self) {
         self.lock().tick(Instant::now());
+    }
+
+    /// The adaptive limit's timer (stalled statements, measuring intervals).
+    pub fn adapt(&self) {
+        self.lock().adapt(Instant::now());
     }
 
     /// Reserves room for a connection opened outside a request.
@@ -199,8 +210,8 @@ impl Waiting<'_> {
             && let Some(mut rx) = self.rx.take()
             && let Ok(g) = rx.try_recv()
         {
-            st.undo(g);
-            st.dispatch();
+            st.undo(self.id, g);
+            st.dispatch(Instant::now());
         }
         self.rx = None;
         QueueTimeout {
@@ -222,8 +233,8 @@ impl Drop for Waiting<'_> {
             if !st.cancel(self.id)
                 && let Ok(g) = rx.try_recv()
             {
-                st.undo(g);
-                st.dispatch();
+                st.undo(self.id, g);
+                st.dispatch(Instant::now());
             }
         }
     }
@@ -232,17 +243,20 @@ impl Drop for Waiting<'_> {
 /// An execution slot. Dropping it frees the slot.
 pub struct SlotGuard {
     group: Option<Arc<Group>>,
+    /// The admission's id (the adaptive limit times the statement by it).
+    id: u64,
 }
 
 impl SlotGuard {
     /// Frees the slot and, in the same step, returns `backend` idle.
     pub fn finish(mut self, backend: Option<Leased>) {
         if let Some(g) = self.group.take() {
+            let now = Instant::now();
             let conn = backend.and_then(|mut l| l.conn.take()).map(|mut c| {
-                c.last_used = Instant::now();
+                c.last_used = now;
                 c
             });
-            g.lock().complete(conn);
+            g.lock().complete(self.id, conn, now);
         }
     }
 }
@@ -250,7 +264,7 @@ impl SlotGuard {
 impl Drop for SlotGuard {
     fn drop(&mut self) {
         if let Some(g) = self.group.take() {
-            g.lock().complete(None);
+            g.lock().complete(self.id, None, Instant::now());
         }
     }
 }
@@ -272,7 +286,7 @@ impl OpenReservation {
 impl Drop for OpenReservation {
     fn drop(&mut self) {
         if let Some(g) = self.group.take() {
-            g.lock().closed();
+            g.lock().closed(Instant::now());
         }
     }
 }
@@ -295,8 +309,9 @@ impl Leased {
     /// Puts the connection back on the idle stack (outside a statement).
     pub fn return_idle(mut self) {
         if let Some(mut c) = self.conn.take() {
-            c.last_used = Instant::now();
-            self.group.lock().return_idle(c);
+            let now = Instant::now();
+            c.last_used = now;
+            self.group.lock().return_idle(c, now);
         }
     }
 
@@ -326,7 +341,7 @@ impl std::ops::DerefMut for Leased {
 impl Drop for Leased {
     fn drop(&mut self) {
         if self.conn.take().is_some() {
-            self.group.lock().closed();
+            self.group.lock().closed(Instant::now());
         }
     }
 }
@@ -340,6 +355,8 @@ mod tests {
             0,
             Limits {
                 cap,
+                adaptive: false,
+                stall_cap: Duration::from_millis(500),
                 max_owned: 4,
                 kickup: Duration::from_secs(1),
             },

@@ -5,6 +5,7 @@
 //! Limits, timings and credential pools can be replaced at run time
 //! ([`Pool::reconfigure`], on a configuration reload).
 
+pub mod adaptive;
 pub mod group;
 pub mod health;
 pub mod keys;
@@ -18,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::{self, BackendConn, BackendError, BackendParams, ServerInfo};
-use crate::config::{Config, PoolMode};
+use crate::config::{Config, InflightMode, PoolMode};
 use crate::protocol::caps::Flavour;
 use group::Group;
 use keys::Keys;
@@ -38,6 +39,8 @@ pub struct Pool {
     pub server: RwLock<Arc<ServerInfo>>,
     /// Pool mode.
     pub mode: PoolMode,
+    /// How the in-flight limit is found (not reloadable).
+    pub inflight: InflightMode,
     timings: ArcSwap<Timings>,
     /// Whether the backend is reachable, as the last dials saw it.
     pub health: health::Health,
@@ -77,10 +80,15 @@ fn limits_for(cfg: &Config, i: usize, n: usize) -> Limits {
     let share = total / n + usize::from(i < total % n);
     Limits {
         cap: 1 + cfg.pool.oversubscribe,
+        adaptive: cfg.pool.inflight == InflightMode::Adaptive,
+        stall_cap: Duration::from_millis(cfg.pool.stall_limit_ms),
         max_owned: share.max(1),
         kickup: Duration::from_millis(cfg.pool.prio_kickup_ms),
     }
 }
+
+/// Period of the adaptive limit's timer (stalled statements, intervals).
+const ADAPT_PERIOD: Duration = Duration::from_millis(25);
 
 impl Pool {
     /// Builds the groups from the config; `params` are the credential pools.
@@ -95,6 +103,7 @@ impl Pool {
             credentials: ArcSwap::from_pointee(params),
             server: RwLock::new(Arc::new(server)),
             mode: cfg.pool.mode,
+            inflight: cfg.pool.inflight,
             timings: ArcSwap::from_pointee(Timings::from_config(cfg)),
             health: health::Health::new(cfg.backend.address.clone()),
         })
@@ -237,6 +246,19 @@ impl Pool {
                     g.tick();
                 }
             });
+            if self.inflight == InflightMode::Adaptive {
+                // Weak: the fast timer ends with the pool.
+                let g = Arc::downgrade(g);
+                tokio::spawn(async move {
+                    let mut tick = tokio::time::interval(ADAPT_PERIOD);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    loop {
+                        tick.tick().await;
+                        let Some(g) = g.upgrade() else { break };
+                        g.adapt();
+                    }
+                });
+            }
         }
         let pool = self.clone();
         tokio::spawn(async move {

@@ -1,5 +1,6 @@
 //! The dispatch rules of one thread group (design §6.1) as a pure state
-//! machine: two FIFO queues, the in-flight cap, stall extra slots, kickup,
+//! machine: two FIFO queues, the in-flight limit (fixed `1 + oversubscribe`,
+//! or found at run time by [`super::adaptive`]), stall extra slots, kickup,
 //! an idle-backend stack and the count of owned backend connections.
 //!
 //! No I/O and no locking here: [`super::group::Group`] wraps this in a mutex
@@ -10,6 +11,8 @@ use std::collections::VecDeque;
 
 use tokio::sync::oneshot;
 use tokio::time::{Duration, Instant};
+
+use super::adaptive::{Adaptive, Estimate, Tuning};
 
 /// What a backend connection must tell the scheduler.
 pub trait Pooled {
@@ -76,8 +79,13 @@ pub enum Grant<B> {
 /// Scheduler limits of one group.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// `1 + oversubscribe`.
+    /// `1 + oversubscribe`: the fixed cap, or where the adaptive limit starts.
     pub cap: usize,
+    /// `pool.inflight = "adaptive"`: the limit is found at run time.
+    pub adaptive: bool,
+    /// `stall_limit_ms`: with the adaptive limit, a statement running this
+    /// long always stops counting as busy.
+    pub stall_cap: Duration,
     /// This group's share of `max_backend_connections`.
     pub max_owned: usize,
     /// `prio_kickup_ms`.
@@ -105,12 +113,15 @@ pub struct Counters {
 }
 
 /// A point-in-time view of the group.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Snapshot {
     /// Statements executing.
     pub in_flight: usize,
-    /// The in-flight cap (without stall extras).
+    /// The in-flight limit now (without stall extras): the fixed cap, or the
+    /// adaptive limit on busy (not stalled) statements.
     pub cap: usize,
+    /// The adaptive limit's inputs (`None` with `pool.inflight = "fixed"`).
+    pub adaptive: Option<Estimate>,
     /// Extra slots granted by stall detection.
     pub extra: usize,
     /// High-priority queue length.
@@ -130,6 +141,9 @@ pub struct Snapshot {
 /// State of one thread group.
 pub struct GroupState<B> {
     limits: Limits,
+    adaptive: Option<Box<Adaptive>>,
+    /// Time zero of the adaptive controller's clock.
+    origin: Instant,
     in_flight: usize,
     extra: usize,
     owned: usize,
@@ -141,10 +155,11 @@ pub struct GroupState<B> {
     counters: Counters,
 }
 
-/// Result of [`GroupState::request`].
+/// Result of [`GroupState::request`]. The id names the admitted statement
+/// when it completes ([`GroupState::complete`]) or is undone.
 pub enum Admission<B> {
     /// Granted at once.
-    Now(Grant<B>),
+    Now(Grant<B>, u64),
     /// Queued: wait on the receiver, cancel with the id.
     Queued(u64, oneshot::Receiver<Grant<B>>),
 }
@@ -152,8 +167,22 @@ pub enum Admission<B> {
 impl<B: Pooled> GroupState<B> {
     /// An empty group.
     pub fn new(limits: Limits) -> Self {
+        let origin = Instant::now();
+        let adaptive = limits.adaptive.then(|| {
+            Box::new(Adaptive::new(
+                Tuning {
+                    min: 1,
+                    max: limits.max_owned,
+                    initial: limits.cap,
+                    stall_cap: limits.stall_cap,
+                },
+                Duration::ZERO,
+            ))
+        });
         Self {
             limits,
+            adaptive,
+            origin,
             in_flight: 0,
             extra: 0,
             owned: 0,
@@ -169,20 +198,29 @@ impl<B: Pooled> GroupState<B> {
     /// New limits (a configuration reload). A larger share or cap serves
     /// waiters at once; a smaller share closes idle connections now and
     /// busy ones as they come back.
-    pub fn set_limits(&mut self, limits: Limits) {
-        self.limits = limits;
+    /// The in-flight mode (`limits.adaptive`) is not reloadable: it stays
+    /// as the group started.
+    pub fn set_limits(&mut self, limits: Limits, now: Instant) {
+        self.limits = Limits {
+            adaptive: self.limits.adaptive,
+            ..limits
+        };
+        if let Some(a) = self.adaptive.as_mut() {
+            a.set_bounds(self.limits.max_owned, self.limits.stall_cap);
+        }
         while self.owned > self.limits.max_owned && !self.idle.is_empty() {
             self.idle.remove(0);
             self.owned -= 1;
         }
-        self.dispatch();
+        self.dispatch(now);
     }
 
     /// Current view.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             in_flight: self.in_flight,
-            cap: self.limits.cap,
+            cap: self.cap(),
+            adaptive: self.adaptive.as_ref().map(|a| a.estimate()),
             extra: self.extra,
             high: self.high.len(),
             low: self.low.len(),
@@ -193,8 +231,36 @@ impl<B: Pooled> GroupState<B> {
         }
     }
 
+    fn cap(&self) -> usize {
+        self.adaptive
+            .as_ref()
+            .map_or(self.limits.cap, |a| a.limit())
+    }
+
     fn limit(&self) -> usize {
-        self.limits.cap + self.extra
+        self.cap() + self.extra
+    }
+
+    /// Statements counting against the limit: all of them with the fixed
+    /// cap; with the adaptive limit, those not stalled.
+    fn busy(&self) -> usize {
+        self.adaptive.as_ref().map_or(self.in_flight, |a| a.busy())
+    }
+
+    fn has_room(&self) -> bool {
+        self.busy() < self.limit()
+    }
+
+    fn clock(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.origin)
+    }
+
+    /// Tells the adaptive controller whether work waits on the limit now.
+    fn observe(&mut self) {
+        let blocked = (!self.high.is_empty() || !self.low.is_empty()) && !self.has_room();
+        if let Some(a) = self.adaptive.as_mut() {
+            a.gate(blocked);
+        }
     }
 
     /// True when `need` could be granted now (ignoring the in-flight cap).
@@ -227,7 +293,11 @@ impl<B: Pooled> GroupState<B> {
         }
     }
 
-    fn admit(&mut self, need: Need) -> Grant<B> {
+    fn admit(&mut self, need: Need, id: u64, now: Instant) -> Grant<B> {
+        let t = self.clock(now);
+        if let Some(a) = self.adaptive.as_mut() {
+            a.start(id, t);
+        }
         self.in_flight += 1;
         self.dispatched_since_tick += 1;
         self.counters.dispatched += 1;
@@ -245,12 +315,14 @@ impl<B: Pooled> GroupState<B> {
                 .chain(self.low.iter())
                 .any(|w| self.runnable(w.need)),
         };
-        if !ahead && self.in_flight < self.limit() && self.runnable(need) {
-            return Admission::Now(self.admit(need));
-        }
-        let (tx, rx) = oneshot::channel();
         let id = self.next_id;
         self.next_id += 1;
+        if !ahead && self.has_room() && self.runnable(need) {
+            let grant = self.admit(need, id, now);
+            self.observe();
+            return Admission::Now(grant, id);
+        }
+        let (tx, rx) = oneshot::channel();
         let w = Waiter {
             id,
             need,
@@ -261,13 +333,14 @@ impl<B: Pooled> GroupState<B> {
             Priority::High => self.high.push_back(w),
             Priority::Low => self.low.push_back(w),
         }
+        self.observe();
         Admission::Queued(id, rx)
     }
 
     /// Grants queued requests while there is room. Call after anything that
     /// frees a slot or a backend.
-    pub fn dispatch(&mut self) {
-        while self.in_flight < self.limit() {
+    pub fn dispatch(&mut self, now: Instant) {
+        while self.has_room() {
             let pick = match self.high.iter().position(|w| self.runnable(w.need)) {
                 Some(i) => self.high.remove(i),
                 None => match self.low.iter().position(|w| self.runnable(w.need)) {
@@ -276,16 +349,19 @@ impl<B: Pooled> GroupState<B> {
                 },
             };
             let Some(w) = pick else { break };
-            let grant = self.admit(w.need);
+            let grant = self.admit(w.need, w.id, now);
             if let Err(grant) = w.tx.send(grant) {
                 // The waiter went away between queueing and now.
-                self.undo(grant);
+                self.undo(w.id, grant);
             }
         }
     }
 
-    /// Returns what a grant held (a waiter that vanished, or a cancelled one).
-    pub fn undo(&mut self, grant: Grant<B>) {
+    /// Returns what grant `id` held (a waiter that vanished, or a cancelled one).
+    pub fn undo(&mut self, id: u64, grant: Grant<B>) {
+        if let Some(a) = self.adaptive.as_mut() {
+            a.forget(id);
+        }
         self.in_flight -= 1;
         match grant {
             Grant::Slot => {}
@@ -306,19 +382,25 @@ impl<B: Pooled> GroupState<B> {
         false
     }
 
-    /// A statement finished; `backend` goes back idle unless the session keeps it.
-    pub fn complete(&mut self, backend: Option<B>) {
+    /// Statement `id` finished; `backend` goes back idle unless the session
+    /// keeps it.
+    pub fn complete(&mut self, id: u64, backend: Option<B>, now: Instant) {
+        let t = self.clock(now);
+        if let Some(a) = self.adaptive.as_mut() {
+            a.finish(id, t);
+        }
         self.in_flight = self.in_flight.saturating_sub(1);
         if let Some(b) = backend {
             self.put_idle(b);
         }
-        self.dispatch();
+        self.dispatch(now);
+        self.observe();
     }
 
     /// A pinned session returns its backend outside a statement.
-    pub fn return_idle(&mut self, backend: B) {
+    pub fn return_idle(&mut self, backend: B, now: Instant) {
         self.put_idle(backend);
-        self.dispatch();
+        self.dispatch(now);
     }
 
     /// A connection comes back: idle, or closed (dropped) when the group
@@ -333,9 +415,20 @@ impl<B: Pooled> GroupState<B> {
     }
 
     /// A backend connection owned by this group was closed (or failed to open).
-    pub fn closed(&mut self) {
+    pub fn closed(&mut self, now: Instant) {
         self.owned = self.owned.saturating_sub(1);
-        self.dispatch();
+        self.dispatch(now);
+    }
+
+    /// The adaptive limit's timer (a few tens of ms): statements that ran
+    /// too long stop counting as busy, a measuring interval may close and
+    /// move the limit. No-op with the fixed cap.
+    pub fn adapt(&mut self, now: Instant) {
+        let t = self.clock(now);
+        let room = self.adaptive.as_mut().is_some_and(|a| a.tick(t));
+        if room {
+            self.dispatch(now);
+        }
     }
 
     /// Counts a connection opened outside a grant (pre-warming).
@@ -375,7 +468,7 @@ impl<B: Pooled> GroupState<B> {
             }
         }
         let waiting = !self.high.is_empty() || !self.low.is_empty();
-        if waiting && self.dispatched_since_tick == 0 && self.in_flight >= self.limit() {
+        if waiting && self.dispatched_since_tick == 0 && !self.has_room() {
             // Nothing moved for a whole period while work waits: the running
             // statements may be waiting on a queued one (a lock holder's
             // COMMIT). Allow one more.
@@ -385,7 +478,7 @@ impl<B: Pooled> GroupState<B> {
             self.extra = 0;
         }
         self.dispatched_since_tick = 0;
-        self.dispatch();
+        self.dispatch(now);
     }
 
     /// Age of the oldest queued request.
@@ -413,6 +506,8 @@ mod tests {
     fn group(cap: usize, max_owned: usize) -> GroupState<Conn> {
         GroupState::new(Limits {
             cap,
+            adaptive: false,
+            stall_cap: Duration::from_millis(500),
             max_owned,
             kickup: Duration::from_millis(1000),
         })
@@ -423,36 +518,36 @@ mod tests {
         let t = Instant::now();
         let mut g = group(4, 4);
         let lease = Need::Lease { pool: 0 };
+        let mut ids = Vec::new();
         for _ in 0..3 {
-            assert!(matches!(
-                now_grant(g.request(lease, Priority::High, t)),
-                Grant::Open
-            ));
+            match g.request(lease, Priority::High, t) {
+                Admission::Now(Grant::Open, id) => ids.push(id),
+                _ => panic!("expected an immediate open"),
+            }
         }
         // Two come back idle, one stays busy.
-        g.complete(Some(Conn(0, 1)));
-        g.complete(Some(Conn(0, 2)));
+        g.complete(ids[0], Some(Conn(0, 1)), t);
+        g.complete(ids[1], Some(Conn(0, 2)), t);
         assert_eq!((g.snapshot().owned, g.snapshot().idle), (3, 2));
-        g.set_limits(Limits {
+        let shrunk = |max_owned| Limits {
             cap: 4,
-            max_owned: 1,
+            adaptive: false,
+            stall_cap: Duration::from_millis(500),
+            max_owned,
             kickup: Duration::from_millis(1000),
-        });
+        };
+        g.set_limits(shrunk(1), t);
         assert_eq!((g.snapshot().owned, g.snapshot().idle), (1, 0));
         // The busy one is within the share: it stays.
-        g.complete(Some(Conn(0, 3)));
+        g.complete(ids[2], Some(Conn(0, 3)), t);
         assert_eq!((g.snapshot().owned, g.snapshot().idle), (1, 1));
-        g.set_limits(Limits {
-            cap: 4,
-            max_owned: 0,
-            kickup: Duration::from_millis(1000),
-        });
+        g.set_limits(shrunk(0), t);
         assert_eq!(g.snapshot().owned, 0);
     }
 
     fn now_grant(a: Admission<Conn>) -> Grant<Conn> {
         match a {
-            Admission::Now(g) => g,
+            Admission::Now(g, _) => g,
             Admission::Queued(..) => panic!("expected an immediate grant"),
         }
     }
@@ -460,7 +555,7 @@ mod tests {
     fn queued(a: Admission<Conn>) -> (u64, oneshot::Receiver<Grant<Conn>>) {
         match a {
             Admission::Queued(id, rx) => (id, rx),
-            Admission::Now(_) => panic!("expected to queue"),
+            Admission::Now(..) => panic!("expected to queue"),
         }
     }
 
@@ -482,7 +577,7 @@ mod tests {
         assert_eq!(g.snapshot().in_flight, 2);
         assert_eq!(g.snapshot().owned, 2);
         // One completes and returns its backend: the queued lease gets it.
-        g.complete(Some(Conn(0, 1)));
+        g.complete(0, Some(Conn(0, 1)), Instant::now());
         assert!(matches!(rx.try_recv(), Ok(Grant::Backend(Conn(0, 1)))));
         assert_eq!(g.snapshot().in_flight, 2);
     }
@@ -495,13 +590,13 @@ mod tests {
         let (_, mut l1) = queued(g.request(Need::Slot, Priority::Low, t));
         let (_, mut l2) = queued(g.request(Need::Slot, Priority::Low, t));
         let (_, mut h1) = queued(g.request(Need::Slot, Priority::High, t));
-        g.complete(None);
+        g.complete(0, None, Instant::now());
         assert!(h1.try_recv().is_ok(), "high first");
         assert!(l1.try_recv().is_err());
-        g.complete(None);
+        g.complete(0, None, Instant::now());
         assert!(l1.try_recv().is_ok(), "then oldest low");
         assert!(l2.try_recv().is_err());
-        g.complete(None);
+        g.complete(0, None, Instant::now());
         assert!(l2.try_recv().is_ok());
     }
 
@@ -532,11 +627,11 @@ mod tests {
         g.tick(t1);
         assert_eq!(g.snapshot().counters.kickups, 1);
         assert_eq!(g.snapshot().high, 2);
-        g.complete(None);
+        g.complete(0, None, Instant::now());
         // The kicked-up request is at the high tail, behind the newer high one.
         assert!(new_high.try_recv().is_ok());
         assert!(old_low.try_recv().is_err());
-        g.complete(None);
+        g.complete(0, None, Instant::now());
         assert!(old_low.try_recv().is_ok());
     }
 
@@ -560,8 +655,8 @@ mod tests {
         g.tick(t); // a dispatch happened in the last period: extra cleared
         assert_eq!(g.snapshot().extra, 0);
         assert!(other.try_recv().is_err());
-        g.complete(None);
-        g.complete(None);
+        g.complete(0, None, Instant::now());
+        g.complete(0, None, Instant::now());
         assert!(other.try_recv().is_ok());
     }
 
@@ -576,7 +671,7 @@ mod tests {
         drop(rx);
         let (_, rx2) = queued(g.request(LEASE, Priority::Low, t));
         drop(rx2); // client vanished without cancelling
-        g.complete(Some(Conn(0, 1)));
+        g.complete(0, Some(Conn(0, 1)), Instant::now());
         let s = g.snapshot();
         assert_eq!(s.in_flight, 0, "grant to a vanished waiter is undone");
         assert_eq!(s.idle, 1, "and its backend is back idle");
@@ -588,13 +683,43 @@ mod tests {
         let mut g = group(2, 1);
         let t = Instant::now();
         assert!(g.try_reserve_open());
-        g.return_idle(Conn(1, 9));
+        g.return_idle(Conn(1, 9), Instant::now());
         assert!(matches!(
             now_grant(g.request(Need::Lease { pool: 0 }, Priority::Low, t)),
             Grant::Open
         ));
         let s = g.snapshot();
         assert_eq!((s.owned, s.idle, s.counters.evictions), (1, 0, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn adaptive_limit_lets_a_stalled_statement_stop_counting() {
+        let mut g = GroupState::<Conn>::new(Limits {
+            cap: 1,
+            adaptive: true,
+            stall_cap: Duration::from_millis(500),
+            max_owned: 8,
+            kickup: Duration::from_millis(1000),
+        });
+        let t0 = Instant::now();
+        let Admission::Now(Grant::Slot, long) = g.request(Need::Slot, Priority::Low, t0) else {
+            panic!("first statement runs at once");
+        };
+        let (_, mut next) = queued(g.request(Need::Slot, Priority::Low, t0));
+        assert_eq!(g.snapshot().cap, 1, "starts at 1 + oversubscribe");
+        g.adapt(t0 + Duration::from_millis(499));
+        assert!(next.try_recv().is_err(), "still busy");
+        // Past the stall threshold (no latency baseline yet: stall_limit_ms)
+        // the running statement no longer holds the place.
+        g.adapt(t0 + Duration::from_millis(500));
+        assert!(next.try_recv().is_ok(), "the queued statement runs");
+        let s = g.snapshot();
+        assert_eq!(s.in_flight, 2);
+        assert_eq!(s.adaptive.map(|a| a.stalled), Some(1));
+        g.complete(long, None, t0 + Duration::from_secs(2));
+        let a = g.snapshot().adaptive.expect("adaptive");
+        assert_eq!((a.stalled, a.stalled_total), (0, 1));
+        assert_eq!(g.snapshot().in_flight, 1);
     }
 
     #[test]
@@ -628,8 +753,8 @@ mod tests {
         let mut g = group(4, 4);
         let t = Instant::now();
         g.owned = 2;
-        g.return_idle(Conn(0, 1));
-        g.return_idle(Conn(0, 2));
+        g.return_idle(Conn(0, 1), Instant::now());
+        g.return_idle(Conn(0, 2), Instant::now());
         assert!(matches!(
             now_grant(g.request(LEASE, Priority::Low, t)),
             Grant::Backend(Conn(0, 2))
