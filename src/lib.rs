@@ -31,6 +31,7 @@ pub mod pool;
 pub mod prepared;
 pub mod protocol;
 pub mod server;
+pub mod server_users;
 pub mod session_state;
 pub mod shutdown;
 pub mod sql;

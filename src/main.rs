@@ -66,6 +66,7 @@ fn toml_like(cfg: &myplex::config::Config) -> String {
         }
     };
     mask(&mut c.backend.password);
+    mask(&mut c.server_users.lookup_password);
     for u in &mut c.users {
         if let Some(p) = u.password.as_mut() {
             mask(p);

@@ -117,6 +117,10 @@ fn users_and_pools(cfg: &Config) -> Result<(Vec<User>, Vec<BackendLogin>), Start
             admin: u.admin,
         });
     }
+    if pools.is_empty() {
+        // Only server users (`[server_users]`): pool 0 is `[backend]`'s.
+        pools.push((cfg.backend.user.clone(), cfg.backend.password.clone()));
+    }
     Ok((users, pools))
 }
 
@@ -138,6 +142,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
             password,
             tls: backend_tls.clone(),
             connect_timeout: Duration::from_millis(cfg.backend.connect_timeout_ms),
+            native_stage1: None,
             pool: i,
         })
         .collect();
@@ -172,6 +177,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
             warn!(error = %e, address = %cfg.backend.address, "backend not reachable at start; will retry per request")
         }
     }
+    let server_users = crate::server_users::ServerUsers::new(&cfg, &params[0]);
     let cfg_registry_size = cfg.pool.prepared_registry_size;
     let cfg_groups = cfg.pool.effective_groups();
     let pool = Pool::new(&cfg, params, server);
@@ -180,6 +186,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         config: cfg,
         pool,
         users,
+        server_users,
         tls,
         trackers,
         clients: Default::default(),

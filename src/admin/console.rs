@@ -114,7 +114,7 @@ fn pools(shared: &Shared) -> ResultSet {
         ],
         rows: Vec::new(),
     };
-    let users: Vec<&str> = shared.pool.params.iter().map(|p| p.user.as_str()).collect();
+    let users = shared.pool.backend_users();
     for g in &shared.pool.groups {
         let s = g.snapshot();
         let (idle, busy, pinned) = super::backend_states(&s);

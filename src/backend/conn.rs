@@ -260,17 +260,27 @@ impl BackendConn {
         &mut self,
         sql: &str,
     ) -> Result<Option<Vec<Option<String>>>, BackendError> {
+        Ok(self.query_rows(sql, 1).await?.into_iter().next())
+    }
+
+    /// Runs a query and returns the text cells of its first `max` rows
+    /// (`None` = NULL); the rest are read and dropped.
+    pub async fn query_rows(
+        &mut self,
+        sql: &str,
+        max: usize,
+    ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(command::COM_QUERY);
         p.extend_from_slice(sql.as_bytes());
         self.io.send_packet(0, &p).await?;
         let mut t = Tracker::new(Shape::Query);
-        let mut row = None;
+        let mut rows = Vec::new();
         let mut err = None;
         while !t.done() {
             let pkt = self.io.read_packet(1 << 26).await?;
             match t.next(&pkt.payload, false) {
-                Class::Row if row.is_none() => {
+                Class::Row if rows.len() < max => {
                     let mut r = crate::protocol::lenenc::Reader::new(&pkt.payload);
                     let mut cells = Vec::new();
                     while !r.is_empty() {
@@ -286,7 +296,7 @@ impl BackendConn {
                             }
                         }
                     }
-                    row = Some(cells);
+                    rows.push(cells);
                 }
                 Class::Err => err = ErrPacket::parse(&pkt.payload),
                 Class::Malformed => return Err(BackendError::Protocol("malformed result".into())),
@@ -295,7 +305,7 @@ impl BackendConn {
         }
         match err {
             Some(e) => Err(BackendError::Server(e)),
-            None => Ok(row),
+            None => Ok(rows),
         }
     }
 
@@ -423,12 +433,8 @@ impl BackendConn {
         baseline: &TrackedState,
     ) -> Result<(), BackendError> {
         let (plugin, nonce) = self.auth.clone();
-        let auth = crate::backend::connect::auth_response(
-            &plugin,
-            &nonce,
-            &p.password,
-            self.io.stream.is_tls(),
-        )?;
+        let auth =
+            crate::backend::connect::auth_response(&plugin, &nonce, p, self.io.stream.is_tls())?;
         let mut req = Vec::with_capacity(64 + p.user.len());
         req.push(command::COM_CHANGE_USER);
         req.extend_from_slice(p.user.as_bytes());

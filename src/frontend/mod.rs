@@ -5,6 +5,7 @@ pub mod auth;
 pub mod handshake;
 pub mod relay;
 pub mod session;
+pub mod users;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize};
@@ -37,8 +38,10 @@ pub struct Shared {
     pub config: Config,
     /// The backend pool.
     pub pool: Arc<Pool>,
-    /// Users.
+    /// Users of the config file.
     pub users: Vec<User>,
+    /// Users looked up in the server (`[server_users]`), when enabled.
+    pub server_users: Option<Arc<crate::server_users::ServerUsers>>,
     /// TLS acceptor config when TLS is offered.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// What a client's own trackers report (the server's defaults).

@@ -19,8 +19,9 @@ use scheduler::Limits;
 pub struct Pool {
     /// The thread groups.
     pub groups: Vec<Arc<Group>>,
-    /// Login parameters per credential pool.
-    pub params: Vec<BackendParams>,
+    /// Login parameters per credential pool; users looked up in the server
+    /// add theirs at run time (`register`).
+    params: RwLock<Vec<Arc<BackendParams>>>,
     /// The backend's greeting facts (refreshed on every successful dial).
     pub server: RwLock<Arc<ServerInfo>>,
     /// Pool mode.
@@ -58,7 +59,7 @@ impl Pool {
             .collect();
         Arc::new(Self {
             groups,
-            params,
+            params: RwLock::new(params.into_iter().map(Arc::new).collect()),
             server: RwLock::new(Arc::new(server)),
             mode: cfg.pool.mode,
             queue_timeout: Duration::from_millis(cfg.pool.queue_timeout_ms),
@@ -82,15 +83,54 @@ impl Pool {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
+    /// Login parameters of credential pool `pool`.
+    pub fn params(&self, pool: usize) -> Option<Arc<BackendParams>> {
+        let v = self.params.read().unwrap_or_else(|p| p.into_inner());
+        v.get(pool).cloned()
+    }
+
+    /// The backend users of all credential pools.
+    pub fn backend_users(&self) -> Vec<String> {
+        let v = self.params.read().unwrap_or_else(|p| p.into_inner());
+        v.iter().map(|p| p.user.clone()).collect()
+    }
+
+    /// The credential pool logging in as `user` with SHA1(password)
+    /// `stage1` (or no password), added on first use; address, TLS and
+    /// timeouts are pool 0's.
+    pub fn register(&self, user: &str, stage1: Option<[u8; 20]>) -> usize {
+        let mut v = self.params.write().unwrap_or_else(|p| p.into_inner());
+        let same = |p: &Arc<BackendParams>| {
+            p.user == user
+                && p.native_stage1 == stage1
+                && (stage1.is_some() || p.password.is_empty())
+        };
+        if let Some(i) = v.iter().position(same) {
+            return i;
+        }
+        let Some(base) = v.first().cloned() else {
+            return 0;
+        };
+        let pool = v.len();
+        v.push(Arc::new(BackendParams {
+            user: user.to_string(),
+            password: String::new(),
+            native_stage1: stage1,
+            pool,
+            ..(*base).clone()
+        }));
+        pool
+    }
+
     /// Dials a backend of credential pool `pool`, retrying with backoff
     /// until `deadline`.
     pub async fn dial(&self, pool: usize, deadline: Instant) -> Result<BackendConn, BackendError> {
-        let Some(p) = self.params.get(pool) else {
+        let Some(p) = self.params(pool) else {
             return Err(BackendError::Protocol(format!("no credential pool {pool}")));
         };
         let mut delay = Duration::from_millis(20);
         loop {
-            match backend::connect(p).await {
+            match backend::connect(&p).await {
                 Ok((conn, info)) => {
                     let changed = self.server.read().map(|s| **s != info).unwrap_or(false);
                     if changed && let Ok(mut s) = self.server.write() {

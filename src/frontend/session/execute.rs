@@ -149,8 +149,13 @@ impl Session {
         for _ in 0..3 {
             let plan = self.sync_plan_for(&backend.state);
             if plan.clear_schema {
-                let params = &self.shared.pool.params[backend.pool];
-                if let Err(e) = backend.clear_schema(params, &baseline()).await {
+                let cleared = match self.shared.pool.params(backend.pool) {
+                    Some(params) => backend.clear_schema(&params, &baseline()).await,
+                    None => Err(crate::backend::BackendError::Protocol(
+                        "no credential pool".into(),
+                    )),
+                };
+                if let Err(e) = cleared {
                     drop(backend);
                     drop(slot);
                     self.lost_backend(seq, &errors::backend_lost(&e.to_string()), was_pinned)

@@ -175,8 +175,8 @@ impl Session {
                 v
             }
         };
-        let me = self.shared.users[self.user].name.clone();
-        let admin = self.shared.users[self.user].admin;
+        let me = self.user.name.clone();
+        let admin = self.user.admin;
         let mut kill_self = false;
         for (id, target) in targets {
             let owner = target.user.lock().map(|u| u.clone()).unwrap_or_default();

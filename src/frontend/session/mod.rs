@@ -91,8 +91,8 @@ pub struct Session {
     found_rows: u64,
     /// The greeting's scramble.
     nonce: [u8; 20],
-    /// Index of the logged-in user.
-    user: usize,
+    /// The logged-in user.
+    user: Arc<super::User>,
     /// What other sessions see of this one (for KILL).
     handle: SessionHandle,
     /// Queue wait of the current command, when it used a backend.
@@ -156,8 +156,7 @@ pub struct SessionHandle {
 impl Session {
     /// Creates the session for a completed login.
     pub fn new(shared: Arc<Shared>, login: Login, id: u32) -> (Self, u8, Option<Vec<u8>>) {
-        let user = &shared.users[login.user];
-        let pool = user.pool;
+        let pool = login.user.pool;
         let group = shared.pool.group_for(id).clone();
         let initial = (login.collation, login.caps.has(flag::MULTI_STATEMENTS));
         let state = initial_state(initial);
@@ -198,7 +197,7 @@ impl Session {
             found_rows: 0,
         };
         if let Ok(mut u) = s.handle.user.lock() {
-            *u = s.shared.users[s.user].name.clone();
+            *u = s.user.name.clone();
         }
         s.handle
             .pool
@@ -404,7 +403,7 @@ impl Session {
             COM_PING => self.send_ok(seq).await?,
             COM_QUERY => {
                 let sql = &pkt.payload[1..];
-                if self.shared.users[self.user].admin
+                if self.user.admin
                     && let Some(c) = crate::admin::console::parse(sql)
                 {
                     let rs = crate::admin::console::run(c, &self.shared);
