@@ -66,6 +66,8 @@ pub struct ServerUsers {
     user_table: AtomicBool,
     /// Accept accounts without a password.
     pub allow_no_password: bool,
+    /// Lookup queries sent to the server.
+    lookups: std::sync::atomic::AtomicU64,
 }
 
 impl ServerUsers {
@@ -95,7 +97,13 @@ impl ServerUsers {
             conn: tokio::sync::Mutex::new(None),
             user_table: AtomicBool::new(false),
             allow_no_password: c.allow_no_password,
+            lookups: Default::default(),
         }))
+    }
+
+    /// Lookups sent to the server so far.
+    pub fn lookups(&self) -> u64 {
+        self.lookups.load(Ordering::Relaxed)
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -142,6 +150,7 @@ impl ServerUsers {
             tracing::debug!("server user lookup rate limited");
             return self.stale(name);
         }
+        self.lookups.fetch_add(1, Ordering::Relaxed);
         match self.read(&mut conn, name).await {
             Ok(found) => {
                 self.cache().put(name, found.clone());
