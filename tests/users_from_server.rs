@@ -84,14 +84,21 @@ async fn created_user_logs_in_with_its_own_privileges() {
         .arg("SELECT CURRENT_USER(); SELECT COUNT(*) FROM test.su_open")
         .output()
         .expect("run mariadb");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "su_a@%\n0\n");
 
     let e = same_refusal(&p, db, "su_a", "wrong").await;
     assert_eq!(e.code, 1045);
     // (The server answers an unknown name with 1698; myplex, as for names
     // missing from its config, with 1045.)
-    let e = login(&addr, "su_nobody", "pw").await.err().expect("unknown");
+    let e = login(&addr, "su_nobody", "pw")
+        .await
+        .err()
+        .expect("unknown");
     assert_eq!(e.code, 1045);
     // The user's own credential pool: the backend session is su_a's.
     assert!(p.shared.pool.backend_users().iter().any(|u| u == "su_a"));
@@ -128,11 +135,17 @@ async fn dropped_user_stops_and_new_password_is_picked_up() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let mut c = login(&addr, "su_d", "two").await.expect("new password");
     assert_eq!(c.query_one("SELECT CURRENT_USER()").await, "su_d@%");
-    assert_eq!(login(&addr, "su_d", "one").await.err().map(|e| e.code), Some(1045));
+    assert_eq!(
+        login(&addr, "su_d", "one").await.err().map(|e| e.code),
+        Some(1045)
+    );
     db.sql("DROP USER su_d@'%';");
     // Cached for the TTL, then read again and gone.
     tokio::time::sleep(Duration::from_millis(3100)).await;
-    let e = login(&addr, "su_d", "two").await.err().expect("dropped user refused");
+    let e = login(&addr, "su_d", "two")
+        .await
+        .err()
+        .expect("dropped user refused");
     assert_eq!(e.code, 1045, "{e:?}");
 }
 
@@ -165,7 +178,10 @@ async fn accounts_myplex_cannot_serve_are_refused_like_the_server() {
     );
     let p = proxy(db, false).await;
     let addr = p.addr.to_string();
-    let e = login(&addr, "su_sock", "pw").await.err().expect("unix_socket");
+    let e = login(&addr, "su_sock", "pw")
+        .await
+        .err()
+        .expect("unix_socket");
     assert_eq!(e.code, 1045, "{e:?}");
     assert_eq!(
         e.message,
@@ -181,7 +197,10 @@ async fn accounts_myplex_cannot_serve_are_refused_like_the_server() {
     assert_eq!(e.code, 1862, "{e:?}");
     assert!(e.message.starts_with("Your password has expired"), "{e:?}");
     // No password: refused unless allowed.
-    let e = login(&addr, "su_nopw", "").await.err().expect("no password");
+    let e = login(&addr, "su_nopw", "")
+        .await
+        .err()
+        .expect("no password");
     assert_eq!(e.code, 1045, "{e:?}");
     let open = proxy(db, true).await;
     let mut c = login(&open.addr.to_string(), "su_nopw", "")
@@ -208,12 +227,18 @@ async fn unknown_names_cost_a_bounded_number_of_lookups() {
     assert!(su.lookups() <= 2, "lookups: {}", su.lookups());
     let before = su.lookups();
     for i in 0..60 {
-        let e = login(&addr, &format!("su_flood{i}"), "pw").await.err().expect("refused");
+        let e = login(&addr, &format!("su_flood{i}"), "pw")
+            .await
+            .err()
+            .expect("refused");
         assert_eq!(e.code, 1045);
     }
     let secs = started.elapsed().as_secs_f64();
     let bound = 5 + (secs * 5.0).ceil() as u64;
     let used = su.lookups() - before;
-    assert!(used <= bound, "{used} lookups in {secs:.1} s (bound {bound})");
+    assert!(
+        used <= bound,
+        "{used} lookups in {secs:.1} s (bound {bound})"
+    );
     assert!(used >= 3, "the limit let nothing through: {used}");
 }

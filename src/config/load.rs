@@ -111,9 +111,7 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
         errs.push("frontend.require_tls: needs frontend.tls_cert and frontend.tls_key".into());
     }
     if c.users.is_empty() && !c.server_users.enabled {
-        errs.push(
-            "users: at least one [[users]] entry is needed (or server_users.enabled)".into(),
-        );
+        errs.push("users: at least one [[users]] entry is needed (or server_users.enabled)".into());
     }
     errs.extend(c.server_users.errors());
     let mut seen = std::collections::HashSet::new();

@@ -76,16 +76,17 @@ pub(crate) async fn authenticate_user(
     let Some(mut account) = server_users::select(&found, ip).cloned() else {
         return Ok(Err(denied(used)));
     };
-    let stage1 = match account.auth {
+    let nonce = a.nonce;
+    let response = match account.auth {
         AccountAuth::Native(h2) => {
+            // Switches a client that answered for another plugin.
             let user = User {
                 name: a.name.to_string(),
                 credential: native_only(h2),
                 pool: 0,
                 admin: false,
             };
-            let nonce = a.nonce;
-            let out = authenticate(
+            authenticate(
                 io,
                 seq,
                 &user,
@@ -94,26 +95,24 @@ pub(crate) async fn authenticate_user(
                 nonce,
                 a.response,
             )
-            .await?;
-            let mut stage1 = native_stage1(&h2, nonce, &out.response);
-            if stage1.is_none() && out.used_password {
-                // The password may have changed on the server since the
-                // cached read: read again (at most once per negative TTL).
-                if let Some(fresh) = reread(su, a.name, ip, &h2).await {
-                    stage1 = match fresh.auth {
-                        AccountAuth::Native(h2) => native_stage1(&h2, nonce, &out.response),
-                        _ => None,
-                    };
-                    account = fresh;
-                }
-            }
-            match stage1 {
-                Some(s1) => Some(s1),
-                None => return Ok(Err(denied(out.used_password))),
-            }
+            .await?
+            .response
         }
-        AccountAuth::NoPassword if su.allow_no_password && !used => None,
-        AccountAuth::NoPassword | AccountAuth::Unsupported(_) => return Ok(Err(denied(used))),
+        _ => a.response,
+    };
+    let used = !response.is_empty();
+    let mut stage1 = decide(&account, nonce, &response, su.allow_no_password);
+    if stage1.is_none() {
+        // The account may have changed on the server since the cached
+        // read (new password, recreated): read again, at most once per
+        // negative TTL.
+        if let Some(fresh) = reread(su, a.name, ip, &account).await {
+            stage1 = decide(&fresh, nonce, &response, su.allow_no_password);
+            account = fresh;
+        }
+    }
+    let Some(stage1) = stage1 else {
+        return Ok(Err(denied(used)));
     };
     if account.locked {
         return Ok(Err(server_users::account_locked()));
@@ -146,11 +145,26 @@ fn native_only(h2: [u8; 20]) -> Credential {
     }
 }
 
-/// The account row for `ip` read again, when its hash differs from `h2`.
-async fn reread(su: &ServerUsers, name: &str, ip: IpAddr, h2: &[u8; 20]) -> Option<Account> {
+/// Whether `response` to `nonce` logs in to `account`: `Some(backend
+/// secret)` (SHA1(password), or none for an account without password).
+fn decide(
+    account: &Account,
+    nonce: &[u8; 20],
+    response: &[u8],
+    allow_no_password: bool,
+) -> Option<Option<[u8; 20]>> {
+    match &account.auth {
+        AccountAuth::Native(h2) => native_stage1(h2, nonce, response).map(Some),
+        AccountAuth::NoPassword if allow_no_password && response.is_empty() => Some(None),
+        AccountAuth::NoPassword | AccountAuth::Unsupported(_) => None,
+    }
+}
+
+/// The account row for `ip` read again, when it differs from `old`.
+async fn reread(su: &ServerUsers, name: &str, ip: IpAddr, old: &Account) -> Option<Account> {
     let Lookup::Found(found) = su.accounts(name, true).await else {
         return None;
     };
     let fresh = server_users::select(&found, ip)?.clone();
-    (fresh.auth != AccountAuth::Native(*h2)).then_some(fresh)
+    (fresh != *old).then_some(fresh)
 }

@@ -23,6 +23,8 @@ pub enum AccountAuth {
 pub struct Account {
     /// Host pattern.
     pub host: String,
+    /// The anonymous account (`''@host`), which matches any name.
+    pub anonymous: bool,
     /// Authentication.
     pub auth: AccountAuth,
     /// `ACCOUNT LOCK`.
@@ -101,6 +103,7 @@ pub fn from_global_priv(host: &str, priv_json: &str, clock: ServerClock) -> Opti
     };
     Some(Account {
         host: host.to_string(),
+        anonymous: false,
         auth,
         locked,
         expired,
@@ -118,6 +121,7 @@ pub fn from_user_row(
 ) -> Account {
     Account {
         host: host.to_string(),
+        anonymous: false,
         auth: native_auth(plugin, auth_string),
         locked: account_locked.eq_ignore_ascii_case("y"),
         expired: password_expired.eq_ignore_ascii_case("y"),
@@ -180,8 +184,12 @@ mod tests {
         assert!(a.locked && a.expired);
         assert!(from_global_priv("", r#"{"access":0,"is_role":true}"#, clock()).is_none());
         assert!(from_global_priv("%", "not json", clock()).is_none());
-        let a = from_global_priv("%", r#"{"plugin":"mysql_native_password","authentication_string":""}"#, clock())
-            .expect("account");
+        let a = from_global_priv(
+            "%",
+            r#"{"plugin":"mysql_native_password","authentication_string":""}"#,
+            clock(),
+        )
+        .expect("account");
         assert_eq!(a.auth, AccountAuth::NoPassword);
     }
 
@@ -200,7 +208,11 @@ mod tests {
             default_lifetime_days: 30,
             ..clock()
         };
-        assert!(from_global_priv("%", &j(-1), by_default).expect("a").expired);
+        assert!(
+            from_global_priv("%", &j(-1), by_default)
+                .expect("a")
+                .expired
+        );
     }
 
     #[test]

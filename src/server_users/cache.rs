@@ -134,6 +134,7 @@ mod tests {
     fn found(n: usize, at: Instant) -> Found {
         let a = Account {
             host: "%".into(),
+            anonymous: false,
             auth: AccountAuth::NoPassword,
             locked: false,
             expired: false,

@@ -3,7 +3,8 @@
 //! account rows are read through the lookup account from
 //! `mysql.global_priv` (MariaDB 10.4+; `mysql.user` otherwise), cached with
 //! a TTL, and the row for the client's address decides the login
-//! (`frontend::users`). Lookups are single-flight over one dedicated
+//! (`frontend::users`). Anonymous accounts (`''@host`) are read with every
+//! name and ranked as the server ranks them. Lookups are single-flight over one dedicated
 //! backend connection and rate limited; absences are cached too.
 //!
 //! Owns: the lookup connection, the cache and the rate limit. Does not own
@@ -115,7 +116,7 @@ impl ServerUsers {
     /// when the cached answer is older than `negative_ttl_s`.
     pub async fn accounts(&self, name: &str, refresh: bool) -> Lookup {
         if name.is_empty() {
-            // Anonymous accounts are not served.
+            // An empty login name is not looked up.
             return Lookup::Found(Found {
                 accounts: Arc::new(Vec::new()),
                 resolves_names: true,
@@ -187,12 +188,15 @@ impl ServerUsers {
         let mut found = None;
         if !self.user_table.load(Ordering::Relaxed) {
             let sql = format!(
-                "SELECT Host, Priv, @@global.default_password_lifetime, UNIX_TIMESTAMP(), @@global.skip_name_resolve FROM mysql.global_priv WHERE User = X'{hex}'"
+                "SELECT Host, Priv, @@global.default_password_lifetime, UNIX_TIMESTAMP(), @@global.skip_name_resolve, User = '' FROM mysql.global_priv WHERE User IN (X'{hex}', '')"
             );
             match c.query_rows(&sql, MAX_ROWS).await {
                 Ok(rows) => found = Some(from_global_priv(&rows)),
                 Err(BackendError::Server(e)) => {
-                    tracing::info!(code = e.code, "mysql.global_priv not readable; using mysql.user");
+                    tracing::info!(
+                        code = e.code,
+                        "mysql.global_priv not readable; using mysql.user"
+                    );
                     self.user_table.store(true, Ordering::Relaxed);
                 }
                 Err(e) => return Err(e),
@@ -202,13 +206,15 @@ impl ServerUsers {
             Some(f) => f,
             None => {
                 let sql = format!(
-                    "SELECT Host, plugin, authentication_string, password_expired, account_locked, @@global.skip_name_resolve FROM mysql.user WHERE User = X'{hex}'"
+                    "SELECT Host, plugin, authentication_string, password_expired, account_locked, @@global.skip_name_resolve, User = '' FROM mysql.user WHERE User IN (X'{hex}', '')"
                 );
                 from_user_rows(&c.query_rows(&sql, MAX_ROWS).await?)
             }
         };
         let mut accounts = accounts;
-        accounts.sort_by_key(|a| host::specificity(&a.host));
+        // The server's order: most specific host first, then a named
+        // account before the anonymous one of the same host.
+        accounts.sort_by_key(|a| (host::specificity(&a.host), a.anonymous));
         Ok(Found {
             accounts: Arc::new(accounts),
             resolves_names,
@@ -235,7 +241,9 @@ fn from_global_priv(rows: &Rows) -> (Vec<Account>, bool) {
                 default_lifetime_days: cell(r, 2).parse().unwrap_or(0),
                 now: cell(r, 3).parse().unwrap_or(0),
             };
-            account::from_global_priv(cell(r, 0), cell(r, 1), clock)
+            let mut a = account::from_global_priv(cell(r, 0), cell(r, 1), clock)?;
+            a.anonymous = cell(r, 5) == "1";
+            Some(a)
         })
         .collect();
     (accounts, resolves(rows, 4))
@@ -245,7 +253,10 @@ fn from_user_rows(rows: &Rows) -> (Vec<Account>, bool) {
     let accounts = rows
         .iter()
         .map(|r| {
-            account::from_user_row(cell(r, 0), cell(r, 1), cell(r, 2), cell(r, 3), cell(r, 4))
+            let mut a =
+                account::from_user_row(cell(r, 0), cell(r, 1), cell(r, 2), cell(r, 3), cell(r, 4));
+            a.anonymous = cell(r, 6) == "1";
+            a
         })
         .collect();
     (accounts, resolves(rows, 5))
@@ -255,5 +266,8 @@ fn from_user_rows(rows: &Rows) -> (Vec<Account>, bool) {
 /// specific first).
 pub fn select(found: &Found, ip: IpAddr) -> Option<&Account> {
     let client = ClientHost::new(ip, found.resolves_names);
-    found.accounts.iter().find(|a| host::matches(&a.host, &client))
+    found
+        .accounts
+        .iter()
+        .find(|a| host::matches(&a.host, &client))
 }

@@ -103,13 +103,13 @@ impl Session {
             nonce: &self.nonce,
             response: req.auth.to_vec(),
         };
-        let user = match users::authenticate_user(&shared, &mut self.client, &mut seq, attempt).await
-        {
-            Ok(Ok(u)) => u,
-            Ok(Err(e)) => return self.change_user_failed(seq, e).await,
-            Err(HandshakeError::Wire(e)) => return Err(End::Client(e)),
-            Err(HandshakeError::Refused(r)) => return Err(End::Fatal(r)),
-        };
+        let user =
+            match users::authenticate_user(&shared, &mut self.client, &mut seq, attempt).await {
+                Ok(Ok(u)) => u,
+                Ok(Err(e)) => return self.change_user_failed(seq, e).await,
+                Err(HandshakeError::Wire(e)) => return Err(End::Client(e)),
+                Err(HandshakeError::Refused(r)) => return Err(End::Fatal(r)),
+            };
         // A clean session for the new user: the old backend (with its
         // transaction, variables and temporary tables) is closed.
         self.backend = None;
