@@ -271,3 +271,43 @@ pub fn select(found: &Found, ip: IpAddr) -> Option<&Account> {
         .iter()
         .find(|a| host::matches(&a.host, &client))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use account::AccountAuth;
+
+    fn row(host: &str, anonymous: bool) -> Account {
+        Account {
+            host: host.into(),
+            anonymous,
+            auth: AccountAuth::NoPassword,
+            locked: false,
+            expired: false,
+        }
+    }
+
+    fn found(mut rows: Vec<Account>, resolves_names: bool) -> Found {
+        rows.sort_by_key(|a| (host::specificity(&a.host), a.anonymous));
+        Found {
+            accounts: Arc::new(rows),
+            resolves_names,
+            at: Instant::now(),
+        }
+    }
+
+    #[tokio::test]
+    async fn anonymous_localhost_shadows_named_percent_as_on_the_server() {
+        let lo: IpAddr = "127.0.0.1".parse().expect("ip");
+        let rows = vec![row("%", false), row("localhost", true)];
+        let f = found(rows.clone(), true);
+        assert_eq!(select(&f, lo).map(|a| a.anonymous), Some(true));
+        let f = found(rows, false);
+        assert_eq!(select(&f, lo).map(|a| a.anonymous), Some(false));
+        let f = found(vec![row("%", true), row("%", false)], true);
+        assert_eq!(select(&f, lo).map(|a| a.anonymous), Some(false));
+        let remote: IpAddr = "10.0.0.1".parse().expect("ip");
+        let f = found(vec![row("localhost", false)], true);
+        assert!(select(&f, remote).is_none());
+    }
+}
