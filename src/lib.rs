@@ -19,7 +19,8 @@
 //! Layers: `protocol` is pure (framing, control packets, response boundaries,
 //! session tracking); `wire` does socket I/O; `backend` logs in to the server;
 //! `pool` schedules; `session_state` knows what a client's session is and
-//! what pins it; `frontend` serves clients; `server` accepts them.
+//! what pins it; `frontend` serves clients; `server` accepts them;
+//! `server_users` looks login names up in the backend when configured.
 
 pub mod admin;
 pub mod backend;

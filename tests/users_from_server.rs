@@ -242,3 +242,33 @@ async fn unknown_names_cost_a_bounded_number_of_lookups() {
     );
     assert!(used >= 3, "the limit let nothing through: {used}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caching_sha2_greeting_switches_server_users_to_native() {
+    use mysql_async::prelude::*;
+    let db = MariaDb::shared();
+    db.sql(
+        "DROP USER IF EXISTS su_m; CREATE USER su_m@'%' IDENTIFIED BY 'pw_m';\n\
+         GRANT SELECT ON test.* TO su_m;",
+    );
+    let p = Proxy::builder(db)
+        .with(|c| {
+            c.frontend.default_auth_plugin = myplex::config::AuthPluginName::CachingSha2Password;
+            c.server_users.enabled = true;
+            c.server_users.lookup_user = "root".into();
+            c.server_users.lookup_password = ROOT_PASSWORD.into();
+        })
+        .start()
+        .await;
+    let mut c = mysql_async::Conn::from_url(p.url("su_m", "pw_m", "test"))
+        .await
+        .expect("su_m logs in after the switch");
+    let who: Option<String> = c.query_first("SELECT CURRENT_USER()").await.expect("query");
+    assert_eq!(who.as_deref(), Some("su_m@%"));
+    c.disconnect().await.expect("disconnect");
+    let bad = mysql_async::Conn::from_url(p.url("su_m", "nope", "test")).await;
+    assert!(
+        matches!(bad, Err(mysql_async::Error::Server(ref e)) if e.code == 1045),
+        "{bad:?}"
+    );
+}

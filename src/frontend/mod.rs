@@ -1,4 +1,4 @@
-//! The client side: login (`handshake`, `auth`), the per-client command loop
+//! The client side: login (`handshake`, `auth`, `users`), the per-client command loop
 //! (`session`) and response streaming with capability translation (`relay`).
 
 pub mod auth;
