@@ -272,3 +272,30 @@ async fn caching_sha2_greeting_switches_server_users_to_native() {
         "{bad:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookup_survives_the_server_closing_its_connection() {
+    let db = MariaDb::shared();
+    db.sql(
+        "DROP USER IF EXISTS su_lookup, su_r1, su_r2;\n\
+         CREATE USER su_lookup@'%' IDENTIFIED BY 'lk'; GRANT SELECT ON mysql.global_priv TO su_lookup;\n\
+         CREATE USER su_r1@'%' IDENTIFIED BY 'r1'; CREATE USER su_r2@'%' IDENTIFIED BY 'r2';",
+    );
+    let p = Proxy::builder(db)
+        .with(|c| {
+            c.server_users.enabled = true;
+            c.server_users.lookup_user = "su_lookup".into();
+            c.server_users.lookup_password = "lk".into();
+        })
+        .start()
+        .await;
+    let addr = p.addr.to_string();
+    login(&addr, "su_r1", "r1").await.expect("first lookup");
+    let ids = db.sql("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'su_lookup'");
+    assert_eq!(ids.lines().count(), 1, "one lookup connection: {ids:?}");
+    db.sql(&format!("KILL {}", ids.trim()));
+    let mut c = login(&addr, "su_r2", "r2")
+        .await
+        .expect("lookup on a fresh connection");
+    assert_eq!(c.query_one("SELECT CURRENT_USER()").await, "su_r2@%");
+}

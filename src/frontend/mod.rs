@@ -1,5 +1,6 @@
-//! The client side: login (`handshake`, `auth`, `users`), the per-client command loop
-//! (`session`) and response streaming with capability translation (`relay`).
+//! The client side: login (`handshake`, `auth`, `users`), the per-client
+//! command loop (`session`) and response streaming with capability
+//! translation (`relay`).
 
 pub mod auth;
 pub mod handshake;

@@ -152,7 +152,15 @@ impl ServerUsers {
             return self.stale(name);
         }
         self.lookups.fetch_add(1, Ordering::Relaxed);
-        match self.read(&mut conn, name).await {
+        let reused = conn.is_some();
+        let mut result = self.read(&mut conn, name).await;
+        if reused && matches!(result, Err(ref e) if !matches!(e, BackendError::Server(_))) {
+            // The kept connection went away (wait_timeout, server
+            // restart): once more on a fresh one.
+            *conn = None;
+            result = self.read(&mut conn, name).await;
+        }
+        match result {
             Ok(found) => {
                 self.cache().put(name, found.clone());
                 Lookup::Found(found)
