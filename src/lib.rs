@@ -21,6 +21,7 @@
 //! `pool` schedules; `session_state` knows what a client's session is and
 //! what pins it; `frontend` serves clients; `server` accepts them;
 //! `reload` swaps in a changed configuration while clients stay connected.
+//! `server_users` looks login names up in the backend when configured.
 
 pub mod admin;
 pub mod backend;
@@ -33,6 +34,7 @@ pub mod prepared;
 pub mod protocol;
 pub mod reload;
 pub mod server;
+pub mod server_users;
 pub mod session_state;
 pub mod shutdown;
 pub mod sql;

@@ -101,7 +101,7 @@ pub fn apply(shared: &Shared, next: Config) -> Result<Reloaded, ReloadError> {
     // Everything that can fail, before anything is swapped.
     let setup = |e: crate::server::StartError| ReloadError::Setup(e.to_string());
     let tls = load_server_tls(&next).map_err(setup)?;
-    let params = shared.pool.params.load_full();
+    let params = shared.pool.credentials.load_full();
     let logins = params
         .iter()
         .map(|p| (p.user.clone(), p.password.clone()))

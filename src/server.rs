@@ -126,6 +126,10 @@ pub(crate) fn users_and_pools(
             enabled: true,
         });
     }
+    if pools.is_empty() {
+        // Only server users (`[server_users]`): pool 0 is `[backend]`'s.
+        pools.push((cfg.backend.user.clone(), cfg.backend.password.clone()));
+    }
     Ok((users, pools))
 }
 
@@ -146,6 +150,7 @@ pub(crate) fn backend_params(
             connect_timeout: Duration::from_millis(cfg.backend.connect_timeout_ms),
             pool: i,
             flavour: crate::protocol::caps::Flavour::DEFAULT,
+            native_stage1: None,
         })
         .collect()
 }
@@ -197,6 +202,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
             start_error = Some(e);
         }
     }
+    let server_users = crate::server_users::ServerUsers::new(&cfg, &params[0]);
     let cfg_registry_size = cfg.pool.prepared_registry_size;
     let cfg_groups = cfg.pool.effective_groups();
     let pool = Pool::new(&cfg, params, server);
@@ -219,6 +225,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         config_path: Default::default(),
         pool,
         users: arc_swap::ArcSwap::from_pointee(crate::frontend::Users(users)),
+        server_users,
         tls: arc_swap::ArcSwapOption::new(tls),
         trackers,
         clients: Default::default(),

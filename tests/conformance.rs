@@ -158,7 +158,18 @@ fn mariadb_test_suite_direct_and_through_proxy() {
                         name: "root".into(),
                         password: Some(ROOT_PASSWORD.into()),
                         ..Default::default()
-                    })
+                    });
+                    // Accounts the cases create log in as on the server:
+                    // looked up through root on every login (no caching,
+                    // passwordless accounts allowed, as mysqltest uses them).
+                    let su = &mut cfg.server_users;
+                    su.enabled = true;
+                    su.lookup_user = "root".into();
+                    su.lookup_password = ROOT_PASSWORD.into();
+                    su.cache_ttl_s = 0;
+                    su.negative_ttl_s = 0;
+                    su.max_lookups_per_s = 10_000;
+                    su.allow_no_password = true;
                 })
                 .start(),
         )

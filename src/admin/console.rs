@@ -144,8 +144,7 @@ fn pools(shared: &Shared) -> ResultSet {
         ],
         rows: Vec::new(),
     };
-    let credentials = shared.pool.credentials.load();
-    let users: Vec<&str> = credentials.iter().map(|p| p.user.as_str()).collect();
+    let users = shared.pool.backend_users();
     for g in &shared.pool.groups {
         let s = g.snapshot();
         let (idle, busy, pinned) = super::backend_states(&s);

@@ -280,21 +280,20 @@ impl BackendConn {
         &mut self,
         sql: &str,
     ) -> Result<Option<Vec<Option<String>>>, BackendError> {
-        let mut p = Vec::with_capacity(sql.len() + 1);
-        p.push(command::COM_QUERY);
-        p.extend_from_slice(sql.as_bytes());
-        Ok(self.rows(&p, 1).await?.into_iter().next())
+        Ok(self.query_rows(sql, 1).await?.into_iter().next())
     }
 
-    /// Runs a query and returns all its rows' text cells (`None` = NULL).
+    /// Runs a query and returns the text cells of its first `max` rows
+    /// (`None` = NULL); the rest are read and dropped.
     pub async fn query_rows(
         &mut self,
         sql: &str,
+        max: usize,
     ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(command::COM_QUERY);
         p.extend_from_slice(sql.as_bytes());
-        self.rows(&p, usize::MAX).await
+        self.rows(&p, max).await
     }
 
     /// Sends a COM_QUERY payload and reads its result, keeping at most `max`
@@ -465,12 +464,8 @@ impl BackendConn {
         baseline: &TrackedState,
     ) -> Result<(), BackendError> {
         let (plugin, nonce) = self.auth.clone();
-        let auth = crate::backend::connect::auth_response(
-            &plugin,
-            &nonce,
-            &p.password,
-            self.io.stream.is_tls(),
-        )?;
+        let auth =
+            crate::backend::connect::auth_response(&plugin, &nonce, p, self.io.stream.is_tls())?;
         let mut req = Vec::with_capacity(64 + p.user.len());
         req.push(command::COM_CHANGE_USER);
         req.extend_from_slice(p.user.as_bytes());

@@ -36,6 +36,10 @@ pub struct BackendParams {
     pub user: String,
     /// Login password.
     pub password: String,
+    /// SHA1(password) instead of the password, for users looked up in the
+    /// server (`crate::server_users`): enough for `mysql_native_password`
+    /// and nothing else.
+    pub native_stage1: Option<[u8; 20]>,
     /// TLS toward the server, if configured.
     pub tls: Option<Arc<rustls::ClientConfig>>,
     /// Dial + login timeout.
@@ -52,6 +56,7 @@ impl std::fmt::Debug for BackendParams {
         f.debug_struct("BackendParams")
             .field("address", &self.address)
             .field("user", &self.user)
+            .field("native_stage1", &self.native_stage1.is_some())
             .field("tls", &self.tls.is_some())
             .field("flavour", &self.flavour.label())
             .finish()
@@ -85,7 +90,7 @@ impl ServerInfo {
 /// Learns the server's collations on a logged-in connection.
 pub async fn learn_collations(conn: &mut BackendConn) -> Result<Collations, BackendError> {
     let rows = conn
-        .query_rows(crate::protocol::collations::COLLATIONS_SQL)
+        .query_rows(crate::protocol::collations::COLLATIONS_SQL, usize::MAX)
         .await?;
     Ok(Collations::from_rows(rows.into_iter().filter_map(|r| {
         let mut it = r.into_iter();
@@ -169,7 +174,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         io = PacketIo::new(Stream::ClientTls(Box::new(tls_stream)));
     }
 
-    let auth = auth_response(&plugin, &nonce, &p.password, io.stream.is_tls())?;
+    let auth = auth_response(&plugin, &nonce, p, io.stream.is_tls())?;
     let mut resp = BytesMut::with_capacity(128);
     put_response_head(&mut resp, caps);
     resp.put_slice(p.user.as_bytes());
@@ -226,9 +231,13 @@ fn server_err(payload: &[u8]) -> BackendError {
 pub(crate) fn auth_response(
     plugin: &[u8],
     nonce: &[u8],
-    password: &str,
+    p: &BackendParams,
     tls: bool,
 ) -> Result<Vec<u8>, BackendError> {
+    if let Some(stage1) = &p.native_stage1 {
+        return native_from_stage1(plugin, nonce, stage1);
+    }
+    let password = p.password.as_str();
     if password.is_empty() {
         return Ok(Vec::new());
     }
@@ -254,6 +263,28 @@ pub(crate) fn auth_response(
     })
 }
 
+/// `mysql_native_password`'s response from SHA1(password):
+/// `SHA1(pw) XOR SHA1(nonce + SHA1(SHA1(pw)))`.
+fn native_from_stage1(
+    plugin: &[u8],
+    nonce: &[u8],
+    stage1: &[u8; 20],
+) -> Result<Vec<u8>, BackendError> {
+    use sha1::{Digest, Sha1};
+    if plugin != b"mysql_native_password" {
+        return Err(BackendError::Protocol(format!(
+            "backend asks for auth plugin {} for a user looked up in the server; only mysql_native_password works without the cleartext",
+            String::from_utf8_lossy(plugin)
+        )));
+    }
+    let stage2: [u8; 20] = Sha1::digest(stage1).into();
+    let mut h = Sha1::new();
+    h.update(nonce);
+    h.update(stage2);
+    let mask: [u8; 20] = h.finalize().into();
+    Ok(stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect())
+}
+
 /// Runs the server's side of the auth conversation to its OK or ERR.
 pub(crate) async fn authenticate(
     io: &mut PacketIo,
@@ -276,12 +307,17 @@ pub(crate) async fn authenticate(
                 if nonce.last() == Some(&0) {
                     nonce.pop();
                 }
-                let resp = auth_response(&plugin, &nonce, &p.password, io.stream.is_tls())?;
+                let resp = auth_response(&plugin, &nonce, p, io.stream.is_tls())?;
                 io.send_packet(seq, &resp).await?;
             }
             Some(0x01) if plugin == b"caching_sha2_password" => {
                 match pkt.payload.get(1).copied() {
                     Some(0x03) => {} // fast auth succeeded; the OK follows
+                    Some(0x04) if p.native_stage1.is_some() => {
+                        return Err(BackendError::Protocol(
+                            "caching_sha2 full authentication needs the cleartext password".into(),
+                        ));
+                    }
                     Some(0x04) => {
                         let mut pw = p.password.as_bytes().to_vec();
                         pw.push(0);
@@ -326,4 +362,21 @@ pub(crate) async fn authenticate(
     Err(BackendError::Protocol(
         "authentication did not finish".into(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha1::{Digest, Sha1};
+
+    #[test]
+    fn stage1_response_is_the_native_scramble() {
+        let nonce = b"abcdefghijklmnopqrst";
+        let stage1: [u8; 20] = Sha1::digest(b"secret").into();
+        let from_stage1 =
+            native_from_stage1(b"mysql_native_password", nonce, &stage1).expect("native");
+        let direct = mysql_common::scramble::scramble_native(nonce, b"secret").expect("scramble");
+        assert_eq!(from_stage1, direct.to_vec());
+        assert!(native_from_stage1(b"caching_sha2_password", nonce, &stage1).is_err());
+    }
 }

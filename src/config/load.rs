@@ -127,9 +127,10 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     if c.frontend.require_tls && c.frontend.tls_cert.is_empty() {
         errs.push("frontend.require_tls: needs frontend.tls_cert and frontend.tls_key".into());
     }
-    if c.users.is_empty() {
-        errs.push("users: at least one [[users]] entry is needed".into());
+    if c.users.is_empty() && !c.server_users.enabled {
+        errs.push("users: at least one [[users]] entry is needed (or server_users.enabled)".into());
     }
+    errs.extend(c.server_users.errors());
     let mut seen = std::collections::HashSet::new();
     for (i, u) in c.users.iter().enumerate() {
         let key = format!("users[{i}]");

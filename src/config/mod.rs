@@ -5,6 +5,8 @@
 mod load;
 mod model;
 pub mod redact;
+mod server_users;
 
 pub use load::{ConfigError, DEFAULT_TOML, load, load_str};
 pub use model::*;
+pub use server_users::ServerUsersConfig;

@@ -26,6 +26,8 @@ pub struct Config {
     pub pool: PoolConfig,
     /// Users allowed to log in.
     pub users: Vec<UserConfig>,
+    /// Users looked up in the backend when not in `users`.
+    pub server_users: super::ServerUsersConfig,
 }
 
 impl Default for Config {
@@ -40,6 +42,7 @@ impl Default for Config {
             frontend: FrontendConfig::default(),
             pool: PoolConfig::default(),
             users: Vec::new(),
+            server_users: Default::default(),
         }
     }
 }

@@ -19,6 +19,7 @@ impl Config {
     pub fn redacted(&self) -> Config {
         let mut c = self.clone();
         mask(&mut c.backend.password);
+        mask(&mut c.server_users.lookup_password);
         for u in &mut c.users {
             for s in [
                 &mut u.password,

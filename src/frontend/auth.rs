@@ -82,8 +82,15 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 /// `response = SHA1(pw) XOR SHA1(scramble + SHA1(SHA1(pw)))`: recover
 /// SHA1(pw) and check that hashing it again gives the stored value.
 fn verify_native(h2: &[u8; 20], scramble: &[u8], response: &[u8]) -> bool {
+    native_stage1(h2, scramble, response).is_some()
+}
+
+/// SHA1(password) recovered from a `mysql_native_password` response to
+/// `scramble`, when it matches the stored SHA1(SHA1(password)) `h2`. It is
+/// what a backend login as the same user needs (`crate::server_users`).
+pub fn native_stage1(h2: &[u8; 20], scramble: &[u8], response: &[u8]) -> Option<[u8; 20]> {
     if response.len() != 20 {
-        return false;
+        return None;
     }
     let mut h = Sha1::new();
     h.update(scramble);
@@ -94,7 +101,7 @@ fn verify_native(h2: &[u8; 20], scramble: &[u8], response: &[u8]) -> bool {
         candidate[i] = response[i] ^ mask[i];
     }
     let check: [u8; 20] = Sha1::digest(candidate).into();
-    ct_eq(&check, h2)
+    ct_eq(&check, h2).then_some(candidate)
 }
 
 /// `response = SHA256(pw) XOR SHA256(SHA256(SHA256(pw)) + scramble)`.
@@ -153,6 +160,9 @@ mod tests {
         let resp = mysql_common::scramble::scramble_native(nonce, b"secret").expect("scramble");
         let c = Credential::from_user(&user("secret")).expect("cred");
         assert!(c.verify(AuthPluginName::MysqlNativePassword, nonce, &resp));
+        let h2 = c.native.expect("native");
+        let s1: [u8; 20] = Sha1::digest(b"secret").into();
+        assert_eq!(native_stage1(&h2, nonce, &resp), Some(s1));
         let wrong = mysql_common::scramble::scramble_native(nonce, b"nope").expect("scramble");
         assert!(!c.verify(AuthPluginName::MysqlNativePassword, nonce, &wrong));
         assert!(!c.verify(AuthPluginName::MysqlNativePassword, nonce, &[]));

@@ -31,8 +31,8 @@ pub const CLIENT_READ_STEP: usize = 2048;
 pub struct Login {
     /// The client's socket.
     pub io: PacketIo,
-    /// Index into the configured users.
-    pub user: usize,
+    /// The logged-in user.
+    pub user: std::sync::Arc<super::User>,
     /// Negotiated capabilities.
     pub caps: Caps,
     /// The session's collation: the one the client asked for, or the
@@ -174,7 +174,6 @@ pub async fn login(
         None => requested,
     };
     let user_name = String::from_utf8_lossy(resp.user()).into_owned();
-    let host = peer.ip().to_string();
     let schema = resp.db_name().filter(|d| !d.is_empty()).map(<[u8]>::to_vec);
     let client_plugin = match resp.auth_plugin() {
         Some(p) if caps.has(flag::PLUGIN_AUTH) => p.as_bytes().to_vec(),
@@ -184,28 +183,21 @@ pub async fn login(
 
     // Password-guessing throttle: wait before any outcome is revealed.
     tokio::time::sleep(shared.throttle.delay(peer.ip(), &user_name)).await;
-    let users = shared.users.load_full();
-    let Some((user_idx, user)) = users.find(&user_name) else {
-        shared.throttle.failed(peer.ip(), &user_name);
-        let e = errors::access_denied(&user_name, &host, !response.is_empty());
-        return Err(refuse(&mut io, seq, e).await);
-    };
-
-    let verified = authenticate(
-        &mut io,
-        &mut seq,
-        user,
-        &client_plugin,
-        greeting_plugin,
-        &nonce,
+    let attempt = super::users::Attempt {
+        name: &user_name,
+        ip: Some(peer.ip()),
+        client_plugin: &client_plugin,
+        challenged: greeting_plugin,
+        nonce: &nonce,
         response,
-    )
-    .await?;
-    if !verified.ok {
-        shared.throttle.failed(peer.ip(), &user_name);
-        let e = errors::access_denied(&user_name, &host, verified.used_password);
-        return Err(refuse(&mut io, seq, e).await);
-    }
+    };
+    let user = match super::users::authenticate_user(shared, &mut io, &mut seq, attempt).await? {
+        Ok(u) => u,
+        Err(e) => {
+            shared.throttle.failed(peer.ip(), &user_name);
+            return Err(refuse(&mut io, seq, e).await);
+        }
+    };
     shared.throttle.succeeded(&user_name);
     let pool = shared.pool.key(user.pool, caps.flavour());
     if caps.has(flag::COMPRESS) {
@@ -214,7 +206,7 @@ pub async fn login(
     }
     Ok(Login {
         io,
-        user: user_idx,
+        user,
         caps,
         collation,
         pool,
@@ -268,6 +260,7 @@ pub(crate) async fn authenticate(
         return Ok(AuthOutcome {
             ok: false,
             used_password,
+            response,
         });
     }
     if plugin == AuthPluginName::CachingSha2Password && used_password {
@@ -277,16 +270,19 @@ pub(crate) async fn authenticate(
     Ok(AuthOutcome {
         ok: true,
         used_password,
+        response,
     })
 }
 
 /// The result of [`authenticate`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct AuthOutcome {
     /// The password matched.
     pub ok: bool,
     /// The client sent a non-empty response ("using password: YES").
     pub used_password: bool,
+    /// The client's final response.
+    pub response: Vec<u8>,
 }
 
 /// Reads a login packet, refusing at once (as the server does) one with the

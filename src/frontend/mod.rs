@@ -1,5 +1,6 @@
-//! The client side: login (`handshake`, `auth`), the per-client command loop
-//! (`session`) and response streaming with capability translation (`relay`).
+//! The client side: login (`handshake`, `auth`, `users`), the per-client
+//! command loop (`session`) and response streaming with capability
+//! translation (`relay`).
 
 pub mod admission;
 pub mod auth;
@@ -8,6 +9,7 @@ pub mod handshake;
 pub mod relay;
 pub mod session;
 pub mod throttle;
+pub mod users;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize};
@@ -90,8 +92,10 @@ pub struct Shared {
     pub config_path: std::sync::OnceLock<std::path::PathBuf>,
     /// The backend pool.
     pub pool: Arc<Pool>,
-    /// Users.
+    /// Users of the config file (replaced by a reload).
     pub users: ArcSwap<Users>,
+    /// Users looked up in the server (`[server_users]`), when enabled.
+    pub server_users: Option<Arc<crate::server_users::ServerUsers>>,
     /// TLS acceptor config when TLS is offered.
     pub tls: ArcSwapOption<rustls::ServerConfig>,
     /// What a client's own trackers report (the server's defaults).

@@ -35,6 +35,9 @@ pub struct Pool {
     pub credentials: ArcSwap<Vec<BackendParams>>,
     /// Pool keys: (credential pool, flavour) → key, registered lazily.
     keys: Keys,
+    /// Serializes changes of `credentials` (a reload, a server user's
+    /// first login) so that none is lost.
+    credential_writes: std::sync::Mutex<()>,
     /// The backend's greeting facts (refreshed on every successful dial).
     pub server: RwLock<Arc<ServerInfo>>,
     /// Pool mode.
@@ -101,6 +104,7 @@ impl Pool {
             groups,
             keys: Keys::new(params.len()),
             credentials: ArcSwap::from_pointee(params),
+            credential_writes: std::sync::Mutex::new(()),
             server: RwLock::new(Arc::new(server)),
             mode: cfg.pool.mode,
             inflight: cfg.pool.inflight,
@@ -117,6 +121,22 @@ impl Pool {
             g.set_limits(limits_for(cfg, i, n));
         }
         self.timings.store(Arc::new(Timings::from_config(cfg)));
+        let _w = self
+            .credential_writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let cur = self.credentials.load_full();
+        let mut params = params;
+        // Server users' pools log in with SHA1(password), which the config
+        // does not know; pools registered since the reload began stay.
+        for (n, o) in params.iter_mut().zip(cur.iter()) {
+            if n.user == o.user && n.password.is_empty() {
+                n.native_stage1 = o.native_stage1;
+            }
+        }
+        if cur.len() > params.len() {
+            params.extend(cur[params.len()..].iter().cloned());
+        }
         self.credentials.store(Arc::new(params));
     }
 
@@ -164,6 +184,47 @@ impl Pool {
     /// Credential pool and flavour of a key.
     pub fn key_info(&self, key: usize) -> Option<(usize, Flavour)> {
         self.keys.get(key)
+    }
+
+    /// The backend users of all credential pools.
+    pub fn backend_users(&self) -> Vec<String> {
+        self.credentials.load().iter().map(|p| p.user.clone()).collect()
+    }
+
+    /// The credential pool logging in as `user` with SHA1(password)
+    /// `stage1` (or no password), added on first use; address, TLS and
+    /// timeouts are pool 0's.
+    pub fn register(&self, user: &str, stage1: Option<[u8; 20]>) -> usize {
+        let same = |p: &BackendParams| {
+            p.user == user
+                && p.native_stage1 == stage1
+                && (stage1.is_some() || p.password.is_empty())
+        };
+        if let Some(i) = self.credentials.load().iter().position(same) {
+            return i;
+        }
+        let _w = self
+            .credential_writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let cur = self.credentials.load_full();
+        if let Some(i) = cur.iter().position(same) {
+            return i;
+        }
+        let Some(base) = cur.first() else {
+            return 0;
+        };
+        let pool = cur.len();
+        let mut next = (*cur).clone();
+        next.push(BackendParams {
+            user: user.to_string(),
+            password: String::new(),
+            native_stage1: stage1,
+            pool,
+            ..base.clone()
+        });
+        self.credentials.store(Arc::new(next));
+        pool
     }
 
     /// Login parameters for connections of pool key `key`.

@@ -1,7 +1,8 @@
-//! COM_CHANGE_USER: full re-authentication against the configured users
-//! (with auth switch when needed), then a clean session: the old backend
-//! connection is closed, statements, pins and session state are dropped, and
-//! the new user's credential pool is used from then on.
+//! COM_CHANGE_USER: full re-authentication against the configured users or
+//! the server's (`frontend::users`, with auth switch when needed), then a
+//! clean session: the old backend connection is closed, statements, pins
+//! and session state are dropped, and the new user's credential pool is
+//! used from then on.
 //!
 //! A failed attempt leaves the connection as the server does: the session
 //! is reset all the same (the server resets it before authenticating), but
@@ -12,7 +13,8 @@
 use std::time::Duration;
 
 use super::{End, Session};
-use crate::frontend::handshake::{self, HandshakeError};
+use crate::frontend::handshake::HandshakeError;
+use crate::frontend::users;
 use crate::protocol::caps::flag;
 use crate::protocol::errors;
 use crate::protocol::lenenc::Reader;
@@ -84,50 +86,38 @@ impl Session {
                 .await;
         };
         let name = String::from_utf8_lossy(req.user).into_owned();
-        let host = self
+        let ip = self
             .client
             .stream
             .tcp()
             .and_then(|t| t.peer_addr().ok())
-            .map(|a| a.ip().to_string())
-            .unwrap_or_default();
+            .map(|a| a.ip());
         let shared = self.shared.clone();
-        let users = shared.users.load_full();
-        let Some((idx, user)) = users.find(&name) else {
-            let e = errors::access_denied(&name, &host, !req.auth.is_empty());
-            return self.change_user_failed(seq, e).await;
-        };
-        let plugin = req.plugin.unwrap_or(b"mysql_native_password");
         // The client answered the greeting's challenge, issued for the
         // greeting's plugin.
-        let challenged = shared.config.load().frontend.default_auth_plugin;
-        let verified = handshake::authenticate(
-            &mut self.client,
-            &mut seq,
-            user,
-            plugin,
-            challenged,
-            &self.nonce,
-            req.auth.to_vec(),
-        )
-        .await;
-        match verified {
-            Ok(a) if a.ok => {}
-            Ok(a) => {
-                let e = errors::access_denied(&name, &host, a.used_password);
-                return self.change_user_failed(seq, e).await;
-            }
-            Err(HandshakeError::Wire(e)) => return Err(End::Client(e)),
-            Err(HandshakeError::Refused(r)) => return Err(End::Fatal(r)),
-        }
+        let attempt = users::Attempt {
+            name: &name,
+            ip,
+            client_plugin: req.plugin.unwrap_or(b"mysql_native_password"),
+            challenged: shared.config.load().frontend.default_auth_plugin,
+            nonce: &self.nonce,
+            response: req.auth.to_vec(),
+        };
+        let user =
+            match users::authenticate_user(&shared, &mut self.client, &mut seq, attempt).await {
+                Ok(Ok(u)) => u,
+                Ok(Err(e)) => return self.change_user_failed(seq, e).await,
+                Err(HandshakeError::Wire(e)) => return Err(End::Client(e)),
+                Err(HandshakeError::Refused(r)) => return Err(End::Fatal(r)),
+            };
         // A clean session for the new user: the old backend (with its
         // transaction, variables and temporary tables) is closed.
         self.backend = None;
         self.drop_statements();
         self.pins.clear_state();
         self.inv.clear();
-        self.user = idx;
         self.pool = self.shared.pool.rekey(self.pool, user.pool);
+        self.user = user;
         self.handle
             .pool
             .store(self.pool, std::sync::atomic::Ordering::Relaxed);

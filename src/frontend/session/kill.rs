@@ -175,10 +175,8 @@ impl Session {
                 v
             }
         };
-        let users = self.shared.users.load();
-        let me = users[self.user].name.clone();
-        let admin = users[self.user].admin;
-        drop(users);
+        let me = self.user.name.clone();
+        let admin = self.user.admin;
         let mut kill_self = false;
         for (id, target) in targets {
             let owner = target.user.lock().map(|u| u.clone()).unwrap_or_default();

@@ -96,8 +96,8 @@ pub struct Session {
     found_rows: u64,
     /// The greeting's scramble.
     nonce: [u8; 20],
-    /// Index of the logged-in user.
-    user: usize,
+    /// The logged-in user.
+    user: Arc<super::User>,
     /// What other sessions see of this one (for KILL).
     handle: SessionHandle,
     /// Queue wait of the current command, when it used a backend.
@@ -203,7 +203,7 @@ impl Session {
             found_rows: 0,
         };
         if let Ok(mut u) = s.handle.user.lock() {
-            *u = s.shared.users.load()[s.user].name.clone();
+            *u = s.user.name.clone();
         }
         s.handle
             .pool
@@ -409,7 +409,7 @@ impl Session {
             COM_PING => self.send_ok(seq).await?,
             COM_QUERY => {
                 let sql = &pkt.payload[1..];
-                if self.shared.users.load()[self.user].admin
+                if self.user.admin
                     && let Some(c) = crate::admin::console::parse(sql)
                 {
                     let rs = crate::admin::console::run(c, &self.shared);
