@@ -38,6 +38,13 @@ pub const FIXED: &[&str] = &[
     "frontend.max_unauthenticated_per_address",
     "frontend.auth_throttle_free_failures",
     "frontend.auth_throttle_max_delay_ms",
+    "server_users.enabled",
+    "server_users.lookup_user",
+    "server_users.lookup_password",
+    "server_users.cache_ttl_s",
+    "server_users.negative_ttl_s",
+    "server_users.max_lookups_per_s",
+    "server_users.allow_no_password",
 ];
 
 /// Why a reload did not happen (the running configuration stays in force).
