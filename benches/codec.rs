@@ -253,6 +253,7 @@ fn relay_sockets(c: &mut Criterion) {
             max_packet: 64 << 20,
             server_version: b"11.8.3-MariaDB",
             expect_columns: None,
+            cursor: false,
         };
         let (mut backend_peer, backend_sock, mut client, mut client_peer) = rt.block_on(async {
             let (bp, bs) = tcp_pair().await;

@@ -93,6 +93,8 @@ pub struct ClientView<'a> {
     pub server_version: &'a [u8],
     /// Columns a prepared statement had when prepared (EXECUTE only).
     pub expect_columns: Option<u64>,
+    /// The command asked for a cursor (EXECUTE with a cursor type).
+    pub cursor: bool,
 }
 
 /// Writes one translated control packet.
@@ -140,7 +142,7 @@ pub async fn relay(
     view: &ClientView<'_>,
     mut seq: u8,
 ) -> Result<Outcome, RelayError> {
-    let mut t = Tracker::with_style(shape, view.caps.deprecate_eof());
+    let mut t = Tracker::with_style(shape, view.caps.deprecate_eof()).expect_cursor(view.cursor);
     let mut out = Outcome::default();
     let mut sent = false;
     let mut refuse_infile = false;

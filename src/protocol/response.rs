@@ -101,6 +101,9 @@ pub struct Tracker {
     shape: Shape,
     state: State,
     deprecate_eof: bool,
+    /// The command asked for a cursor (COM_STMT_EXECUTE with a cursor
+    /// type): a metadata EOF flagged CURSOR_EXISTS ends the response.
+    cursor: bool,
     /// Status flags of the last OK / terminator seen.
     pub last_status: Option<u16>,
 }
@@ -124,8 +127,18 @@ impl Tracker {
             shape,
             state,
             deprecate_eof,
+            cursor: false,
             last_status: None,
         }
+    }
+
+    /// The command asked for a cursor. Only then does CURSOR_EXISTS on the
+    /// metadata EOF mean "rows come by FETCH": a text query running stored
+    /// code that opened a cursor of its own also reports the flag there
+    /// (MariaDB 10.11, `BEGIN NOT ATOMIC … OPEN cur …`), and its rows follow.
+    pub fn expect_cursor(mut self, cursor: bool) -> Self {
+        self.cursor = cursor;
+        self
     }
 
     /// True once the response is complete.
@@ -313,7 +326,7 @@ impl Tracker {
                 };
                 self.state = if self.shape == Shape::Prepare {
                     State::Done
-                } else if status & status::CURSOR_EXISTS != 0 {
+                } else if self.cursor && status & status::CURSOR_EXISTS != 0 {
                     // COM_STMT_EXECUTE opened a cursor: rows come by FETCH.
                     self.last_status = Some(status);
                     State::Done
@@ -472,12 +485,26 @@ mod tests {
 
     #[test]
     fn classic_cursor_ends_at_metadata_eof() {
-        let mut t = Tracker::with_style(Shape::Query, false);
+        let mut t = Tracker::with_style(Shape::Query, false).expect_cursor(true);
         t.next(&[1], false);
         t.next(COLDEF, false);
         assert_eq!(t.next(&eof(0x0042), false), Class::Eof);
         assert!(t.done());
         assert_eq!(t.last_status, Some(0x42));
+    }
+
+    #[test]
+    fn stored_code_cursor_flag_on_a_text_query_keeps_the_rows() {
+        // BEGIN NOT ATOMIC … OPEN cur …: the metadata EOF says CURSOR_EXISTS
+        // (0x6a), yet the rows follow.
+        let mut t = Tracker::with_style(Shape::Query, false);
+        t.next(&[1], false);
+        t.next(COLDEF, false);
+        assert_eq!(t.next(&eof(0x006a), false), Class::Eof);
+        assert!(!t.done());
+        assert_eq!(t.next(&[1, b'1'], false), Class::Row);
+        t.next(&eof(0x0002), false);
+        assert!(t.done());
     }
 
     #[test]

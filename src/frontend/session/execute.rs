@@ -257,6 +257,7 @@ impl Session {
             intercept,
             max_packet: self.shared.config.load().frontend.max_allowed_packet,
             expect_columns: self.expect_columns.take(),
+            cursor: std::mem::take(&mut self.expect_cursor),
         };
         let result = relay(&mut self.client, &mut co.backend.io, shape, &view, seq).await;
         self.handle

@@ -113,6 +113,8 @@ pub struct Session {
     /// The text of the prepared statement being executed: what the
     /// session-state authority reads for a COM_STMT_EXECUTE.
     executing: Option<std::sync::Arc<crate::prepared::StmtEntry>>,
+    /// The executing statement asked for a cursor.
+    expect_cursor: bool,
     /// When the current command arrived.
     cmd_started: Instant,
 }
@@ -197,6 +199,7 @@ impl Session {
             diagnostic_stmt: false,
             expect_columns: None,
             executing: None,
+            expect_cursor: false,
             cmd_started: Instant::now(),
             swallowed: None,
             failed_change_user: 0,
