@@ -830,14 +830,6 @@ const OPEN_GAPS: &[(&str, &str)] = &[
         "perl-server-ps",
         "DATETIME(6) column metadata differs on a re-execute (MariaDB metadata caching capability not carried)",
     ),
-    (
-        "connector-cext",
-        "handshake collation 255 refused with 1273 instead of the server's fallback",
-    ),
-    (
-        "mariadb-py",
-        "extended type metadata (JSON type 245) not offered",
-    ),
 ];
 
 fn open_gap(client: &str) -> Option<&'static str> {
