@@ -419,7 +419,7 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
             return;
         }
     };
-    let admin = shared.users.get(login.user).is_some_and(|u| u.admin);
+    let admin = login.user.admin;
     let Some(_logged_in) = shared.admission.log_in(max, admin) else {
         debug!("too many connections");
         shared.metrics.rejected("max_client_connections");

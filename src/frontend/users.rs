@@ -86,6 +86,7 @@ pub(crate) async fn authenticate_user(
                 credential: native_only(h2),
                 pool: 0,
                 admin: false,
+                enabled: true,
             };
             authenticate(
                 io,
@@ -135,6 +136,7 @@ pub(crate) async fn authenticate_user(
         },
         pool,
         admin: false,
+        enabled: true,
     })))
 }
 

@@ -298,13 +298,13 @@ impl Pool {
     /// Runs the per-group timers and idle maintenance until the process ends.
     pub fn spawn_maintenance(self: &Arc<Self>) {
         for g in &self.groups {
-            let g = g.clone();
+            let slow = g.clone();
             let pool = Arc::downgrade(self);
             tokio::spawn(async move {
                 // The period is read each time: `stall_limit_ms` is reloadable.
                 while let Some(period) = pool.upgrade().map(|p| p.timings().stall_limit) {
                     tokio::time::sleep(period).await;
-                    g.tick();
+                    slow.tick();
                 }
             });
             if self.inflight == InflightMode::Adaptive {
