@@ -58,7 +58,8 @@ pub fn error_text(raw: &str) -> String {
     out.join("\n")
 }
 
-/// Replaces `"…"`, `'…'` and `` `…` `` literals with the mask.
+/// Replaces `"…"` literals (values, as serde and TOML quote them) with the
+/// mask; `` `…` `` (key and field names) stay, so an unknown key is named.
 fn mask_quoted(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut open: Option<char> = None;
@@ -70,7 +71,7 @@ fn mask_quoted(line: &str) -> String {
                 open = None;
             }
             Some(_) => {}
-            None if matches!(c, '"' | '`') => {
+            None if c == '"' => {
                 out.push(c);
                 open = Some(c);
             }
@@ -97,6 +98,7 @@ mod tests {
             "invalid type: string \"hunter2\", expected a boolean for key `users.admin`",
         );
         assert!(!t.contains("hunter2"), "{t}");
+        assert!(t.contains("`users.admin`"), "key names stay: {t}");
     }
 
     #[test]
