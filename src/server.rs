@@ -429,7 +429,8 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
         let _ = tokio::time::timeout(Duration::from_secs(1), send).await;
         return;
     };
-    let write_timeout = Duration::from_millis(shared.config.load().frontend.client_write_timeout_ms);
+    let write_timeout =
+        Duration::from_millis(shared.config.load().frontend.client_write_timeout_ms);
     login.io.set_write_timeout(write_timeout);
     let (session, ok_seq, schema) = Session::new(shared.clone(), login, id);
     match session.run(ok_seq, schema).await {

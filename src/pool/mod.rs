@@ -188,7 +188,11 @@ impl Pool {
 
     /// The backend users of all credential pools.
     pub fn backend_users(&self) -> Vec<String> {
-        self.credentials.load().iter().map(|p| p.user.clone()).collect()
+        self.credentials
+            .load()
+            .iter()
+            .map(|p| p.user.clone())
+            .collect()
     }
 
     /// The credential pool logging in as `user` with SHA1(password)

@@ -124,7 +124,7 @@ impl Session {
                 self.shared.metrics.queue_timeout(self.group.id);
                 let e = match self.shared.pool.health.down() {
                     Some(d) => self.shared.pool.health.unreachable_err(&d),
-                    None => match self.transaction_holders(t.owned) {
+                    None => match self.transaction_holders(t.owned, t.waited_ms) {
                         Some(why) => queue_timeout_err(&why),
                         None => queue_timeout_err(&t.to_string()),
                     },
@@ -566,7 +566,7 @@ impl Session {
     /// When every backend connection of this group is held by a session
     /// inside a transaction, the queue timeout says so (raising pool
     /// settings would not help: those transactions must end).
-    fn transaction_holders(&self, owned: usize) -> Option<String> {
+    fn transaction_holders(&self, owned: usize, waited_ms: u128) -> Option<String> {
         use crate::session_state::{PinReason, Pins};
         let groups = self.shared.pool.groups.len().max(1) as u32;
         let mine = self.group.id as u32;
@@ -584,7 +584,7 @@ impl Session {
             .count();
         (owned > 0 && holders >= owned).then(|| {
             format!(
-                "myplex: queue timeout: all {owned} backend connections of thread group {mine} are held by {holders} sessions inside a transaction; those transactions must end (COMMIT / ROLLBACK), or set the server's idle_transaction_timeout to end idle ones"
+                "myplex: queue timeout: waited {waited_ms} ms (pool.queue_timeout_ms) while all {owned} backend connections of thread group {mine} are held by {holders} sessions inside a transaction; those transactions must end (COMMIT / ROLLBACK), or set the server's idle_transaction_timeout to end idle ones"
             )
         })
     }
