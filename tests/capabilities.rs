@@ -616,7 +616,6 @@ async fn login_collations_match_direct() {
 /// four `SET SESSION character_set_*/collation_connection` assignments give
 /// the character set's default, 45 instead of 224).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the session-state replay to use SET NAMES cs COLLATE c (issue 8 §A, session_state)"]
 async fn non_default_login_collation_matches_direct() {
     let db = MariaDb::shared();
     let proxy = Proxy::builder(db).start().await;
