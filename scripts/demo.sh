@@ -129,7 +129,9 @@ start_local_mariadb() {
         --innodb-flush-log-at-trx-commit=2 \
         --innodb-doublewrite=0 \
         --performance-schema=OFF \
-        --skip-log-bin
+        --log-bin=mariadb-bin \
+        --binlog-format=ROW \
+        --server-id=1
     mariadb_setup_users "$dir"
 
     BACKEND_HOST=127.0.0.1

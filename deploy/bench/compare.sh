@@ -335,7 +335,9 @@ server_common_args() {
         --back-log="$max_conn" \
         --max-prepared-stmt-count=1048576 \
         --max-allowed-packet=64M \
-        --skip-log-bin \
+        --log-bin=mariadb-bin \
+        --binlog-format=ROW \
+        --server-id=1 \
         --innodb-flush-log-at-trx-commit=2 \
         --performance-schema=OFF
 }
