@@ -32,9 +32,28 @@ pub struct StmtEntry {
     /// The prepare response as the server sent it (payloads, in order:
     /// prepare-OK, parameter definitions, column definitions).
     pub response: Vec<Vec<u8>>,
+    /// What the text does, as the session-state authority reads it: lexed
+    /// once, at the first EXECUTE, with that session's lex options.
+    analysis: std::sync::OnceLock<(crate::sql::LexOptions, crate::sql::Analysis)>,
 }
 
 impl StmtEntry {
+    /// The analysis of the statement's text under `opts`: the cached one
+    /// when the options match (the usual case), else lexed afresh.
+    pub fn analysis(
+        &self,
+        opts: crate::sql::LexOptions,
+    ) -> std::borrow::Cow<'_, crate::sql::Analysis> {
+        let (cached_opts, cached) = self
+            .analysis
+            .get_or_init(|| (opts, crate::sql::analyze(&self.key.sql, opts)));
+        if *cached_opts == opts {
+            std::borrow::Cow::Borrowed(cached)
+        } else {
+            std::borrow::Cow::Owned(crate::sql::analyze(&self.key.sql, opts))
+        }
+    }
+
     /// Approximate memory held.
     pub fn bytes(&self) -> usize {
         self.key.sql.len()
@@ -110,6 +129,7 @@ impl Registry {
             num_params,
             num_columns,
             response,
+            analysis: std::sync::OnceLock::new(),
         });
         self.bytes += e.bytes();
         self.map.insert(key, (e.clone(), self.clock));

@@ -111,22 +111,10 @@ impl Session {
             return Ok(());
         };
         for attempt in 0..2 {
-            let route = match self.route(&mut co.backend, client_id, &entry).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => {
-                    self.sync_stmt_pins();
-                    self.finish(co.slot, co.backend);
-                    return self.send_raw_err(seq, &e).await;
-                }
-                Err(e) => {
-                    let held = co.was_pinned;
-                    drop(co);
-                    self.forget_all_held();
-                    return self
-                        .lost_backend(seq, &errors::backend_lost(&e.to_string()), held)
-                        .await;
-                }
+            let Some((next, route)) = self.route_or_fail(co, client_id, &entry, seq).await? else {
+                return Ok(());
             };
+            co = next;
             // The shared backend statement remembers the types it was sent;
             // a statement of this client's own gets them again (always valid).
             let seen = !route.private

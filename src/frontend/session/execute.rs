@@ -293,10 +293,12 @@ impl Session {
                     }
                 }
                 let mut analysis = match &executing {
-                    Some(e) => crate::sql::analyze(&e.key.sql, lex),
-                    None => command_analysis(payload, &lex),
+                    Some(e) => e.analysis(lex),
+                    None => std::borrow::Cow::Owned(command_analysis(payload, &lex)),
                 };
-                analysis.incomplete |= !lexable;
+                if !lexable {
+                    analysis.to_mut().incomplete = true;
+                }
                 let keep_vars = !analysis.statements.iter().any(|s| {
                     s.effects
                         .iter()
@@ -321,7 +323,7 @@ impl Session {
                         authority::lex_options(&self.state),
                     )
                 {
-                    analysis = a;
+                    analysis = std::borrow::Cow::Owned(a);
                 }
                 if let Some(rows) = out.rows {
                     self.found_rows = rows;

@@ -370,6 +370,34 @@ impl Session {
         }))
     }
 
+    /// [`Self::route`] for a command on `co`. When it fails the client is
+    /// told (the server's refusal, or a lost backend) and `None` comes back.
+    pub(super) async fn route_or_fail(
+        &mut self,
+        mut co: Checkout,
+        client_id: u32,
+        entry: &StmtEntry,
+        seq: u8,
+    ) -> Result<Option<(Checkout, Route)>, End> {
+        match self.route(&mut co.backend, client_id, entry).await {
+            Ok(Ok(r)) => Ok(Some((co, r))),
+            Ok(Err(e)) => {
+                self.sync_stmt_pins();
+                self.finish(co.slot, co.backend);
+                self.send_raw_err(seq, &e).await?;
+                Ok(None)
+            }
+            Err(e) => {
+                let held = co.was_pinned;
+                drop(co);
+                self.forget_all_held();
+                self.lost_backend(seq, &errors::backend_lost(&e.to_string()), held)
+                    .await?;
+                Ok(None)
+            }
+        }
+    }
+
     /// COM_STMT_EXECUTE.
     pub(super) async fn stmt_execute(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
@@ -414,22 +442,10 @@ impl Session {
             return Ok(());
         };
         for attempt in 0..2 {
-            let route = match self.route(&mut co.backend, client_id, &entry).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => {
-                    self.sync_stmt_pins();
-                    self.finish(co.slot, co.backend);
-                    return self.send_raw_err(seq, &e).await;
-                }
-                Err(e) => {
-                    let held = co.was_pinned;
-                    drop(co);
-                    self.forget_all_held();
-                    return self
-                        .lost_backend(seq, &errors::backend_lost(&e.to_string()), held)
-                        .await;
-                }
+            let Some((next, route)) = self.route_or_fail(co, client_id, &entry, seq).await? else {
+                return Ok(());
             };
+            co = next;
             let held_types = self
                 .stmts
                 .get(&client_id)
