@@ -1090,6 +1090,47 @@ async fn ignore_space_survives_backend_reset() {
     same("IGNORE_SPACE parsing", &got, &exp);
 }
 
+/// A session that changed `sql_mode` and `wait_timeout` on a pooled
+/// backend of an IGNORE_SPACE + INTERACTIVE flavour leaves; the next client
+/// of that flavour gets the values a fresh login has (IGNORE_SPACE added,
+/// `wait_timeout` from `interactive_timeout`), not the global ones that
+/// `SET … = DEFAULT` would give. Found with Connector/J, whose login
+/// `sql_mode = concat(@@sql_mode, …)` then kept the loss for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_derived_values_survive_sync_to_default() {
+    let db = MariaDb::shared();
+    let proxy = Proxy::builder(db).groups(1).max_backend(1).start().await;
+    setup(db);
+    let ask = Ask::new(BASE | IGNORE_SPACE | INTERACTIVE | DEPRECATE_EOF);
+    let (mut direct, mut a) = pair(db, &proxy, ask).await;
+    let probe = "SELECT CONCAT(@@sql_mode, ' ', @@wait_timeout)";
+    let want = direct.query(probe).await;
+    assert!(one_value(&want).contains("IGNORE_SPACE"), "{}", show(&want));
+    let r = a
+        .query("SET SESSION sql_mode = 'ANSI_QUOTES', wait_timeout = 77")
+        .await;
+    assert_eq!(r[0][0], 0, "set: {}", show(&r));
+    drop(a);
+    for round in 0..2 {
+        let b = login(&proxy.addr.to_string(), ask, APP_PASSWORD).await;
+        let mut b = b.unwrap_or_else(|e| panic!("login: {e:02x?}"));
+        let got = b.query(probe).await;
+        same(
+            &format!("round {round}: sql_mode and wait_timeout of a fresh client"),
+            &got,
+            &want,
+        );
+        // The value the client derives from the login one is what it would
+        // be directly, and stays with the next client's fresh values.
+        let r = b
+            .query("SET sql_mode = CONCAT(@@sql_mode, ',NO_ZERO_DATE')")
+            .await;
+        assert_eq!(r[0][0], 0, "derive: {}", show(&r));
+        let got = b.query("SELECT @@sql_mode").await;
+        assert!(one_value(&got).contains("IGNORE_SPACE"), "{}", show(&got));
+    }
+}
+
 /// Without DEPRECATE_EOF the server cannot report what a statement that
 /// returns rows changed in the session (a function called by a SELECT sets
 /// a variable): its EOF only carries SERVER_SESSION_STATE_CHANGED. That

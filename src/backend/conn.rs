@@ -11,7 +11,7 @@ use crate::protocol::command;
 use crate::protocol::errors::RawErr;
 use crate::protocol::packets::{ErrPacket, OkPacket};
 use crate::protocol::response::{Class, Shape, Tracker};
-use crate::session_state::TrackedState;
+use crate::session_state::{LoginDefaults, SyncPlan, TrackedState};
 use crate::wire::{PacketIo, WireError};
 
 /// Process-unique id of a backend connection.
@@ -493,18 +493,25 @@ impl BackendConn {
     /// What brings a connection back to a fresh one of its flavour after
     /// COM_RESET_CONNECTION or COM_CHANGE_USER: the trackers, and what the
     /// server derives from the capabilities at login but drops on a reset
-    /// or change of user: IGNORE_SPACE in `sql_mode`, and for INTERACTIVE
-    /// `wait_timeout` from `interactive_timeout`.
+    /// or change of user ([`LoginDefaults::after_reset`]).
     fn after_reset_sql(&self) -> String {
-        use crate::protocol::caps::flag;
         let mut set = String::from("SET SESSION ");
-        if self.caps.has(flag::IGNORE_SPACE) {
-            set.push_str("sql_mode=CONCAT_WS(',', NULLIF(@@sql_mode, ''), 'IGNORE_SPACE'), ");
-        }
-        if self.caps.has(flag::INTERACTIVE) {
-            set.push_str("wait_timeout=@@interactive_timeout, ");
+        for a in self.login_defaults().after_reset() {
+            set.push_str(&a);
+            set.push_str(", ");
         }
         crate::backend::connect::TRACKERS_SQL.replacen("SET SESSION ", &set, 1)
+    }
+
+    /// What a fresh login of this connection's flavour has away from the
+    /// global values.
+    pub fn login_defaults(&self) -> LoginDefaults {
+        LoginDefaults::of(self.caps)
+    }
+
+    /// What to send to this connection to bring it to `target`.
+    pub fn plan_toward(&self, target: &TrackedState) -> SyncPlan {
+        target.sync_plan(&self.state, self.login_defaults())
     }
 
     /// COM_RESET_CONNECTION, then the trackers again (the reset restores

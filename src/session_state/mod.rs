@@ -13,4 +13,4 @@ pub mod variables;
 pub use authority::{BackendMarks, Followup, Release, Reply};
 pub use inventory::Inventory;
 pub use pins::{PinReason, Pins};
-pub use tracked::{ApplyEffects, SyncPlan, TrackedState};
+pub use tracked::{ApplyEffects, LoginDefaults, SyncPlan, TrackedState};

@@ -66,6 +66,52 @@ impl SyncPlan {
     }
 }
 
+/// What a fresh login of a backend's flavour has away from the global
+/// values: the server derives these from the login capabilities, so
+/// `name=DEFAULT` (the global value) does not restore them, and
+/// COM_RESET_CONNECTION / COM_CHANGE_USER drop them (measured on MariaDB
+/// 10.11: after either, IGNORE_SPACE is gone from `sql_mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoginDefaults {
+    /// CLIENT_IGNORE_SPACE: `sql_mode` gains IGNORE_SPACE.
+    pub ignore_space: bool,
+    /// CLIENT_INTERACTIVE: `wait_timeout` is `interactive_timeout`.
+    pub interactive: bool,
+}
+
+impl LoginDefaults {
+    /// The defaults of a connection that logged in with `caps`.
+    pub fn of(caps: crate::protocol::caps::Caps) -> Self {
+        use crate::protocol::caps::flag;
+        Self {
+            ignore_space: caps.has(flag::IGNORE_SPACE),
+            interactive: caps.has(flag::INTERACTIVE),
+        }
+    }
+
+    /// The value expression that gives `name` its fresh-login value.
+    pub fn value_expr(self, name: &str) -> &'static str {
+        match name {
+            "sql_mode" if self.ignore_space => {
+                "CONCAT_WS(',', NULLIF(@@global.sql_mode, ''), 'IGNORE_SPACE')"
+            }
+            "wait_timeout" if self.interactive => "@@global.interactive_timeout",
+            _ => "DEFAULT",
+        }
+    }
+
+    /// Assignments (`name=expr`) that restore the login-derived values
+    /// after COM_RESET_CONNECTION or COM_CHANGE_USER.
+    pub fn after_reset(self) -> Vec<String> {
+        ["sql_mode", "wait_timeout"]
+            .into_iter()
+            .map(|n| (n, self.value_expr(n)))
+            .filter(|(_, e)| *e != "DEFAULT")
+            .map(|(n, e)| format!("{n}={e}"))
+            .collect()
+    }
+}
+
 /// The four variables a handshake collation (or SET NAMES) determines, in
 /// the order they must be set.
 const CHARSET_VARS: [&str; 4] = [
@@ -160,11 +206,13 @@ impl TrackedState {
             .insert(CHARSET_VARS[3].to_string(), collation.to_ascii_lowercase());
     }
 
-    /// What to send to a backend in state `backend` to bring it to `self`.
-    /// Variables the backend has but the session lacks are set to DEFAULT.
-    /// After the plan succeeds the backend's state is `self` (see
-    /// [`Self::adopt`]): a value reset to DEFAULT is sent once, not again.
-    pub fn sync_plan(&self, backend: &TrackedState) -> SyncPlan {
+    /// What to send to a backend in state `backend` (logged in with
+    /// `login`'s flavour) to bring it to `self`. Variables the backend has
+    /// but the session lacks go back to the flavour's fresh-login value
+    /// (DEFAULT, or what the login capabilities derive). After the plan
+    /// succeeds the backend's state is `self` (see [`Self::adopt`]): a value
+    /// reset is sent once, not again.
+    pub fn sync_plan(&self, backend: &TrackedState, login: LoginDefaults) -> SyncPlan {
         let mut plan = SyncPlan::default();
         if self.schema != backend.schema {
             match &self.schema {
@@ -218,7 +266,7 @@ impl TrackedState {
         }
         for n in backend.vars.keys() {
             if !self.vars.contains_key(n) && !CHARSET_VARS.contains(&n.as_str()) {
-                assigns.push(format!("{n}=DEFAULT"));
+                assigns.push(format!("{n}={}", login.value_expr(n)));
             }
         }
         if self.last_insert_id != backend.last_insert_id {
@@ -295,7 +343,7 @@ mod tests {
         assert_eq!(s.vars["character_set_client"], "utf8mb4");
         assert_eq!(s.vars["collation_connection"], "utf8mb4_general_ci");
         let l1 = TrackedState::for_collation(8);
-        let plan = l1.sync_plan(&s);
+        let plan = l1.sync_plan(&s, LoginDefaults::default());
         assert_eq!(
             plan.set_sql.as_deref(),
             Some("SET NAMES 'latin1' COLLATE 'latin1_swedish_ci'")
@@ -323,7 +371,7 @@ mod tests {
         s.apply_block_with(&b, true);
         assert_eq!(s.vars["sql_big_selects"], "ON");
         // Replayed in an order that reproduces it.
-        let plan = s.sync_plan(&TrackedState::default());
+        let plan = s.sync_plan(&TrackedState::default(), LoginDefaults::default());
         let sql = plan.set_sql.unwrap_or_default();
         let (j, b) = (sql.find("max_join_size"), sql.find("sql_big_selects"));
         assert!(j.is_some() && j < b, "{sql}");
@@ -345,19 +393,19 @@ mod tests {
         assert!(fx.state_changed);
         assert_eq!(s.schema.as_deref(), Some(&b"test"[..]));
         assert!(!s.vars.contains_key("character_set_database"));
-        let plan = s.sync_plan(&base);
+        let plan = s.sync_plan(&base, LoginDefaults::default());
         assert_eq!(plan.init_db.as_deref(), Some(&b"test"[..]));
         assert_eq!(
             plan.set_sql.as_deref(),
             Some("SET SESSION sql_mode='ANSI_QUOTES', wait_timeout=100")
         );
         // The reverse direction restores defaults.
-        let back = base.sync_plan(&s);
+        let back = base.sync_plan(&s, LoginDefaults::default());
         assert_eq!(
             back.set_sql.as_deref(),
             Some("SET SESSION sql_mode=DEFAULT, wait_timeout=DEFAULT")
         );
-        assert!(s.sync_plan(&s).is_empty());
+        assert!(s.sync_plan(&s, LoginDefaults::default()).is_empty());
     }
 
     #[test]
@@ -372,7 +420,9 @@ mod tests {
         s.apply_block(&b);
         assert!(!s.vars.contains_key("collation_connection"));
         assert_eq!(
-            s.sync_plan(&base).set_sql.as_deref(),
+            s.sync_plan(&base, LoginDefaults::default())
+                .set_sql
+                .as_deref(),
             Some(
                 "SET SESSION character_set_client='latin1', character_set_connection='latin1', \
                  character_set_results='latin1'"
@@ -400,7 +450,7 @@ mod tests {
         let fx = s.apply_block(&b);
         assert!(fx.pinning_vars.is_empty());
         assert_eq!(s, base);
-        assert!(s.sync_plan(&base).is_empty());
+        assert!(s.sync_plan(&base, LoginDefaults::default()).is_empty());
     }
 
     #[test]
@@ -423,6 +473,36 @@ mod tests {
     }
 
     #[test]
+    fn reset_restores_what_the_login_capabilities_derived() {
+        // A backend of an IGNORE_SPACE + INTERACTIVE flavour changed by an
+        // earlier client: DEFAULT would give the global values, which lack
+        // what the login added.
+        let session = TrackedState::for_collation(45);
+        let mut backend = session.clone();
+        backend.vars.insert("sql_mode".into(), "ANSI".into());
+        backend.vars.insert("wait_timeout".into(), "5".into());
+        let login = LoginDefaults {
+            ignore_space: true,
+            interactive: true,
+        };
+        assert_eq!(
+            session.sync_plan(&backend, login).set_sql.as_deref(),
+            Some(
+                "SET SESSION sql_mode=CONCAT_WS(',', NULLIF(@@global.sql_mode, ''), \
+                 'IGNORE_SPACE'), wait_timeout=@@global.interactive_timeout"
+            )
+        );
+        assert_eq!(
+            login.after_reset(),
+            [
+                "sql_mode=CONCAT_WS(',', NULLIF(@@global.sql_mode, ''), 'IGNORE_SPACE')",
+                "wait_timeout=@@global.interactive_timeout"
+            ]
+        );
+        assert!(LoginDefaults::default().after_reset().is_empty());
+    }
+
+    #[test]
     fn default_converges_after_one_sync() {
         // A backend changed by an earlier client; the session never set it.
         let session = TrackedState::for_collation(45);
@@ -430,7 +510,7 @@ mod tests {
         backend
             .vars
             .insert("wait_timeout".to_string(), "100".to_string());
-        let plan = session.sync_plan(&backend);
+        let plan = session.sync_plan(&backend, LoginDefaults::default());
         assert_eq!(
             plan.set_sql.as_deref(),
             Some("SET SESSION wait_timeout=DEFAULT")
@@ -441,7 +521,11 @@ mod tests {
         backend.apply_block(&b);
         // … but after the sync the backend is taken to be the session's.
         backend.adopt(&session);
-        assert!(session.sync_plan(&backend).is_empty());
+        assert!(
+            session
+                .sync_plan(&backend, LoginDefaults::default())
+                .is_empty()
+        );
     }
 
     #[test]
@@ -456,7 +540,7 @@ mod tests {
         sysvar(&mut b, "character_set_results", "utf8mb4");
         assert!(s.apply_block(&b).charset_without_collation);
         s.set_collation("utf8mb4_unicode_ci");
-        let plan = s.sync_plan(&base);
+        let plan = s.sync_plan(&base, LoginDefaults::default());
         assert_eq!(
             plan.set_sql.as_deref(),
             Some("SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci'")
@@ -466,7 +550,9 @@ mod tests {
         s.vars
             .insert("character_set_results".into(), "latin1".into());
         assert_eq!(
-            s.sync_plan(&base).set_sql.as_deref(),
+            s.sync_plan(&base, LoginDefaults::default())
+                .set_sql
+                .as_deref(),
             Some(
                 "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci', SESSION \
                  character_set_results='latin1', sql_mode='ANSI'"

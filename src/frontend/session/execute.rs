@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::{End, Session};
-use crate::backend::{BackendError, InternalReply};
+use crate::backend::{BackendConn, BackendError, InternalReply};
 use crate::frontend::relay::{ClientView, Outcome, RelayError, relay};
 use crate::pool::group::{Leased, SlotGuard};
 use crate::pool::scheduler::Need;
@@ -156,7 +156,7 @@ impl Session {
         // the first (the session then goes on without one, as it would on
         // the server), the second applies the rest.
         for _ in 0..3 {
-            let plan = self.sync_plan_for(&backend.state);
+            let plan = self.sync_plan_for(&backend);
             if plan.clear_schema {
                 let params = self.shared.pool.params(backend.pool);
                 let cleared = match &params {
@@ -426,11 +426,11 @@ impl Session {
 
     /// The sync plan toward the session's state; without the schema when it
     /// was dropped under the session.
-    fn sync_plan_for(&self, backend: &TrackedState) -> SyncPlan {
-        let mut plan = self.state.sync_plan(backend);
+    fn sync_plan_for(&self, backend: &BackendConn) -> SyncPlan {
+        let mut plan = backend.plan_toward(&self.state);
         if self.schema_gone {
             plan.init_db = None;
-            plan.clear_schema = backend.schema.is_some();
+            plan.clear_schema = backend.state.schema.is_some();
         }
         plan
     }

@@ -300,7 +300,7 @@ impl Session {
             Ok(b) => b,
             Err(e) => return Err(e),
         };
-        let plan = self.state.sync_plan(&backend.state);
+        let plan = backend.plan_toward(&self.state);
         match sync(&mut backend, &plan).await {
             Ok(None) => {
                 self.finish(adm.slot, backend);

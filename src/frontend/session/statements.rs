@@ -299,7 +299,7 @@ impl Session {
         }
         let prepared = prepare_within_limit(backend, &entry.key.sql, self.stmt_cap()).await?;
         if switch {
-            let plan = self.state.sync_plan(&backend.state);
+            let plan = backend.plan_toward(&self.state);
             if let Some(e) = super::sync(backend, &plan).await? {
                 if let Ok(p) = &prepared {
                     backend.close_stmt(p.id).await?;
