@@ -432,7 +432,7 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     let write_timeout =
         Duration::from_millis(shared.config.load().frontend.client_write_timeout_ms);
     login.io.set_write_timeout(write_timeout);
-    let (session, ok_seq, schema) = Session::new(shared.clone(), login, id);
+    let (session, ok_seq, schema) = Session::new(shared.clone(), login, id, peer.ip());
     match session.run(ok_seq, schema).await {
         Ok(()) | Err(End::ClientGone) => debug!("client left"),
         Err(e) => debug!(reason = %e, "session ended"),

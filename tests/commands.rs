@@ -72,14 +72,56 @@ async fn kill_connection_ends_the_target_session() {
         victim.query_drop("SELECT 1").await.is_err(),
         "killed session is gone"
     );
-    // Only the owner (or an admin) may kill.
+    // Only the owner, an admin, or an account the server lets kill other
+    // accounts' threads may kill: `other` has ALL PRIVILEGES on the server
+    // (CONNECTION ADMIN included) and logs in as itself.
     let mut other = Conn::from_url(p.url(OTHER_USER, OTHER_PASSWORD, "test"))
         .await
         .expect("other");
-    match other.query_drop(format!("KILL {}", killer.id())).await {
-        Err(Error::Server(e)) => assert_eq!(e.code, 1095),
-        r => panic!("expected not-owner error, got {r:?}"),
+    let mut victim = conn(&p).await;
+    other
+        .query_drop(format!("KILL {}", victim.id()))
+        .await
+        .expect("a privileged account kills another's session");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(victim.query_drop("SELECT 1").await.is_err(), "victim gone");
+    // An account without the privilege gets the server's refusal, and so
+    // does a proxy user mapped to a privileged service account (it never
+    // gets that account's privileges for KILL).
+    db.sql(
+        "CREATE USER IF NOT EXISTS 'kill_limited'@'%' IDENTIFIED BY 'lpw'; \
+         GRANT SELECT ON test.* TO 'kill_limited'@'%'",
+    );
+    let p2 = Proxy::builder(db)
+        .groups(1)
+        .max_backend(3)
+        .with(|cfg| {
+            cfg.users.push(myplex::config::UserConfig {
+                name: "kill_limited".into(),
+                password: Some("lpw".into()),
+                ..Default::default()
+            });
+            cfg.users.push(myplex::config::UserConfig {
+                name: "mapped".into(),
+                password: Some("mpw".into()),
+                backend_user: Some(OTHER_USER.into()),
+                backend_password: Some(OTHER_PASSWORD.into()),
+                ..Default::default()
+            });
+        })
+        .start()
+        .await;
+    let mut victim = conn(&p2).await;
+    for (user, pw) in [("kill_limited", "lpw"), ("mapped", "mpw")] {
+        let mut c = Conn::from_url(p2.url(user, pw, "test"))
+            .await
+            .unwrap_or_else(|e| panic!("{user}: {e}"));
+        match c.query_drop(format!("KILL {}", victim.id())).await {
+            Err(Error::Server(e)) => assert_eq!(e.code, 1095, "{user}"),
+            r => panic!("{user}: expected not-owner error, got {r:?}"),
+        }
     }
+    victim.query_drop("SELECT 1").await.expect("victim alive");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

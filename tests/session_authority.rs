@@ -299,35 +299,119 @@ async fn session_default_converges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kill_form_is_mapped_or_refused() {
     let db = binlog_server();
-    let p = Proxy::builder(&db).groups(1).max_backend(2).start().await;
+    let p = Proxy::builder(&db).groups(1).max_backend(3).start().await;
     let mut a = conn(&p).await;
-    let mut victim = conn(&p).await;
     for q in [
-        "KILL QUERY ID 1",
         "KILL 1; SELECT 1",
         "SELECT 1; KILL 1",
-        "PREPARE s FROM 'KILL 1'",
         "EXECUTE IMMEDIATE 'KILL 1'",
+        // Evaluating the expression would change the session.
+        "KILL @x := 1",
+        "KILL GET_LOCK('l', 0)",
     ] {
         assert_eq!(code(&mut a, q).await, 1235, "{q} was not refused");
     }
-    assert!(a.prep("KILL 1").await.is_err(), "prepared KILL not refused");
-    // A proxy id that does not exist is unknown, never a server thread.
+    // A server thread id is never passed on: a direct connection's id that
+    // no proxy session has is unknown, and that connection lives on.
+    let mut direct = Conn::from_url(db.url("app", "secret", "test"))
+        .await
+        .expect("direct");
+    let sid = direct.id();
+    let live: Vec<u32> = vec![a.id()];
+    if !live.contains(&sid) {
+        assert_eq!(code(&mut a, &format!("KILL {sid}")).await, 1094);
+        direct.query_drop("SELECT 1").await.expect("direct alive");
+    }
     assert_eq!(code(&mut a, "KILL 999999").await, 1094);
-    // The victim's proxy id works, in any spelling.
-    let id = victim.id();
+    // KILL <expression>: evaluated by the server, taken as a proxy id.
     assert_eq!(
-        code(&mut a, &format!("/* bye */ KILL CONNECTION {id}")).await,
-        0
+        code(&mut a, "KILL (('x' IN (SELECT 1)) MOD 44)").await,
+        1094
     );
+    let mut victim = conn(&p).await;
+    a.query_drop(format!("SET @v = {}", victim.id()))
+        .await
+        .expect("set");
+    assert_eq!(code(&mut a, "KILL @v").await, 0);
+    assert_gone(&mut victim).await;
+    // A prepared KILL (COM_STMT_PREPARE) with a proxy id.
+    let mut victim = conn(&p).await;
+    let st = a
+        .prep(format!("KILL {}", victim.id()))
+        .await
+        .expect("prepare KILL");
+    a.exec_drop(&st, ()).await.expect("execute KILL");
+    assert_gone(&mut victim).await;
+    // PREPARE … FROM 'KILL n' / EXECUTE: the proxy id again.
+    let mut victim = conn(&p).await;
+    a.query_drop(format!("PREPARE s FROM 'KILL {}'", victim.id()))
+        .await
+        .expect("PREPARE");
+    a.query_drop("EXECUTE s").await.expect("EXECUTE");
+    assert_gone(&mut victim).await;
+    a.query_drop("DEALLOCATE PREPARE s").await.expect("dealloc");
+    assert_eq!(code(&mut a, "EXECUTE s").await, 1243, "s still known");
+    // KILL QUERY ID: only a statement of a proxy session the client owns.
+    let mut sleeper = conn(&p).await;
+    let run = tokio::spawn(async move {
+        let r = sleeper.query_drop("SELECT SLEEP(30) AS via_proxy").await;
+        (r, sleeper)
+    });
+    let qid = wait_query_id(&mut a, "SELECT SLEEP(30) AS via_proxy").await;
+    let t = std::time::Instant::now();
+    assert_eq!(code(&mut a, &format!("KILL QUERY ID {qid}")).await, 0);
+    let (r, _sleeper) = run.await.expect("join");
+    match r {
+        Ok(()) | Err(mysql_async::Error::Server(_)) => {}
+        Err(e) => panic!("sleeper: {e}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(20), "query not killed");
+    // A query of a direct connection is not the proxy's to kill.
+    let mut d2 = Conn::from_url(db.url("app", "secret", "test"))
+        .await
+        .expect("direct");
+    let run = tokio::spawn(async move {
+        let r = d2.query_drop("SELECT SLEEP(2) AS direct_one").await;
+        (r, d2)
+    });
+    let qid = wait_query_id(&mut a, "SELECT SLEEP(2) AS direct_one").await;
+    assert_eq!(code(&mut a, &format!("KILL QUERY ID {qid}")).await, 1235);
+    let (r, _d2) = run.await.expect("join");
+    r.expect("the direct query ran to its end");
+    assert_eq!(code(&mut a, "KILL QUERY ID 0").await, 1957);
+    // KILL USER reports the sessions it reached.
+    let _v1 = conn(&p).await;
+    let _v2 = conn(&p).await;
+    let mut admin_like = Conn::from_url(p.app_url()).await.expect("login");
+    admin_like
+        .query_drop("KILL QUERY USER app@nohost")
+        .await
+        .expect("kill user other host");
+    assert_eq!(admin_like.affected_rows(), 0, "no session from nohost");
+    // The pool still serves everyone else.
+    let mut c = conn(&p).await;
+    c.query_drop("SELECT 1").await.expect("pool intact");
+}
+
+/// The session was ended by a KILL.
+async fn assert_gone(victim: &mut Conn) {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
         victim.query_drop("SELECT 1").await.is_err(),
         "victim still alive"
     );
-    // The pool still serves everyone else.
-    let mut c = conn(&p).await;
-    c.query_drop("SELECT 1").await.expect("pool intact");
+}
+
+/// The server query id of the statement whose text is `info`, once running.
+async fn wait_query_id(c: &mut Conn, info: &str) -> u64 {
+    let q = format!("SELECT QUERY_ID FROM information_schema.PROCESSLIST WHERE INFO = '{info}'");
+    for _ in 0..100 {
+        if let Some(id) = c.query_first::<u64, _>(&q).await.expect("processlist") {
+            return id;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{info} never ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

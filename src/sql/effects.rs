@@ -160,6 +160,8 @@ pub enum KillTarget {
     QueryId(u64),
     /// `KILL [CONNECTION|QUERY] USER name`.
     User,
+    /// `KILL QUERY ID expr` with anything but a literal number.
+    QueryIdExpression,
     /// Anything else (an expression, a variable, a hex literal, …).
     Expression,
 }

@@ -241,7 +241,9 @@ fn kill(r: &mut Reader) {
         query = true;
         by_query_id = r.eat_word(b"id");
     }
-    let id_kind = if r.eat_word(b"user") {
+    // `KILL QUERY ID USER …` reads USER as an expression (the server says
+    // unknown column).
+    let id_kind = if !by_query_id && r.eat_word(b"user") {
         KillTarget::User
     } else {
         let literal = match (r.peek(0), r.peek(1)) {
@@ -253,6 +255,7 @@ fn kill(r: &mut Reader) {
         match literal {
             Some(n) if by_query_id => KillTarget::QueryId(n),
             Some(n) => KillTarget::Id(n),
+            None if by_query_id => KillTarget::QueryIdExpression,
             None => KillTarget::Expression,
         }
     };

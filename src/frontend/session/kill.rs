@@ -1,7 +1,16 @@
 //! `KILL [CONNECTION | QUERY] n` and COM_PROCESS_KILL, where `n` is the
 //! proxy connection id the client was told: the target session is ended, or
 //! the query it runs is killed on whichever backend thread runs it.
+//!
+//! Every form a client can send is mapped or refused, never passed to the
+//! server (where a number is a server thread id, possibly another client's
+//! backend): `KILL <expression>` is evaluated by the server and the value
+//! taken as a proxy id; a prepared KILL (COM_STMT_PREPARE) becomes a local
+//! statement; `PREPARE s FROM 'KILL …'` prepares a harmless statement under
+//! the same name on the server (so the name's lifecycle stays the
+//! server's) and `EXECUTE s` runs the mapped KILL.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -24,8 +33,27 @@ pub struct Kill {
 pub enum Target {
     /// A proxy connection id (what CONNECTION_ID() told the client).
     Id(u64),
-    /// `KILL [CONNECTION|QUERY] USER name`: that user's proxy sessions.
-    User(Vec<u8>),
+    /// `KILL [CONNECTION|QUERY] USER name[@host]`: that user's proxy
+    /// sessions (from that host, when one is named).
+    User(Vec<u8>, Option<Vec<u8>>),
+    /// `KILL [CONNECTION|QUERY] expr`: the server evaluates `expr` (as the
+    /// server's KILL would, as an unsigned integer); the value is a proxy id.
+    Expr(String),
+    /// `KILL QUERY ID n`: a server query id, carried out only when the query
+    /// is a statement of a proxy session the client may kill.
+    QueryId(u64),
+    /// `KILL QUERY ID expr`.
+    QueryIdExpr(String),
+}
+
+/// KILL statements a client prepared, carried out by the proxy when
+/// executed (the server never sees them).
+#[derive(Debug, Default)]
+pub(super) struct PreparedKills {
+    /// By client statement id (COM_STMT_PREPARE).
+    by_id: HashMap<u32, Kill>,
+    /// By SQL statement name (`PREPARE name FROM 'KILL …'`), lowercased.
+    by_name: HashMap<Vec<u8>, Kill>,
 }
 
 /// What to do with a query that contains KILL.
@@ -33,15 +61,32 @@ pub enum Target {
 pub enum KillPlan {
     /// Carry it out against proxy sessions.
     Run(Kill),
+    /// `PREPARE name FROM '<one KILL>'`: send `sql` instead (the same
+    /// PREPARE of a statement that does nothing); `EXECUTE name` runs
+    /// `kill`.
+    Prepare {
+        /// Statement name, lowercased.
+        name: Vec<u8>,
+        /// What EXECUTE carries out.
+        kill: Kill,
+        /// The PREPARE to forward.
+        sql: Vec<u8>,
+    },
     /// Refuse it: it cannot be mapped to proxy sessions (it would reach
     /// server threads that serve other clients).
     Refuse(&'static str),
+    /// Answer with the error the server always gives for this form.
+    Fail(ErrPacket),
 }
 
 /// Decides what a query containing KILL statements means. `None` when the
 /// query contains no KILL. Every KILL is either mapped to proxy sessions or
 /// refused: a server thread id never reaches the server from a client.
-pub fn plan(sql: &[u8], analysis: &crate::sql::Analysis) -> Option<KillPlan> {
+pub fn plan(
+    sql: &[u8],
+    analysis: &crate::sql::Analysis,
+    opts: crate::sql::LexOptions,
+) -> Option<KillPlan> {
     use crate::sql::{Effect, KillTarget, Kind};
     let kills: Vec<_> = analysis
         .statements
@@ -49,6 +94,9 @@ pub fn plan(sql: &[u8], analysis: &crate::sql::Analysis) -> Option<KillPlan> {
         .filter(|s| s.kind == Kind::Kill)
         .collect();
     if kills.is_empty() {
+        if let Some(p) = prepare_of_kill(sql, analysis, opts) {
+            return Some(p);
+        }
         // KILL hidden in dynamic SQL is refused where it is visible (the
         // literal text of PREPARE … FROM '…' / EXECUTE IMMEDIATE '…').
         let dynamic_kill = analysis.statements.iter().any(|s| {
@@ -80,18 +128,141 @@ pub fn plan(sql: &[u8], analysis: &crate::sql::Analysis) -> Option<KillPlan> {
         }),
         Some((query, KillTarget::User)) => {
             match kill_user_name(sql.get(kills[0].span.clone()).unwrap_or(&[])) {
-                Some(u) => KillPlan::Run(Kill {
+                Some((u, h)) => KillPlan::Run(Kill {
                     query,
-                    target: Target::User(u),
+                    target: Target::User(u, h),
                 }),
                 None => KillPlan::Refuse("KILL USER with this user name through myplex"),
             }
         }
-        Some((_, KillTarget::QueryId(_))) => KillPlan::Refuse(
-            "KILL QUERY ID through myplex (server query ids are not mapped; use KILL QUERY with the connection id)",
-        ),
-        _ => KillPlan::Refuse("KILL with an expression through myplex"),
+        Some((query, KillTarget::QueryId(id))) => KillPlan::Run(Kill {
+            query,
+            target: Target::QueryId(id),
+        }),
+        Some((query, kind @ (KillTarget::Expression | KillTarget::QueryIdExpression))) => {
+            let by_query_id = kind == KillTarget::QueryIdExpression;
+            let stmt = sql.get(kills[0].span.clone()).unwrap_or(&[]);
+            if by_query_id && query_id_user(stmt, opts) {
+                // The server reads USER there as a column of no table.
+                return Some(KillPlan::Fail(ErrPacket::new(
+                    1054,
+                    "42S22",
+                    "Unknown column 'user' in 'KILL'",
+                )));
+            }
+            match kill_expression(stmt, by_query_id, opts) {
+                Some(e) if by_query_id => KillPlan::Run(Kill {
+                    query,
+                    target: Target::QueryIdExpr(e),
+                }),
+                Some(e) => KillPlan::Run(Kill {
+                    query,
+                    target: Target::Expr(e),
+                }),
+                None => KillPlan::Refuse("KILL with this expression through myplex"),
+            }
+        }
+        None => KillPlan::Refuse("KILL with an expression through myplex"),
     })
+}
+
+/// `KILL … QUERY ID USER name`.
+fn query_id_user(stmt: &[u8], opts: crate::sql::LexOptions) -> bool {
+    let toks: Vec<_> = crate::sql::lexer::Lexer::new(stmt, opts).collect();
+    toks.windows(3).any(|w| {
+        w[0].is_word(stmt, b"query") && w[1].is_word(stmt, b"id") && w[2].is_word(stmt, b"user")
+    })
+}
+
+/// `PREPARE name FROM '<one mappable KILL>'` (the only statement): the
+/// same PREPARE with `DO 0` as its text, and the KILL it stands for.
+fn prepare_of_kill(
+    sql: &[u8],
+    analysis: &crate::sql::Analysis,
+    opts: crate::sql::LexOptions,
+) -> Option<KillPlan> {
+    use crate::sql::Effect;
+    use crate::sql::lexer::{Lexer, TokenKind};
+    let [stmt] = analysis.statements.as_slice() else {
+        return None;
+    };
+    let mut name = None;
+    let mut text = None;
+    for e in &stmt.effects {
+        match e {
+            Effect::TextPrepare { name: n } => name = Some(n.clone()),
+            Effect::DynamicSql { text: t } => text = Some(t.clone()),
+            _ => {}
+        }
+    }
+    let (name, text) = (name?, text?);
+    let inner = crate::sql::analyze(&text, crate::sql::LexOptions::default());
+    let Some(KillPlan::Run(kill)) = plan(&text, &inner, crate::sql::LexOptions::default()) else {
+        return None;
+    };
+    // The string literal after FROM is what gets replaced.
+    let body = sql.get(stmt.span.clone())?;
+    let toks: Vec<_> = Lexer::new(body, opts).collect();
+    let from = toks.iter().position(|t| t.is_word(body, b"from"))?;
+    let lit = toks.get(from + 1)?;
+    if lit.kind != TokenKind::String || lit.in_exec || toks.len() != from + 2 {
+        return None;
+    }
+    let at = stmt.span.start;
+    let mut out = Vec::with_capacity(sql.len());
+    out.extend_from_slice(&sql[..at + lit.start]);
+    out.extend_from_slice(b"'DO 0'");
+    out.extend_from_slice(&sql[at + lit.end..]);
+    Some(KillPlan::Prepare {
+        name,
+        kill,
+        sql: out,
+    })
+}
+
+/// The expression of `KILL [HARD|SOFT] [CONNECTION|QUERY [ID]] expr`, when the
+/// server can be asked its value without anything else happening: valid
+/// UTF-8, no executable comments, and no effect on the session (no
+/// assignment, lock or other state change when evaluated).
+fn kill_expression(stmt: &[u8], query_id: bool, opts: crate::sql::LexOptions) -> Option<String> {
+    use crate::sql::lexer::{Lexer, TokenKind};
+    use crate::sql::{Effect, FuncKind};
+    let toks: Vec<_> = Lexer::new(stmt, opts).collect();
+    if toks.iter().any(|t| t.in_exec) {
+        return None;
+    }
+    let mut i = 0;
+    let word = |i: usize, w: &[u8]| toks.get(i).is_some_and(|t| t.is_word(stmt, w));
+    if !word(i, b"kill") {
+        return None;
+    }
+    i += 1;
+    if word(i, b"hard") || word(i, b"soft") {
+        i += 1;
+    }
+    if word(i, b"connection") || word(i, b"query") {
+        i += 1;
+    }
+    if query_id && word(i, b"id") {
+        i += 1;
+    }
+    let mut last = toks.len();
+    while last > i && toks[last - 1].is_symbol(stmt, b";") {
+        last -= 1;
+    }
+    if last <= i || toks[i].kind == TokenKind::Symbol && toks[i].is_symbol(stmt, b";") {
+        return None;
+    }
+    let expr = std::str::from_utf8(&stmt[toks[i].start..toks[last - 1].end]).ok()?;
+    let probe = format!("SELECT ({expr})");
+    let a = crate::sql::analyze(probe.as_bytes(), opts);
+    let pure = !a.incomplete
+        && a.statements.len() == 1
+        && a.statements.iter().flat_map(|s| &s.effects).all(|e| {
+            // CONNECTION_ID() is replaced by the proxy id before asking.
+            matches!(e, Effect::Function(f) if f.kind == FuncKind::ConnectionId)
+        });
+    pure.then(|| expr.to_string())
 }
 
 /// [`plan`] for a query's text, lexed with the session's options. Cheap
@@ -101,12 +272,12 @@ pub fn plan_for(sql: &[u8], state: &crate::session_state::TrackedState) -> Optio
         return None;
     }
     let opts = crate::session_state::authority::lex_options(state);
-    plan(sql, &crate::sql::analyze(sql, opts))
+    plan(sql, &crate::sql::analyze(sql, opts), opts)
 }
 
-/// The user name of `KILL … USER name` (quotes removed, host part
-/// ignored: proxy sessions are per user name).
-fn kill_user_name(stmt: &[u8]) -> Option<Vec<u8>> {
+/// The account of `KILL … USER name[@host]` (quotes removed; no host
+/// means any).
+fn kill_user_name(stmt: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
     let text = std::str::from_utf8(stmt).ok()?;
     let lower = text.to_ascii_lowercase();
     let at = lower
@@ -119,14 +290,40 @@ fn kill_user_name(stmt: &[u8]) -> Option<Vec<u8>> {
         })
         .last()?;
     let rest = text[at + 4..].trim().trim_end_matches(';').trim();
-    let name = match rest.chars().next()? {
-        q @ ('\'' | '"' | '`') => {
-            let end = rest[1..].find(q)?;
-            &rest[1..1 + end]
-        }
-        _ => rest.split(['@', ' ']).next()?,
+    let (name, rest) = account_part(rest)?;
+    let host = match rest.strip_prefix('@') {
+        Some(h) => Some(account_part(h.trim_start())?.0),
+        None => None,
     };
-    (!name.is_empty()).then(|| name.as_bytes().to_vec())
+    (!name.is_empty()).then(|| {
+        (
+            name.as_bytes().to_vec(),
+            host.map(|h| h.as_bytes().to_vec()),
+        )
+    })
+}
+
+/// One part of an account name (quoted or bare) and what follows it.
+fn account_part(s: &str) -> Option<(&str, &str)> {
+    match s.chars().next()? {
+        q @ ('\'' | '"' | '`') => {
+            let end = s[1..].find(q)?;
+            Some((&s[1..1 + end], &s[2 + end..]))
+        }
+        _ => {
+            let end = s.find(['@', ' ', ';']).unwrap_or(s.len());
+            Some((&s[..end], &s[end..]))
+        }
+    }
+}
+
+/// Whether a client at `ip` is `host` as the server names client hosts
+/// (loopback clients are `localhost`; others by address, names are not
+/// resolved).
+fn host_matches(host: &[u8], ip: Option<std::net::IpAddr>) -> bool {
+    let Some(ip) = ip else { return false };
+    let host = String::from_utf8_lossy(host).to_ascii_lowercase();
+    host == "%" || (ip.is_loopback() && host == "localhost") || host == ip.to_string()
 }
 
 /// ER_NOT_SUPPORTED_YET with the server's wording.
@@ -143,23 +340,136 @@ fn unknown_thread(id: u64) -> ErrPacket {
 }
 
 impl Session {
+    /// COM_STMT_PREPARE of a KILL: a statement of the proxy's own, with no
+    /// parameters and no columns, as the server would describe it.
+    pub(super) async fn prepare_kill(&mut self, seq: u8, k: Kill) -> Result<(), End> {
+        self.next_stmt = self.next_stmt.wrapping_add(1).max(1);
+        let id = self.next_stmt;
+        self.kills.by_id.insert(id, k);
+        self.last_prepared = Some(id);
+        let mut ok = Vec::with_capacity(12);
+        ok.push(0);
+        ok.extend_from_slice(&id.to_le_bytes());
+        ok.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0]);
+        self.client.send_packet(seq, &ok).await?;
+        Ok(())
+    }
+
+    /// A statement command naming a prepared KILL: carried out here.
+    /// `None` when the statement is not one (the caller goes on).
+    pub(super) async fn prepared_kill_command(
+        &mut self,
+        cmd: u8,
+        id: Option<u32>,
+        seq: u8,
+    ) -> Result<Option<bool>, End> {
+        use crate::protocol::command::*;
+        let Some(id) = id.filter(|i| self.kills.by_id.contains_key(i)) else {
+            return Ok(None);
+        };
+        match cmd {
+            COM_STMT_EXECUTE | COM_STMT_BULK_EXECUTE => {
+                let Some(k) = self.kills.by_id.get(&id).cloned() else {
+                    return Ok(None);
+                };
+                return self.kill(seq, k).await.map(Some);
+            }
+            COM_STMT_CLOSE => {
+                self.kills.by_id.remove(&id);
+            }
+            COM_STMT_RESET => self.send_ok(seq).await?,
+            COM_STMT_FETCH => {
+                let e = ErrPacket::new(
+                    1421,
+                    "HY000",
+                    format!("The statement ({id}) has no open cursor"),
+                );
+                self.send_err(seq, &e).await?;
+            }
+            // SEND_LONG_DATA never gets a reply; a KILL has no parameters.
+            _ => {}
+        }
+        Ok(Some(false))
+    }
+
+    /// A text query while SQL-prepared KILLs exist: `EXECUTE name` of one
+    /// runs it here; PREPARE / DEALLOCATE of the name forget it (the server
+    /// replaces or drops its stand-in the same way). `None` = go on.
+    pub(super) async fn sql_prepared_kill(
+        &mut self,
+        seq: u8,
+        sql: &[u8],
+    ) -> Result<Option<bool>, End> {
+        use crate::sql::Effect;
+        if self.kills.by_name.is_empty() {
+            return Ok(None);
+        }
+        let opts = crate::session_state::authority::lex_options(&self.state);
+        let a = crate::sql::analyze(sql, opts);
+        if let [stmt] = a.statements.as_slice() {
+            let named = stmt.effects.iter().find_map(|e| match e {
+                Effect::ExecutePrepared { name } => self.kills.by_name.get(name).cloned(),
+                _ => None,
+            });
+            if let Some(k) = named {
+                return self.kill(seq, k).await.map(Some);
+            }
+        }
+        for e in a.statements.iter().flat_map(|s| &s.effects) {
+            if let Effect::TextPrepare { name } | Effect::Deallocate { name } = e {
+                self.kills.by_name.remove(name);
+            }
+        }
+        Ok(None)
+    }
+
+    /// `PREPARE name FROM 'KILL …'`: remembered under its name; the server
+    /// prepares the stand-in (`sql`).
+    pub(super) fn remember_sql_kill(&mut self, name: Vec<u8>, k: Kill) {
+        self.kills.by_name.insert(name, k);
+    }
+
+    /// Forgets every prepared KILL (COM_RESET_CONNECTION, change of user).
+    pub(super) fn forget_prepared_kills(&mut self) {
+        self.kills = PreparedKills::default();
+    }
+
     /// Runs a KILL for this client.
     pub(super) async fn kill(&mut self, seq: u8, k: Kill) -> Result<bool, End> {
-        let targets: Vec<(u32, super::SessionHandle)> = match &k.target {
-            Target::Id(id) => {
-                let t = u32::try_from(*id)
+        // A proxy id, or the user whose sessions are meant.
+        // KILL USER reports how many sessions it reached.
+        let by_user = matches!(k.target, Target::User(..));
+        let (id, user) = match &k.target {
+            Target::QueryId(q) => return self.kill_query_id(seq, *q).await,
+            Target::QueryIdExpr(e) => {
+                return match self.kill_id_of(seq, e).await? {
+                    Some(q) => self.kill_query_id(seq, q).await,
+                    None => Ok(false),
+                };
+            }
+            Target::Id(id) => (Some(*id), None),
+            Target::Expr(e) => match self.kill_id_of(seq, e).await? {
+                Some(id) => (Some(id), None),
+                None => return Ok(false),
+            },
+            Target::User(u, h) => (None, Some((u.clone(), h.clone()))),
+        };
+        let targets: Vec<(u32, super::SessionHandle)> = match (id, user) {
+            (Some(id), _) => {
+                let t = u32::try_from(id)
                     .ok()
                     .and_then(|i| Some((i, self.shared.sessions.lock().ok()?.get(&i).cloned()?)));
                 match t {
                     Some(t) => vec![t],
                     None => {
-                        self.send_err(seq, &unknown_thread(*id)).await?;
+                        self.send_err(seq, &unknown_thread(id)).await?;
                         return Ok(false);
                     }
                 }
             }
-            Target::User(u) => {
-                let name = String::from_utf8_lossy(u).into_owned();
+            (None, u) => {
+                let (name, host) = u.unwrap_or_default();
+                let name = String::from_utf8_lossy(&name).into_owned();
                 let mut v: Vec<_> = self
                     .shared
                     .sessions
@@ -167,6 +477,7 @@ impl Session {
                     .map(|m| {
                         m.iter()
                             .filter(|(_, h)| h.user.lock().is_ok_and(|n| *n == name))
+                            .filter(|(_, h)| host.as_deref().is_none_or(|a| host_matches(a, h.ip)))
                             .map(|(i, h)| (*i, h.clone()))
                             .collect()
                     })
@@ -176,8 +487,17 @@ impl Session {
             }
         };
         let me = self.user.name.clone();
-        let admin = self.user.admin;
+        let others = targets
+            .iter()
+            .any(|(_, t)| t.user.lock().map(|u| *u != me).unwrap_or(true));
+        let admin = self.user.admin
+            || (others
+                && match self.server_grants_kill(seq).await? {
+                    Some(granted) => granted,
+                    None => return Ok(false),
+                });
         let mut kill_self = false;
+        let reached = targets.len() as u64;
         for (id, target) in targets {
             let owner = target.user.lock().map(|u| u.clone()).unwrap_or_default();
             if owner != me && !admin {
@@ -202,8 +522,207 @@ impl Session {
             self.send_err(seq, &e).await?;
             return Err(End::Killed);
         }
-        self.send_ok(seq).await?;
+        let mut b = bytes::BytesMut::new();
+        let affected = if by_user { reached } else { 0 };
+        crate::protocol::packets::ok_payload(&mut b, affected, self.status, 0);
+        self.client.send_packet(seq, &b).await?;
         Ok(false)
+    }
+
+    /// Whether this client may end other users' sessions, as the server lets
+    /// an account with CONNECTION ADMIN (or SUPER) end other accounts'
+    /// threads: only when the client's backend connections log in as its
+    /// own account (a user mapped to a shared service account never gets
+    /// that account's privileges this way), and the server confirms the
+    /// privilege for that account on one of them. Anything unclear is no.
+    /// `None` when an error was sent to the client.
+    async fn server_grants_kill(&mut self, seq: u8) -> Result<Option<bool>, End> {
+        let own_account = self
+            .shared
+            .pool
+            .params(self.pool)
+            .is_some_and(|p| p.user == self.user.name);
+        if !own_account {
+            return Ok(Some(false));
+        }
+        let Some(mut co) = self.checkout(seq).await? else {
+            return Ok(None);
+        };
+        let q = "SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES \
+                 WHERE PRIVILEGE_TYPE IN ('SUPER', 'CONNECTION ADMIN') AND GRANTEE = \
+                 CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', \
+                 SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')";
+        match co.backend.query_row(q).await {
+            Ok(row) => {
+                self.finish(co.slot, co.backend);
+                let n = row.and_then(|r| r.into_iter().next().flatten());
+                Ok(Some(n.is_some_and(|n| n != "0")))
+            }
+            Err(e) => {
+                self.kill_probe_failed(seq, co, e).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// `KILL QUERY ID q`: the server's query ids are unique for its life, so
+    /// killing one can never reach a later statement; what must be checked
+    /// is whose it is. The query must be the statement of a proxy session
+    /// (found by the backend thread running it) that this client may kill;
+    /// a query of anything else on the server is refused.
+    async fn kill_query_id(&mut self, seq: u8, qid: u64) -> Result<bool, End> {
+        let Some(mut co) = self.checkout(seq).await? else {
+            return Ok(false);
+        };
+        let q = format!("SELECT ID FROM information_schema.PROCESSLIST WHERE QUERY_ID = {qid}");
+        let thread = match co.backend.query_row(&q).await {
+            Ok(row) => row
+                .and_then(|r| r.into_iter().next().flatten())
+                .and_then(|c| c.parse::<u32>().ok()),
+            Err(e) => {
+                self.kill_probe_failed(seq, co, e).await?;
+                return Ok(false);
+            }
+        };
+        // Not visible to this client's account: ask as the accounts of the
+        // sessions running statements now (each sees its own threads).
+        let thread = match thread {
+            Some(t) => Some(t),
+            None if qid != 0 => self.query_thread_elsewhere(qid).await,
+            None => None,
+        };
+        let Some(thread) = thread.filter(|_| qid != 0) else {
+            self.finish(co.slot, co.backend);
+            let e = ErrPacket::new(1957, "HY000", format!("Unknown query id: {qid}"));
+            self.send_err(seq, &e).await?;
+            return Ok(false);
+        };
+        let owner = self.shared.sessions.lock().ok().and_then(|m| {
+            m.values()
+                .find(|h| h.backend_thread.load(Ordering::Acquire) == thread)
+                .and_then(|h| h.user.lock().ok().map(|u| u.clone()))
+        });
+        let denied = match owner {
+            None => Some(refused(
+                "KILL QUERY ID of a statement no myplex session runs (kill server threads with a direct connection)",
+            )),
+            Some(o) if o != self.user.name && !self.user.admin => Some(ErrPacket::new(
+                1979,
+                "HY000",
+                format!("You are not owner of query {qid}"),
+            )),
+            Some(_) => None,
+        };
+        self.finish(co.slot, co.backend);
+        let denied = match denied {
+            // Another user's query: the server's privilege may allow it.
+            Some(e) if e.code == 1979 => match self.server_grants_kill(seq).await? {
+                Some(true) => None,
+                Some(false) => Some(e),
+                None => return Ok(false),
+            },
+            d => d,
+        };
+        if let Some(e) = denied {
+            self.send_err(seq, &e).await?;
+            return Ok(false);
+        }
+        let Some(mut co) = self.checkout(seq).await? else {
+            return Ok(false);
+        };
+        match co.backend.exec(&format!("KILL QUERY ID {qid}")).await {
+            Ok(()) => {
+                self.finish(co.slot, co.backend);
+                self.send_ok(seq).await?;
+            }
+            Err(e) => self.kill_probe_failed(seq, co, e).await?,
+        }
+        Ok(false)
+    }
+
+    /// The backend thread running query `qid`, asked through the credential
+    /// pools (other than this session's) of sessions running a statement;
+    /// at most a few pools are asked.
+    async fn query_thread_elsewhere(&self, qid: u64) -> Option<u32> {
+        const MAX_POOLS: usize = 8;
+        let mut pools: Vec<usize> = self
+            .shared
+            .sessions
+            .lock()
+            .ok()?
+            .values()
+            .filter(|h| h.backend_thread.load(Ordering::Acquire) != 0)
+            .map(|h| h.pool.load(Ordering::Relaxed))
+            .filter(|p| *p != self.pool)
+            .collect();
+        pools.sort_unstable();
+        pools.dedup();
+        let q = format!("SELECT ID FROM information_schema.PROCESSLIST WHERE QUERY_ID = {qid}");
+        for pool in pools.into_iter().take(MAX_POOLS) {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let Ok(mut c) = self.shared.pool.dial(pool, deadline).await else {
+                continue;
+            };
+            if let Ok(Some(row)) = c.query_row(&q).await
+                && let Some(t) = row
+                    .into_iter()
+                    .next()
+                    .flatten()
+                    .and_then(|c| c.parse::<u32>().ok())
+            {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// A statement the proxy ran for a KILL failed: the server's error is
+    /// the client's; a lost backend is reported as such.
+    async fn kill_probe_failed(
+        &mut self,
+        seq: u8,
+        co: super::execute::Checkout,
+        e: crate::backend::BackendError,
+    ) -> Result<(), End> {
+        match e {
+            crate::backend::BackendError::Server(e) => {
+                self.finish(co.slot, co.backend);
+                self.send_err(seq, &e).await
+            }
+            e => {
+                let held = co.was_pinned;
+                drop(co);
+                let e = crate::protocol::errors::backend_lost(&e.to_string());
+                self.lost_backend(seq, &e, held).await
+            }
+        }
+    }
+
+    /// The value of a KILL's expression, as the server computes a thread id
+    /// from it (an unsigned integer; NULL is 0), asked of a backend in the
+    /// session's state (user variables), with CONNECTION_ID() meaning the
+    /// proxy id. `None` when an error was sent to the client.
+    async fn kill_id_of(&mut self, seq: u8, expr: &str) -> Result<Option<u64>, End> {
+        let q = format!("SELECT CAST(({expr}) AS UNSIGNED)");
+        let opts = crate::session_state::authority::lex_options(&self.state);
+        let q = match super::local::replace_connection_id(q.as_bytes(), self.id, opts) {
+            Some(r) => String::from_utf8(r).unwrap_or(q),
+            None => q,
+        };
+        let Some(mut co) = self.checkout(seq).await? else {
+            return Ok(None);
+        };
+        match co.backend.query_row(&q).await {
+            Ok(row) => {
+                self.finish(co.slot, co.backend);
+                let cell = row.and_then(|r| r.into_iter().next().flatten());
+                Ok(Some(cell.and_then(|c| c.parse().ok()).unwrap_or(0)))
+            }
+            Err(e) => {
+                self.kill_probe_failed(seq, co, e).await?;
+                Ok(None)
+            }
+        }
     }
 
     /// Kills the statement `target` runs right now, and only that one: the
@@ -247,7 +766,7 @@ mod tests {
     #[test]
     fn plans_every_kill_form() {
         let opts = crate::sql::LexOptions::default();
-        let plan_of = |q: &str| plan(q.as_bytes(), &crate::sql::analyze(q.as_bytes(), opts));
+        let plan_of = |q: &str| plan(q.as_bytes(), &crate::sql::analyze(q.as_bytes(), opts), opts);
         assert_eq!(
             plan_of("KILL 12"),
             Some(KillPlan::Run(Kill {
@@ -273,13 +792,67 @@ mod tests {
             plan_of("KILL USER app"),
             Some(KillPlan::Run(Kill {
                 query: false,
-                target: Target::User(b"app".to_vec())
+                target: Target::User(b"app".to_vec(), None)
             }))
         );
-        assert!(matches!(
+        assert_eq!(
             plan_of("KILL QUERY ID 3"),
+            Some(KillPlan::Run(Kill {
+                query: true,
+                target: Target::QueryId(3)
+            }))
+        );
+        assert_eq!(
+            plan_of("KILL QUERY ID @id"),
+            Some(KillPlan::Run(Kill {
+                query: true,
+                target: Target::QueryIdExpr("@id".into())
+            }))
+        );
+        assert_eq!(
+            plan_of("kill  (('x' IN ( SELECT 1)) MOD 44);"),
+            Some(KillPlan::Run(Kill {
+                query: false,
+                target: Target::Expr("(('x' IN ( SELECT 1)) MOD 44)".into())
+            }))
+        );
+        assert_eq!(
+            plan_of("KILL CONNECTION_ID()"),
+            Some(KillPlan::Run(Kill {
+                query: false,
+                target: Target::Expr("CONNECTION_ID()".into())
+            }))
+        );
+        // Evaluating these would change the session: refused.
+        assert_eq!(
+            plan_of("kill query id user 'foo'"),
+            Some(KillPlan::Fail(ErrPacket::new(
+                1054,
+                "42S22",
+                "Unknown column 'user' in 'KILL'"
+            )))
+        );
+        assert!(matches!(plan_of("KILL @x := 5"), Some(KillPlan::Refuse(_))));
+        assert!(matches!(
+            plan_of("KILL GET_LOCK('l', 0)"),
             Some(KillPlan::Refuse(_))
         ));
+        assert!(matches!(
+            plan_of("KILL /*! 5 + */ 1"),
+            Some(KillPlan::Refuse(_))
+        ));
+        // A text PREPARE of a KILL prepares a stand-in under the name.
+        assert_eq!(
+            plan_of("PREPARE s FROM ' KILL 0 '"),
+            Some(KillPlan::Prepare {
+                name: b"s".to_vec(),
+                kill: Kill {
+                    query: false,
+                    target: Target::Id(0)
+                },
+                sql: b"PREPARE s FROM 'DO 0'".to_vec(),
+            })
+        );
         assert!(matches!(
             plan_of("KILL 11; SELECT 1"),
             Some(KillPlan::Refuse(_))
@@ -289,11 +862,7 @@ mod tests {
             Some(KillPlan::Refuse(_))
         ));
         assert!(matches!(
-            plan_of("KILL (SELECT 1)"),
-            Some(KillPlan::Refuse(_))
-        ));
-        assert!(matches!(
-            plan_of("PREPARE s FROM 'KILL 5'"),
+            plan_of("PREPARE s FROM 'KILL 5'; SELECT 1"),
             Some(KillPlan::Refuse(_))
         ));
         assert!(matches!(

@@ -82,6 +82,8 @@ pub struct Session {
     stmts: HashMap<u32, statements::ClientStmt>,
     /// Last client statement id issued.
     next_stmt: u32,
+    /// KILL statements the client prepared (carried out by the proxy).
+    kills: kill::PreparedKills,
     /// The statement the last successful COM_STMT_PREPARE created: what
     /// the id 0xFFFFFFFF names (MariaDB; Connector/C's execute-direct
     /// pipelines PREPARE and EXECUTE with it).
@@ -158,11 +160,18 @@ pub struct SessionHandle {
     pub statement: Arc<std::sync::atomic::AtomicU64>,
     /// Current pin reasons ([`Pins::bits`]).
     pub pins: Arc<std::sync::atomic::AtomicU32>,
+    /// The client's address (what `KILL USER name@host` matches).
+    pub ip: Option<std::net::IpAddr>,
 }
 
 impl Session {
     /// Creates the session for a completed login.
-    pub fn new(shared: Arc<Shared>, login: Login, id: u32) -> (Self, u8, Option<Vec<u8>>) {
+    pub fn new(
+        shared: Arc<Shared>,
+        login: Login,
+        id: u32,
+        ip: std::net::IpAddr,
+    ) -> (Self, u8, Option<Vec<u8>>) {
         let pool = login.pool;
         let group = shared.pool.group_for(id).clone();
         let initial = (login.collation, login.caps.has(flag::MULTI_STATEMENTS));
@@ -189,10 +198,14 @@ impl Session {
             shared,
             stmts: HashMap::new(),
             next_stmt: 0,
+            kills: kill::PreparedKills::default(),
             last_prepared: None,
             nonce: login.nonce,
             user: login.user,
-            handle: SessionHandle::default(),
+            handle: SessionHandle {
+                ip: Some(ip),
+                ..Default::default()
+            },
             stmt_wait: None,
             txn_started: None,
             last_is_rollback: false,
@@ -426,11 +439,31 @@ impl Session {
                     self.client.flush().await?;
                     return Ok(false);
                 }
+                if let Some(quit) = self.sql_prepared_kill(seq, sql).await? {
+                    return Ok(quit);
+                }
                 if let Some(plan) = kill::plan_for(sql, &self.state) {
                     return match plan {
                         kill::KillPlan::Run(k) => self.kill(seq, k).await,
+                        kill::KillPlan::Prepare { name, kill, sql } => {
+                            self.remember_sql_kill(name, kill);
+                            let mut p = Vec::with_capacity(sql.len() + 1);
+                            p.push(COM_QUERY);
+                            p.extend_from_slice(&sql);
+                            let pkt = Packet {
+                                seq: pkt.seq,
+                                last_seq: pkt.last_seq,
+                                payload: BytesMut::from(&p[..]),
+                            };
+                            self.forward(&pkt, Shape::Query).await?;
+                            Ok(false)
+                        }
                         kill::KillPlan::Refuse(what) => {
                             self.send_err(seq, &kill::refused(what)).await?;
+                            Ok(false)
+                        }
+                        kill::KillPlan::Fail(e) => {
+                            self.send_err(seq, &e).await?;
                             Ok(false)
                         }
                     };
@@ -490,20 +523,37 @@ impl Session {
             }
             COM_RESET_CONNECTION => self.reset_connection(seq).await?,
             COM_STMT_PREPARE => {
-                // A prepared KILL would run with a server thread id.
-                if kill::plan_for(&pkt.payload[1..], &self.state).is_some() {
-                    let e = kill::refused("KILL as a prepared statement through myplex");
-                    self.send_err(seq, &e).await?;
-                } else {
-                    self.stmt_prepare(&pkt).await?
+                // A prepared KILL would run with a server thread id: the
+                // proxy carries it out itself.
+                match kill::plan_for(&pkt.payload[1..], &self.state) {
+                    Some(kill::KillPlan::Run(k)) => self.prepare_kill(seq, k).await?,
+                    Some(kill::KillPlan::Refuse(what)) => {
+                        self.send_err(seq, &kill::refused(what)).await?;
+                    }
+                    Some(kill::KillPlan::Fail(e)) => self.send_err(seq, &e).await?,
+                    // A text PREPARE cannot be prepared: the server says so.
+                    Some(kill::KillPlan::Prepare { .. }) | None => self.stmt_prepare(&pkt).await?,
                 }
             }
-            COM_STMT_EXECUTE => self.stmt_execute(&pkt).await?,
-            COM_STMT_FETCH => self.stmt_fetch(&pkt).await?,
-            COM_STMT_RESET => self.stmt_reset(&pkt).await?,
-            COM_STMT_CLOSE => self.stmt_close(&pkt).await?,
-            COM_STMT_SEND_LONG_DATA => self.stmt_send_long_data(&pkt).await?,
-            COM_STMT_BULK_EXECUTE => self.stmt_bulk_execute(&pkt).await?,
+            COM_STMT_EXECUTE
+            | COM_STMT_FETCH
+            | COM_STMT_RESET
+            | COM_STMT_CLOSE
+            | COM_STMT_SEND_LONG_DATA
+            | COM_STMT_BULK_EXECUTE => {
+                let id = self.client_stmt_id(&pkt.payload);
+                if let Some(quit) = self.prepared_kill_command(cmd, id, seq).await? {
+                    return Ok(quit);
+                }
+                match cmd {
+                    COM_STMT_EXECUTE => self.stmt_execute(&pkt).await?,
+                    COM_STMT_FETCH => self.stmt_fetch(&pkt).await?,
+                    COM_STMT_RESET => self.stmt_reset(&pkt).await?,
+                    COM_STMT_CLOSE => self.stmt_close(&pkt).await?,
+                    COM_STMT_SEND_LONG_DATA => self.stmt_send_long_data(&pkt).await?,
+                    _ => self.stmt_bulk_execute(&pkt).await?,
+                }
+            }
             COM_PROCESS_KILL => {
                 let id = crate::prepared::execute::stmt_id(&pkt.payload).unwrap_or(0);
                 return self

@@ -772,6 +772,7 @@ impl Session {
     /// holding their cursors and long data is reset or closed).
     pub(super) fn drop_statements(&mut self) {
         self.stmts.clear();
+        self.forget_prepared_kills();
         self.pins.remove(PinReason::Cursor);
         self.pins.remove(PinReason::LongData);
         if let Ok(mut r) = self.shared.registry.lock() {

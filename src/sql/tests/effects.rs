@@ -452,6 +452,16 @@ fn prepared_xa_kill_use() {
         ),
         ("KILL 0x10", &[Kill], &[kill(false, KillTarget::Expression)]),
         (
+            "KILL QUERY ID @id",
+            &[Kill],
+            &[kill(true, KillTarget::QueryIdExpression)],
+        ),
+        (
+            "KILL QUERY ID USER 'foo'",
+            &[Kill],
+            &[kill(true, KillTarget::QueryIdExpression)],
+        ),
+        (
             "KILL 11; SELECT 1",
             &[Kill, Select],
             &[kill(false, KillTarget::Id(11))],
