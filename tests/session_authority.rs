@@ -437,3 +437,36 @@ async fn schema_dropped_under_the_session() {
     let db_now: Option<String> = a.query_first("SELECT DATABASE()").await.expect("db");
     assert_eq!(db_now.as_deref(), Some("test"));
 }
+
+/// A `SET GLOBAL` run through the proxy reaches the next client as it
+/// would a new direct connection: pooled backends opened before it carry
+/// the old global as their session value and are reset before reuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_global_through_the_proxy_reaches_new_clients() {
+    let db = binlog_server();
+    let p = one_backend(&db).await;
+    let probe = "SELECT @@div_precision_increment";
+    {
+        let mut a = conn(&p).await;
+        let v: Option<u64> = a.query_first(probe).await.expect("probe");
+        assert_eq!(v, Some(4), "server default");
+        a.query_drop("SET GLOBAL div_precision_increment = 7")
+            .await
+            .expect("set global");
+    }
+    let mut direct = Conn::from_url(db.url("app", "secret", "test"))
+        .await
+        .expect("direct");
+    let want: Option<u64> = direct.query_first(probe).await.expect("direct");
+    assert_eq!(want, Some(7));
+    for round in 0..2 {
+        let mut b = conn(&p).await;
+        let got: Option<u64> = b.query_first(probe).await.expect("probe");
+        assert_eq!(got, want, "round {round}: a new client sees the old global");
+        // What a client sets itself still stays with it alone.
+        b.query_drop("SET SESSION div_precision_increment = 9")
+            .await
+            .expect("set session");
+    }
+    db.sql("SET GLOBAL div_precision_increment = 4");
+}

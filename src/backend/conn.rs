@@ -162,6 +162,9 @@ pub struct BackendConn {
     /// What the session-state authority noted about this connection
     /// (reset needed, diagnostics to clear, LAST_INSERT_ID unknown).
     pub marks: crate::session_state::BackendMarks,
+    /// The pool's globals generation its session values come from (login
+    /// or last reset).
+    pub globals_epoch: u64,
 }
 
 /// A successful COM_STMT_PREPARE reply.

@@ -200,6 +200,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         auth: (plugin, nonce),
         caps: Caps(caps & !u64::from(flag::SSL)),
         marks: Default::default(),
+        globals_epoch: 0,
     };
     conn.exec(TRACKERS_SQL).await?;
     conn.state = TrackedState::for_collation(u16::from(BACKEND_COLLATION));

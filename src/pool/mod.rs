@@ -47,6 +47,11 @@ pub struct Pool {
     timings: ArcSwap<Timings>,
     /// Whether the backend is reachable, as the last dials saw it.
     pub health: health::Health,
+    /// Bumped by every `SET GLOBAL` a client ran through the proxy: a
+    /// connection opened before has the old global values as its session
+    /// values, and is reset (COM_RESET_CONNECTION re-reads them) before the
+    /// next client gets it, as a new direct connection would see them.
+    globals_epoch: std::sync::atomic::AtomicU64,
 }
 
 /// The pool's reloadable durations and sizes.
@@ -110,6 +115,7 @@ impl Pool {
             inflight: cfg.pool.inflight,
             timings: ArcSwap::from_pointee(Timings::from_config(cfg)),
             health: health::Health::new(cfg.backend.address.clone()),
+            globals_epoch: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -257,14 +263,31 @@ impl Pool {
         r
     }
 
+    /// The current [`Pool::globals_epoch`] generation.
+    pub fn globals_epoch(&self) -> u64 {
+        self.globals_epoch
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// A client changed global variables through the proxy: every
+    /// connection open now is stale.
+    pub fn globals_changed(&self) {
+        self.globals_epoch
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
     async fn dial_once(&self, pool: usize, deadline: Instant) -> Result<BackendConn, BackendError> {
         let Some(p) = self.params(pool) else {
             return Err(BackendError::Protocol(format!("no pool key {pool}")));
         };
         let mut delay = Duration::from_millis(20);
         loop {
+            // Read before the login: a change during it makes the
+            // connection stale rather than wrongly current.
+            let epoch = self.globals_epoch();
             match backend::connect(&p).await {
                 Ok((mut conn, mut info)) => {
+                    conn.globals_epoch = epoch;
                     let current = self.server_info();
                     let same = current.same_greeting(&info);
                     if !same || current.collations.is_none() {

@@ -50,6 +50,9 @@ pub struct Followup {
     /// (`SET @@name = …`): read them (`SELECT @@session.name`, which
     /// keeps the diagnostics area) and apply them as if reported.
     pub probe_vars: Vec<String>,
+    /// Global variables may have changed (`SET GLOBAL …`): pooled
+    /// connections carry the old values as their session values.
+    pub globals_changed: bool,
 }
 
 /// Per-backend marks the authority sets; they travel with the connection.
@@ -501,6 +504,7 @@ fn apply_statement(
                     inv.one_shot = true;
                     marks.needs_reset = true;
                 }
+                fu.globals_changed |= *scope == Scope::Global;
             }
             Effect::SetVariable {
                 name,
@@ -509,6 +513,7 @@ fn apply_statement(
             } => {
                 explained = true;
                 if *scope == Scope::Global {
+                    fu.globals_changed = true;
                     continue;
                 }
                 let n = String::from_utf8_lossy(name).into_owned();

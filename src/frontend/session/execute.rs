@@ -36,7 +36,14 @@ impl Session {
             (Some(mut b), _) => {
                 let healthy = b.io.idle_is_healthy()
                     && (b.last_used.elapsed() < ping_after || b.ping().await.is_ok());
-                if healthy {
+                let epoch = self.shared.pool.globals_epoch();
+                if healthy && b.globals_epoch == epoch {
+                    return Ok(b);
+                }
+                // Opened (or last reset) before a SET GLOBAL: its session
+                // values are the old globals. A reset re-reads them.
+                if healthy && b.reset(&baseline()).await.is_ok() {
+                    b.globals_epoch = epoch;
                     return Ok(b);
                 }
                 debug!(backend = b.id.0, "discarding dead idle backend connection");
@@ -325,9 +332,6 @@ impl Session {
                 {
                     analysis = std::borrow::Cow::Owned(a);
                 }
-                if let Some(rows) = out.rows {
-                    self.found_rows = rows;
-                }
                 let reply = Reply {
                     error: out.error.is_some(),
                     results: out.results,
@@ -340,6 +344,24 @@ impl Session {
                     (None, Some(&COM_QUERY)) => &payload[1..],
                     _ => &[][..],
                 };
+                // FOUND_ROWS() is answered from the rows counted here when
+                // that is what the server would say; otherwise the backend
+                // is held for the next statement, which then asks it.
+                let mut found_rows_held = false;
+                if let Some(rows) = out.rows {
+                    let last = analysis
+                        .statements
+                        .last()
+                        .and_then(|st| sql.get(st.span.clone()))
+                        .unwrap_or(sql);
+                    match super::local::found_rows_after(last, rows, lex) {
+                        Some(n) => self.found_rows = n,
+                        None => {
+                            self.found_rows = rows;
+                            found_rows_held = true;
+                        }
+                    }
+                }
                 let fu = authority::after_query(
                     &mut self.inv,
                     &mut co.backend.marks,
@@ -361,6 +383,7 @@ impl Session {
                     co.backend.state.vars.remove("collation_connection");
                 }
                 self.follow_up(&mut co.backend, fu, &out).await;
+                self.inv.calc_found_rows |= found_rows_held;
                 self.sync_inventory_pins();
                 // The diagnostics area (SHOW WARNINGS / ERRORS, @@warning_count,
                 // GET DIAGNOSTICS) lives on the backend that ran the statement:
@@ -456,6 +479,9 @@ impl Session {
         fu: authority::Followup,
         out: &crate::frontend::relay::Outcome,
     ) {
+        if fu.globals_changed {
+            self.shared.pool.globals_changed();
+        }
         if fu.verify_locks && !self.inv.locks.is_empty() {
             let names: Vec<Vec<u8>> = self.inv.locks.iter().cloned().collect();
             let cols: Vec<String> = names

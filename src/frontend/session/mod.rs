@@ -469,7 +469,7 @@ impl Session {
                     };
                 } else if let Some(what) = local::classify(sql)
                     .filter(|w| *w == local::Local::ConnectionId || !self.pins.any())
-                    && self.answer_local(seq, what).await?
+                    && self.answer_local(seq, what, sql).await?
                 {
                 } else if let Some(rewritten) = local::replace_connection_id(
                     sql,
