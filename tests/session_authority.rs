@@ -470,3 +470,45 @@ async fn set_global_through_the_proxy_reaches_new_clients() {
     }
     db.sql("SET GLOBAL div_precision_increment = 4");
 }
+
+/// `SELECT FOUND_ROWS()` after selects with and without LIMIT offsets gives
+/// what the server gives directly (the proxy counts offsets as the server
+/// does, or holds the backend when it cannot know), and the column is named
+/// as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn found_rows_matches_direct_after_limit_offsets() {
+    let db = binlog_server();
+    let p = Proxy::builder(&db).groups(1).max_backend(2).start().await;
+    db.sql(
+        "CREATE TABLE test.fr (a INT); INSERT INTO test.fr VALUES (1),(2),(3),(4),(5),(6),(7),(8)",
+    );
+    let mut direct = Conn::from_url(db.url("app", "secret", "test"))
+        .await
+        .expect("direct");
+    let mut via = conn(&p).await;
+    for q in [
+        "SELECT a FROM fr",
+        "SELECT a FROM fr LIMIT 3",
+        "SELECT a FROM fr LIMIT 2,3",
+        "SELECT a FROM fr LIMIT 3 OFFSET 6",
+        "SELECT a FROM fr LIMIT 10,3",
+        "SELECT a FROM fr WHERE a > 100 LIMIT 1,1",
+        "(SELECT a FROM fr LIMIT 1,2) UNION ALL (SELECT a FROM fr LIMIT 1)",
+        "SELECT DISTINCT a FROM fr LIMIT 2,2",
+    ] {
+        for c in [&mut direct, &mut via] {
+            c.query_drop(q).await.expect(q);
+        }
+        let mut got = Vec::new();
+        for c in [&mut direct, &mut via] {
+            let r = c
+                .query_iter("select  found_rows()")
+                .await
+                .expect("found_rows");
+            let name = r.columns_ref()[0].name_str().into_owned();
+            let rows: Vec<u64> = r.collect_and_drop().await.expect("rows");
+            got.push((name, rows));
+        }
+        assert_eq!(got[1], got[0], "after {q}");
+    }
+}
