@@ -266,10 +266,23 @@ impl Session {
             expect_columns: self.expect_columns.take(),
             cursor: std::mem::take(&mut self.expect_cursor),
         };
-        let result = relay(&mut self.client, &mut co.backend.io, shape, &view, seq).await;
+        // A KILL CONNECTION of this session (the only thing that wakes it)
+        // ends the statement too: a long one, or a stored-program loop whose
+        // sub-statements change query ids, would otherwise run on.
+        let wake = self.handle.wake.clone();
+        let relayed = tokio::select! {
+            r = relay(&mut self.client, &mut co.backend.io, shape, &view, seq) => Some(r),
+            _ = wake.notified() => None,
+        };
         self.handle
             .backend_thread
             .store(0, std::sync::atomic::Ordering::Relaxed);
+        let Some(result) = relayed else {
+            // Still leased to this session: its thread runs nothing of
+            // anyone else's, so killing it is exact.
+            abandon_backend(&self.shared, co);
+            return Err(End::Killed);
+        };
         match result {
             Ok(out) => {
                 self.shared.metrics.bytes(out.bytes, 0);
@@ -404,16 +417,7 @@ impl Session {
                     tracing::info!("client stopped reading its result; statement killed");
                     self.shared.metrics.client_write_timeout();
                 }
-                let thread = co.backend.thread_id;
-                let pool = co.backend.pool;
-                drop(co);
-                let shared = self.shared.clone();
-                tokio::spawn(async move {
-                    let deadline = Instant::now() + Duration::from_secs(5);
-                    if let Ok(mut c) = shared.pool.dial(pool, deadline).await {
-                        let _ = c.exec(&format!("KILL {thread}")).await;
-                    }
-                });
+                abandon_backend(&self.shared, co);
                 Err(End::Client(e))
             }
             Err(RelayError::Backend { sent, .. }) | Err(RelayError::Malformed { sent }) => {
@@ -824,4 +828,21 @@ pub(super) async fn sync(
 
 pub(super) fn queue_timeout_err(msg: &str) -> ErrPacket {
     ErrPacket::new(errors::ER_QUERY_INTERRUPTED, "70100", msg)
+}
+
+/// Gives up a backend mid-response while it is still leased (so its thread
+/// runs this session's statement and no one else's): the connection is
+/// closed and its server thread killed, which also stops a statement that
+/// would otherwise run to its end.
+fn abandon_backend(shared: &std::sync::Arc<crate::frontend::Shared>, co: Checkout) {
+    let thread = co.backend.thread_id;
+    let pool = co.backend.pool;
+    drop(co);
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        if let Ok(mut c) = shared.pool.dial(pool, deadline).await {
+            let _ = c.exec(&format!("KILL {thread}")).await;
+        }
+    });
 }
