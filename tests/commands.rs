@@ -208,54 +208,65 @@ async fn statistics_and_ping_via_mariadb_admin() {
     assert!(stdout.contains("Uptime:"), "{stdout}");
 }
 
-/// KILL CONNECTION of a session in the middle of a stored-program loop (its
-/// sub-statements change query ids, so killing "the current query" by id
-/// misses) ends the session and the loop on the server.
+/// Statements of the spin loop running on the server, as a direct
+/// connection sees them.
+const SPINNING: &str = "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                        WHERE INFO LIKE '%424242%' AND ID <> CONNECTION_ID()";
+
+/// A statement that never ends by itself: a stored-program loop whose
+/// sub-statements change query ids.
+const SPIN: &str = "BEGIN NOT ATOMIC LOOP DO SLEEP(0.01) + 424242; END LOOP; END";
+
+/// Waits (up to 5 s) until `want` spin statements run on the server.
+async fn spinning(direct: &mut Conn, want: u64) -> bool {
+    for _ in 0..100 {
+        let n: Option<u64> = direct.query_first(SPINNING).await.expect("processlist");
+        if n == Some(want) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// KILL CONNECTION of a session in the middle of a stored-program loop
+/// (killing "the current query" by id misses it) ends the session and the
+/// loop on the server. (KILL QUERY does not stop this loop directly either:
+/// the interrupted SLEEP returns 1 and the loop goes on.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_connection_stops_a_running_loop() {
+async fn kill_stops_a_running_loop() {
     let db = MariaDb::shared();
     let p = Proxy::builder(db).groups(1).max_backend(3).start().await;
-    let mut victim = conn(&p).await;
-    let id = victim.id();
-    let run = tokio::spawn(async move {
-        victim
-            .query_drop("BEGIN NOT ATOMIC LOOP DO SLEEP(0.01) + 424242; END LOOP; END")
-            .await
-    });
     let mut direct = Conn::from_url(db.url("root", common::mariadb::ROOT_PASSWORD, "test"))
         .await
         .expect("direct");
-    let running = "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
-                   WHERE INFO LIKE '%424242%' AND ID <> CONNECTION_ID()";
-    let mut seen = false;
-    for _ in 0..100 {
-        let n: Option<u64> = direct.query_first(running).await.expect("processlist");
-        if n == Some(1) {
-            seen = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(seen, "the loop never started");
     let mut killer = conn(&p).await;
-    killer
-        .query_drop(format!("KILL CONNECTION {id}"))
-        .await
-        .expect("kill");
-    let r = tokio::time::timeout(Duration::from_secs(10), run)
-        .await
-        .expect("the killed session's statement ended")
-        .expect("join");
-    assert!(r.is_err(), "the loop cannot end by itself");
-    let mut gone = false;
-    for _ in 0..100 {
-        let n: Option<u64> = direct.query_first(running).await.expect("processlist");
-        if n == Some(0) {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    {
+        let mut victim = conn(&p).await;
+        let id = victim.id();
+        let run = tokio::spawn(async move {
+            let r = victim.query_drop(SPIN).await;
+            (r, victim)
+        });
+        assert!(spinning(&mut direct, 1).await, "the loop never started");
+        let kill = "KILL CONNECTION";
+        killer
+            .query_drop(format!("{kill} {id}"))
+            .await
+            .expect("kill");
+        let (r, mut victim) = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .unwrap_or_else(|_| panic!("{kill}: the statement goes on"))
+            .expect("join");
+        assert!(r.is_err(), "the loop cannot end by itself");
+        assert!(
+            spinning(&mut direct, 0).await,
+            "{kill}: the loop still runs"
+        );
+        assert!(
+            victim.query_drop("SELECT 1").await.is_err(),
+            "session ended"
+        );
     }
-    assert!(gone, "the loop still runs on the server");
     killer.query_drop("SELECT 1").await.expect("pool intact");
 }

@@ -270,9 +270,23 @@ impl Session {
         // ends the statement too: a long one, or a stored-program loop whose
         // sub-statements change query ids, would otherwise run on.
         let wake = self.handle.wake.clone();
-        let relayed = tokio::select! {
-            r = relay(&mut self.client, &mut co.backend.io, shape, &view, seq) => Some(r),
-            _ = wake.notified() => None,
+        let interrupt = self.handle.interrupt.clone();
+        let (thread, pool) = (co.backend.thread_id, co.backend.pool);
+        let relayed = {
+            let relaying = relay(&mut self.client, &mut co.backend.io, shape, &view, seq);
+            tokio::pin!(relaying);
+            loop {
+                tokio::select! {
+                    r = &mut relaying => break Some(r),
+                    _ = wake.notified() => break None,
+                    // KILL QUERY of this session: the thread still runs this
+                    // session's statement (leased), so a thread KILL QUERY
+                    // is exact; the server's error then ends the response.
+                    _ = interrupt.notified() => {
+                        kill_thread(&self.shared, pool, thread, true);
+                    }
+                }
+            }
         };
         self.handle
             .backend_thread
@@ -835,14 +849,26 @@ pub(super) fn queue_timeout_err(msg: &str) -> ErrPacket {
 /// closed and its server thread killed, which also stops a statement that
 /// would otherwise run to its end.
 fn abandon_backend(shared: &std::sync::Arc<crate::frontend::Shared>, co: Checkout) {
-    let thread = co.backend.thread_id;
-    let pool = co.backend.pool;
+    let (thread, pool) = (co.backend.thread_id, co.backend.pool);
     drop(co);
+    kill_thread(shared, pool, thread, false);
+}
+
+/// Kills (the query of) backend thread `thread` of credential pool `pool`
+/// from a helper connection, in the background. Only for a thread whose
+/// connection is leased by the caller or already closed by it.
+fn kill_thread(
+    shared: &std::sync::Arc<crate::frontend::Shared>,
+    pool: usize,
+    thread: u32,
+    query: bool,
+) {
     let shared = shared.clone();
+    let what = if query { "KILL QUERY" } else { "KILL" };
     tokio::spawn(async move {
         let deadline = Instant::now() + Duration::from_secs(5);
         if let Ok(mut c) = shared.pool.dial(pool, deadline).await {
-            let _ = c.exec(&format!("KILL {thread}")).await;
+            let _ = c.exec(&format!("{what} {thread}")).await;
         }
     });
 }

@@ -510,6 +510,9 @@ impl Session {
                 continue;
             }
             if id != self.id {
+                // The target kills its statement itself while it waits
+                // for it; the query-id kill covers a statement just starting.
+                target.interrupt.notify_waiters();
                 self.interrupt(&target).await;
             }
             if !k.query {

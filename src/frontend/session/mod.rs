@@ -155,6 +155,10 @@ pub struct SessionHandle {
     pub killed: Arc<std::sync::atomic::AtomicBool>,
     /// Wakes the session when killed.
     pub wake: Arc<tokio::sync::Notify>,
+    /// KILL QUERY: wakes the session only while it waits for a statement's
+    /// answer (`notify_waiters`, no stored permit: a KILL QUERY of an idle
+    /// session must not reach its next statement).
+    pub interrupt: Arc<tokio::sync::Notify>,
     /// Statements started (with `backend_thread`, identifies the statement
     /// a KILL QUERY may interrupt).
     pub statement: Arc<std::sync::atomic::AtomicU64>,
