@@ -9,6 +9,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use tokio::time::Instant;
 
+pub mod admin_local;
 mod bulk;
 mod change_user;
 mod execute;
@@ -424,6 +425,9 @@ impl Session {
                         self.status,
                     );
                     self.client.flush().await?;
+                    return Ok(false);
+                }
+                if self.answer_admin_local(seq, sql).await? {
                     return Ok(false);
                 }
                 if let Some(plan) = kill::plan_for(sql, &self.state) {
