@@ -381,16 +381,9 @@ impl Session {
                     tracing::info!("client stopped reading its result; statement killed");
                     self.shared.metrics.client_write_timeout();
                 }
-                let thread = co.backend.thread_id;
-                let pool = co.backend.pool;
-                drop(co);
-                let shared = self.shared.clone();
-                tokio::spawn(async move {
-                    let deadline = Instant::now() + Duration::from_secs(5);
-                    if let Ok(mut c) = shared.pool.dial(pool, deadline).await {
-                        let _ = c.exec(&format!("KILL {thread}")).await;
-                    }
-                });
+                let Checkout { slot, backend, .. } = co;
+                drop(slot);
+                kill_abandoned(self.shared.clone(), backend);
                 Err(End::Client(e))
             }
             Err(RelayError::Backend { sent, .. }) | Err(RelayError::Malformed { sent }) => {
@@ -608,6 +601,35 @@ impl Session {
         self.pins.clear_state();
         Ok(())
     }
+}
+
+/// Ends the statement a backend runs for a client that went away or
+/// stopped reading: its thread is killed over a helper connection (within
+/// the backend budget, see `crate::pool::helper`), and the backend itself
+/// keeps its place in the budget until then — the server still counts its
+/// thread while the statement runs — and is closed after.
+fn kill_abandoned(shared: std::sync::Arc<crate::frontend::Shared>, backend: Leased) {
+    tokio::spawn(async move {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let thread = backend.thread_id;
+        match shared.pool.helper(backend.pool, deadline).await {
+            Some(mut h) => {
+                let sent = h.conn.exec(&format!("KILL {thread}")).await.is_ok();
+                shared
+                    .metrics
+                    .kill_helper(h.source.label(), if sent { "sent" } else { "failed" });
+                h.finish(sent);
+            }
+            None => {
+                shared.metrics.kill_helper("none", "failed");
+                warn!(
+                    thread,
+                    "no backend connection free to kill an abandoned statement within 5 s"
+                );
+            }
+        }
+        drop(backend);
+    });
 }
 
 /// Lets go of a backend the session no longer needs, as the authority says:
