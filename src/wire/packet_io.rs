@@ -19,6 +19,9 @@ const READ_STEP: usize = 16 * 1024;
 /// A buffer that grew past this is released once empty, so idle
 /// connections stay small.
 const SHRINK_ABOVE: usize = 256 * 1024;
+/// Payloads at least this large are written without a copy into the
+/// write buffer ([`PacketIo::send_packet`]).
+const DIRECT_WRITE_ABOVE: usize = 1024 * 1024;
 /// Buffer capacity an idle connection may keep.
 const IDLE_KEEP: usize = 0;
 
@@ -293,11 +296,33 @@ impl PacketIo {
         Ok(())
     }
 
-    /// Queues and sends one packet.
+    /// Queues and sends one packet. A large payload on an uncompressed hop
+    /// is written from where it is, chunk by chunk, instead of being copied
+    /// into the write buffer first (a 64 MiB query would otherwise be held
+    /// twice).
     pub async fn send_packet(&mut self, seq: u8, payload: &[u8]) -> Result<u8, WireError> {
-        let next = self.write_packet(seq, payload);
+        if payload.len() < DIRECT_WRITE_ABOVE || self.zlib.is_some() {
+            let next = self.write_packet(seq, payload);
+            self.flush().await?;
+            return Ok(next);
+        }
         self.flush().await?;
-        Ok(next)
+        let mut seq = seq;
+        let mut rest = payload;
+        loop {
+            let n = rest.len().min(framing::MAX_CHUNK);
+            let mut head = BytesMut::with_capacity(HEADER_LEN);
+            framing::put_header(&mut head, n, seq);
+            write_all(&mut self.stream, &head, self.write_timeout).await?;
+            write_all(&mut self.stream, &rest[..n], self.write_timeout).await?;
+            seq = seq.wrapping_add(1);
+            rest = &rest[n..];
+            if n < framing::MAX_CHUNK {
+                break;
+            }
+        }
+        self.stream.flush().await?;
+        Ok(seq)
     }
 
     /// Waits for more bytes from the peer (buffering them) and fails when
@@ -342,6 +367,17 @@ impl PacketIo {
         }
         if let Some(z) = self.zlib.as_mut() {
             z.release_idle();
+        }
+    }
+
+    /// Drops buffers that grew past [`SHRINK_ABOVE`] (a large packet went
+    /// through) once they are empty; cheap enough for every statement.
+    pub fn shrink_large_buffers(&mut self) {
+        if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
+            self.rbuf = BytesMut::new();
+        }
+        if self.wbuf.is_empty() && self.wbuf.capacity() > SHRINK_ABOVE {
+            self.wbuf = BytesMut::new();
         }
     }
 
