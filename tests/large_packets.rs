@@ -88,13 +88,6 @@ async fn peak_during<F: std::future::Future<Output = ()>>(pid: u32, run: F) -> u
     peak.load(Ordering::Relaxed)
 }
 
-/// The target for large packets; not met yet (multi-chunk commands are
-/// still reassembled whole before they are forwarded), so not run by
-/// default. Measured on the branch that added it (KiB of VmRSS over a 9 MiB
-/// baseline): 64 MiB query peak +80,900 (was +131,000 before the backend
-/// write stopped copying the payload), +12 after; 64 MiB result row peak
-/// +32,800, +16,400 after (+49,000 without `MALLOC_MMAP_THRESHOLD_`).
-#[ignore = "target not met yet: multi-chunk commands are reassembled before forwarding"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_query_and_row_keep_proxy_memory_bounded() {
     let db = MariaDb::start_with_args(&["--max-allowed-packet=256M"]);

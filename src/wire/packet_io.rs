@@ -59,6 +59,72 @@ pub struct Packet {
     pub payload: BytesMut,
 }
 
+/// What [`PacketIo::read_command`] read: a whole packet, or the start of
+/// one of 16 MiB or more (the rest is still on the socket).
+#[derive(Debug)]
+pub enum Incoming {
+    /// A complete logical packet.
+    Whole(Packet),
+    /// The start of a multi-chunk packet.
+    Large(LargeStart),
+}
+
+/// The start of a packet of 16 MiB or more: its first bytes and where
+/// reading stands. Forward, collect or discard the rest with
+/// [`PacketIo::pump_large`].
+#[derive(Debug)]
+pub struct LargeStart {
+    /// Sequence id of the first chunk.
+    pub seq: u8,
+    /// The first bytes of the payload.
+    pub prefix: BytesMut,
+    /// Bytes of the current chunk not read yet.
+    left: usize,
+    /// Sequence id of the last chunk header read.
+    last_seq: u8,
+    /// Payload bytes announced by the headers read so far.
+    total: usize,
+    /// Another chunk follows the current one.
+    more: bool,
+}
+
+impl LargeStart {
+    /// Queues the first chunk's header and the prefix on `to` (the rest of
+    /// the chunk follows with [`PacketIo::pump_large`]).
+    pub fn write_start(&self, to: &mut PacketIo) {
+        framing::put_header(&mut to.wbuf, framing::MAX_CHUNK, self.seq);
+        to.wbuf.extend_from_slice(&self.prefix);
+    }
+}
+
+/// Where the rest of a large packet goes.
+pub enum Sink<'a> {
+    /// Written to another connection as it arrives (headers included).
+    Forward(&'a mut PacketIo),
+    /// Appended to a payload (headers stripped).
+    Collect(&'a mut BytesMut),
+    /// Read and dropped.
+    Discard,
+}
+
+/// Why pumping a large packet stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum PumpError {
+    /// Reading from the sending side failed.
+    #[error("reading: {0}")]
+    Read(WireError),
+    /// Writing to the forwarding side failed.
+    #[error("forwarding: {0}")]
+    Write(WireError),
+    /// The packet grew past the limit; the crossing chunk's header stays
+    /// unread.
+    #[error("packet larger than max_allowed_packet")]
+    TooLarge,
+}
+
+/// Large packets pass through in pieces of at most this size.
+const PIECE: usize = 256 * 1024;
+
 /// Packet reader/writer for one connection.
 #[derive(Debug)]
 pub struct PacketIo {
@@ -250,6 +316,124 @@ impl PacketIo {
         Ok(Packet {
             seq: first.seq,
             last_seq: last.seq,
+            payload,
+        })
+    }
+
+    /// Reads a command: a whole packet, or, for one of 16 MiB or more, its
+    /// first `prefix` bytes only (see [`LargeStart`]). The first chunk must
+    /// carry sequence id `seq` when given; sizes are checked against
+    /// `max_len` as in [`Self::read_packet_seq`].
+    pub async fn read_command(
+        &mut self,
+        max_len: usize,
+        seq: Option<u8>,
+        prefix: usize,
+    ) -> Result<Incoming, WireError> {
+        let first = self.next_header().await?;
+        if seq.is_some_and(|s| s != first.seq) {
+            return Err(WireError::OutOfOrder);
+        }
+        if first.len > max_len {
+            return Err(WireError::TooLarge);
+        }
+        if !first.continues() {
+            return self.read_packet_seq(max_len, seq).await.map(Incoming::Whole);
+        }
+        self.rbuf.advance(HEADER_LEN);
+        let want = prefix.min(first.len);
+        let mut p = BytesMut::with_capacity(want);
+        while p.len() < want {
+            if self.rbuf.is_empty() {
+                self.fill(want - p.len()).await?;
+            }
+            let k = (want - p.len()).min(self.rbuf.len());
+            p.extend_from_slice(&self.rbuf[..k]);
+            self.rbuf.advance(k);
+        }
+        Ok(Incoming::Large(LargeStart {
+            seq: first.seq,
+            prefix: p,
+            left: first.len - want,
+            last_seq: first.seq,
+            total: first.len,
+            more: true,
+        }))
+    }
+
+    /// Moves the rest of a large packet to `sink` in pieces of at most
+    /// [`PIECE`] bytes (no buffer ever holds a whole chunk); returns the
+    /// sequence id of its last chunk.
+    pub async fn pump_large(
+        &mut self,
+        l: &mut LargeStart,
+        max_len: usize,
+        mut sink: Sink<'_>,
+    ) -> Result<u8, PumpError> {
+        loop {
+            while l.left > 0 {
+                if self.rbuf.is_empty() {
+                    self.fill(l.left.min(PIECE)).await.map_err(PumpError::Read)?;
+                }
+                let k = l.left.min(self.rbuf.len());
+                match &mut sink {
+                    Sink::Forward(to) => {
+                        to.wbuf.extend_from_slice(&self.rbuf[..k]);
+                        if to.wbuf.len() >= PIECE {
+                            to.flush().await.map_err(PumpError::Write)?;
+                        }
+                    }
+                    Sink::Collect(out) => out.extend_from_slice(&self.rbuf[..k]),
+                    Sink::Discard => {}
+                }
+                self.rbuf.advance(k);
+                l.left -= k;
+            }
+            if !l.more {
+                if let Sink::Forward(to) = &mut sink {
+                    to.flush().await.map_err(PumpError::Write)?;
+                }
+                if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
+                    self.rbuf = BytesMut::new();
+                }
+                return Ok(l.last_seq);
+            }
+            let h = self.next_header().await.map_err(PumpError::Read)?;
+            if h.seq != l.last_seq.wrapping_add(1) {
+                return Err(PumpError::Read(WireError::OutOfOrder));
+            }
+            if l.total + h.len > max_len {
+                return Err(PumpError::TooLarge);
+            }
+            self.rbuf.advance(HEADER_LEN);
+            if let Sink::Forward(to) = &mut sink {
+                framing::put_header(&mut to.wbuf, h.len, h.seq);
+            }
+            l.left = h.len;
+            l.total += h.len;
+            l.last_seq = h.seq;
+            l.more = h.continues();
+        }
+    }
+
+    /// Reads the rest of a large packet into one [`Packet`] (for commands
+    /// that are not forwarded as they arrive).
+    pub async fn complete_large(
+        &mut self,
+        mut l: LargeStart,
+        max_len: usize,
+    ) -> Result<Packet, WireError> {
+        let mut payload = std::mem::take(&mut l.prefix);
+        let last = self
+            .pump_large(&mut l, max_len, Sink::Collect(&mut payload))
+            .await
+            .map_err(|e| match e {
+                PumpError::Read(e) | PumpError::Write(e) => e,
+                PumpError::TooLarge => WireError::TooLarge,
+            })?;
+        Ok(Packet {
+            seq: l.seq,
+            last_seq: last,
             payload,
         })
     }

@@ -237,7 +237,12 @@ impl Session {
                 Some(&(COM_STMT_EXECUTE | COM_STMT_BULK_EXECUTE))
             )
         });
-        let sent = co.backend.io.send_packet(0, payload).await;
+        let streamed = std::mem::take(&mut self.streamed);
+        let sent = if streamed {
+            Ok(0)
+        } else {
+            co.backend.io.send_packet(0, payload).await
+        };
         if let Err(e) = sent {
             self.handle
                 .backend_thread
@@ -296,7 +301,9 @@ impl Session {
                     Some(e) => e.analysis(lex),
                     None => std::borrow::Cow::Owned(command_analysis(payload, &lex)),
                 };
-                if !lexable {
+                if !lexable || streamed {
+                    // Only a prefix of a streamed query was read: what the
+                    // rest did is unknown (fail closed).
                     analysis.to_mut().incomplete = true;
                 }
                 let keep_vars = !analysis.statements.iter().any(|s| {
@@ -315,6 +322,7 @@ impl Session {
                 co.backend.state.apply_block_with(&out.state, keep_vars);
                 if analysis.incomplete
                     && lexable
+                    && !streamed
                     && payload.first() == Some(&COM_QUERY)
                     && let Some(a) = relex_after_mode_change(
                         &payload[1..],
