@@ -114,7 +114,6 @@ async fn large_query_and_row_keep_proxy_memory_bounded() {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_myplex"))
         .arg("--config")
         .arg(&path)
-        .env("MALLOC_MMAP_THRESHOLD_", "131072")
         .kill_on_drop(true)
         .spawn()
         .expect("start myplex");

@@ -139,6 +139,10 @@ pub struct PacketIo {
     /// Compression starts after the next flush (the login's final OK).
     compress_after_flush: bool,
     write_timeout: Option<std::time::Duration>,
+    /// The read buffer was grown past [`SHRINK_ABOVE`]: once empty it is
+    /// dropped even when its remaining capacity looks small (a `BytesMut`
+    /// advanced to its end reports only what is left after the cursor).
+    big_read: bool,
 }
 
 impl PacketIo {
@@ -152,6 +156,7 @@ impl PacketIo {
             zlib: None,
             compress_after_flush: false,
             write_timeout: None,
+            big_read: false,
         }
     }
 
@@ -215,6 +220,7 @@ impl PacketIo {
         let step = self.read_step;
         if self.rbuf.capacity() - self.rbuf.len() < want.clamp(step.min(1024), step) {
             self.rbuf.reserve(want.max(step));
+            self.big_read |= self.rbuf.capacity() > SHRINK_ABOVE;
         }
         let n = self.stream.read_buf(&mut self.rbuf).await?;
         if n == 0 {
@@ -262,8 +268,14 @@ impl PacketIo {
     /// Drops the chunk described by `h` from the read buffer.
     pub fn consume_chunk(&mut self, h: ChunkHeader) {
         self.rbuf.advance(HEADER_LEN + h.len);
-        if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
+        self.shrink_read_buffer();
+    }
+
+    /// Drops an empty read buffer that grew large.
+    fn shrink_read_buffer(&mut self) {
+        if self.rbuf.is_empty() && (self.big_read || self.rbuf.capacity() > SHRINK_ABOVE) {
             self.rbuf = BytesMut::new();
+            self.big_read = false;
         }
     }
 
@@ -338,7 +350,10 @@ impl PacketIo {
             return Err(WireError::TooLarge);
         }
         if !first.continues() {
-            return self.read_packet_seq(max_len, seq).await.map(Incoming::Whole);
+            return self
+                .read_packet_seq(max_len, seq)
+                .await
+                .map(Incoming::Whole);
         }
         self.rbuf.advance(HEADER_LEN);
         let want = prefix.min(first.len);
@@ -371,31 +386,13 @@ impl PacketIo {
         mut sink: Sink<'_>,
     ) -> Result<u8, PumpError> {
         loop {
-            while l.left > 0 {
-                if self.rbuf.is_empty() {
-                    self.fill(l.left.min(PIECE)).await.map_err(PumpError::Read)?;
-                }
-                let k = l.left.min(self.rbuf.len());
-                match &mut sink {
-                    Sink::Forward(to) => {
-                        to.wbuf.extend_from_slice(&self.rbuf[..k]);
-                        if to.wbuf.len() >= PIECE {
-                            to.flush().await.map_err(PumpError::Write)?;
-                        }
-                    }
-                    Sink::Collect(out) => out.extend_from_slice(&self.rbuf[..k]),
-                    Sink::Discard => {}
-                }
-                self.rbuf.advance(k);
-                l.left -= k;
-            }
+            let n = std::mem::take(&mut l.left);
+            self.pass(n, &mut sink).await?;
             if !l.more {
                 if let Sink::Forward(to) = &mut sink {
                     to.flush().await.map_err(PumpError::Write)?;
                 }
-                if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
-                    self.rbuf = BytesMut::new();
-                }
+                self.shrink_read_buffer();
                 return Ok(l.last_seq);
             }
             let h = self.next_header().await.map_err(PumpError::Read)?;
@@ -414,6 +411,49 @@ impl PacketIo {
             l.last_seq = h.seq;
             l.more = h.continues();
         }
+    }
+
+    /// Moves the next `n` bytes (a chunk body whose header was read) to
+    /// `sink`, in pieces of at most [`PIECE`] bytes.
+    pub async fn pass(&mut self, mut n: usize, sink: &mut Sink<'_>) -> Result<(), PumpError> {
+        while n > 0 {
+            if self.rbuf.is_empty() {
+                self.fill(n.min(PIECE)).await.map_err(PumpError::Read)?;
+            }
+            let k = n.min(self.rbuf.len());
+            match sink {
+                Sink::Forward(to) => {
+                    to.wbuf.extend_from_slice(&self.rbuf[..k]);
+                    if to.wbuf.len() >= PIECE {
+                        to.flush().await.map_err(PumpError::Write)?;
+                    }
+                }
+                Sink::Collect(out) => out.extend_from_slice(&self.rbuf[..k]),
+                Sink::Discard => {}
+            }
+            self.rbuf.advance(k);
+            n -= k;
+        }
+        Ok(())
+    }
+
+    /// Drops the buffered chunk header (from [`Self::next_header`]) so the
+    /// body can be moved with [`Self::pass`].
+    pub fn skip_header(&mut self) {
+        self.rbuf.advance(HEADER_LEN.min(self.rbuf.len()));
+    }
+
+    /// Sends what is queued, then `body` straight from where it is (through
+    /// the compression layer when the hop is compressed).
+    pub async fn flush_then_write(&mut self, body: &[u8]) -> Result<(), WireError> {
+        if self.zlib.is_some() {
+            self.wbuf.extend_from_slice(body);
+            return self.flush().await;
+        }
+        self.flush().await?;
+        write_all(&mut self.stream, body, self.write_timeout).await?;
+        self.stream.flush().await?;
+        Ok(())
     }
 
     /// Reads the rest of a large packet into one [`Packet`] (for commands
@@ -545,6 +585,7 @@ impl PacketIo {
     pub fn release_idle_buffers(&mut self) {
         if self.rbuf.is_empty() && self.rbuf.capacity() > IDLE_KEEP {
             self.rbuf = BytesMut::new();
+            self.big_read = false;
         }
         if self.wbuf.is_empty() && self.wbuf.capacity() > IDLE_KEEP {
             self.wbuf = BytesMut::new();
@@ -557,9 +598,7 @@ impl PacketIo {
     /// Drops buffers that grew past [`SHRINK_ABOVE`] (a large packet went
     /// through) once they are empty; cheap enough for every statement.
     pub fn shrink_large_buffers(&mut self) {
-        if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
-            self.rbuf = BytesMut::new();
-        }
+        self.shrink_read_buffer();
         if self.wbuf.is_empty() && self.wbuf.capacity() > SHRINK_ABOVE {
             self.wbuf = BytesMut::new();
         }

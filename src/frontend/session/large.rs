@@ -64,7 +64,9 @@ impl Session {
                 drop(co);
                 let last = self.drain(&mut l, max).await?;
                 let e = errors::backend_lost(&e.to_string());
-                return self.lost_backend(last.wrapping_add(1), &e, was_pinned).await;
+                return self
+                    .lost_backend(last.wrapping_add(1), &e, was_pinned)
+                    .await;
             }
             Err(e) => {
                 // The backend holds half a packet: it is closed.
