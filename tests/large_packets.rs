@@ -185,3 +185,40 @@ async fn large_query_and_row_keep_proxy_memory_bounded() {
     let _ = child.kill().await;
     let _ = std::fs::remove_file(&path);
 }
+
+/// A streamed query's text is only partly read by the proxy: state it
+/// leaves past the first 64 KiB (a user variable here) must pin the
+/// session (fail closed), so the client reads it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_set_past_the_prefix_of_a_large_query_is_kept() {
+    let db = MariaDb::start_with_args(&["--max-allowed-packet=64M"]);
+    let p = Proxy::builder(&db)
+        .with(|c| {
+            c.pool.thread_groups = 1;
+            c.pool.max_backend_connections = 2;
+        })
+        .start()
+        .await;
+    let opts = mysql_async::OptsBuilder::from_opts(Opts::from_url(&p.app_url()).expect("url"))
+        .max_allowed_packet(Some(64 * MIB));
+    let mut a = Conn::new(opts).await.expect("login");
+    let n = 20 * MIB;
+    a.query_drop(format!("SELECT LENGTH('{}') INTO @v", "z".repeat(n)))
+        .await
+        .expect("large query");
+    let pinned = p
+        .shared
+        .sessions
+        .lock()
+        .expect("sessions")
+        .values()
+        .any(|h| h.pins.load(Ordering::Relaxed) != 0);
+    assert!(pinned, "the session must stay on its backend");
+    // Another client keeps the other backend busy meanwhile.
+    let mut b = Conn::from_url(p.app_url()).await.expect("login b");
+    for _ in 0..5 {
+        b.query_drop("SELECT 1").await.expect("b");
+        let v: Option<u64> = a.query_first("SELECT @v").await.expect("read back");
+        assert_eq!(v, Some(n as u64));
+    }
+}

@@ -2,10 +2,10 @@
 //! [`PREFIX`] bytes are kept (for the statement's kind), the rest passes
 //! from the client's socket to the backend's in pieces of a few hundred
 //! KiB, so a 100 MiB `INSERT` never sits in the proxy's memory. The
-//! analysis of such a query is incomplete by construction: the
-//! session-state authority treats it as unknown text (the backend is reset
-//! before it is shared; a state change the server reports pins the
-//! session). A size past the server's `max_allowed_packet` gets the
+//! analysis of such a query is incomplete by construction, so the session
+//! is pinned to its backend as holding unknown state (until it disconnects
+//! or resets with COM_RESET_CONNECTION / COM_CHANGE_USER), and the backend
+//! is reset before anyone else gets it. A size past the server's `max_allowed_packet` gets the
 //! server's 1153 when the chunk that crosses it arrives, as directly.
 //!
 //! Owns the large-query path of the command loop; reading and forwarding
@@ -78,6 +78,11 @@ impl Session {
         let prefix = std::mem::take(&mut l.prefix);
         let seq = last.wrapping_add(1);
         if let Some((co, _)) = self.exchange(co, &prefix, seq, Shape::Query, None).await? {
+            // The text past the prefix was never read: whatever it left on
+            // the session (user variables, temporary tables, locks) is
+            // unknown, so the session stays on this backend (fail closed).
+            self.inv.unknown = true;
+            self.sync_inventory_pins();
             self.finish(co.slot, co.backend);
         }
         self.handle
