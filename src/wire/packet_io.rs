@@ -634,3 +634,95 @@ async fn write_all(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// A connected pair of loopback sockets.
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let a = TcpStream::connect(l.local_addr().expect("addr"))
+            .await
+            .expect("connect");
+        let (b, _) = l.accept().await.expect("accept");
+        (a, b)
+    }
+
+    fn framed(payload: &[u8]) -> Vec<u8> {
+        let mut b = BytesMut::new();
+        framing::write_packet(&mut b, 0, payload);
+        b.to_vec()
+    }
+
+    fn payload(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8).collect()
+    }
+
+    #[tokio::test]
+    async fn large_packets_are_forwarded_in_pieces_and_exactly() {
+        let (mut client, proxy_in) = pair().await;
+        let (proxy_out, mut server) = pair().await;
+        let p = payload(2 * framing::MAX_CHUNK + 1000);
+        let wire = framed(&p);
+        let expect = wire.clone();
+        let writer = tokio::spawn(async move { client.write_all(&wire).await });
+        let reader = tokio::spawn(async move {
+            let mut got = vec![0u8; expect.len()];
+            server.read_exact(&mut got).await.map(|_| got == expect)
+        });
+        let mut rx = PacketIo::new(Stream::Plain(proxy_in)).with_read_step(4096);
+        let mut tx = PacketIo::new(Stream::Plain(proxy_out));
+        let Incoming::Large(mut l) = rx
+            .read_command(64 << 20, Some(0), 1000)
+            .await
+            .expect("read")
+        else {
+            panic!("a multi-chunk packet is large")
+        };
+        assert_eq!(&l.prefix[..], &p[..1000]);
+        l.write_start(&mut tx);
+        let last = rx
+            .pump_large(&mut l, 64 << 20, Sink::Forward(&mut tx))
+            .await
+            .expect("pump");
+        assert_eq!(last, 2, "three chunks");
+        assert!(rx.rbuf.capacity() <= 2 * PIECE, "{}", rx.rbuf.capacity());
+        assert!(tx.wbuf.capacity() <= 2 * PIECE, "{}", tx.wbuf.capacity());
+        writer.await.expect("join").expect("write");
+        assert!(reader.await.expect("join").expect("read"), "bytes differ");
+    }
+
+    #[tokio::test]
+    async fn a_large_packet_past_the_limit_stops_at_the_crossing_header() {
+        let (mut client, proxy_in) = pair().await;
+        let p = payload(framing::MAX_CHUNK + 10);
+        let wire = framed(&p);
+        let writer = tokio::spawn(async move { client.write_all(&wire).await });
+        let mut rx = PacketIo::new(Stream::Plain(proxy_in));
+        let Incoming::Large(mut l) = rx
+            .read_command(framing::MAX_CHUNK + 5, Some(0), 100)
+            .await
+            .expect("read")
+        else {
+            panic!("large")
+        };
+        let r = rx
+            .pump_large(&mut l, framing::MAX_CHUNK + 5, Sink::Discard)
+            .await;
+        assert!(matches!(r, Err(PumpError::TooLarge)), "{r:?}");
+        // The crossing chunk's header is still there (its seq answers).
+        assert_eq!(rx.next_header().await.expect("header").seq, 1);
+        writer.await.expect("join").expect("write");
+        // A small packet is read whole.
+        let (mut c2, in2) = pair().await;
+        c2.write_all(&framed(b"\x03SELECT 1")).await.expect("write");
+        let mut rx = PacketIo::new(Stream::Plain(in2));
+        match rx.read_command(1 << 20, Some(0), 100).await.expect("read") {
+            Incoming::Whole(p) => assert_eq!(&p.payload[..], b"\x03SELECT 1"),
+            Incoming::Large(_) => panic!("small packet is whole"),
+        }
+    }
+}
