@@ -196,6 +196,12 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
                 .ok()
                 .flatten();
             templates.found_rows = conn.column_def("SELECT FOUND_ROWS()").await.ok().flatten();
+            match crate::frontend::session::admin_local::ServerVars::capture(&mut conn).await {
+                Ok(v) => templates.server_vars = Some(Arc::new(v)),
+                Err(e) => {
+                    warn!(error = %e, "could not read the server's variables (admin sessions will need a backend for SET NAMES)")
+                }
+            }
         }
         Err(e) => {
             warn!(error = %e, address = %cfg.backend.address, "backend not reachable at start; will retry per request");

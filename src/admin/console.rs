@@ -249,8 +249,27 @@ fn stats(shared: &Shared) -> ResultSet {
     rs
 }
 
-/// A column definition for a text column.
-fn column_def(name: &str) -> BytesMut {
+/// Column types the console and the locally answered admin statements use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    /// VAR_STRING in utf8mb4.
+    Text,
+    /// LONGLONG (binary collation); `unsigned` sets the UNSIGNED flag.
+    Integer { unsigned: bool },
+    /// DOUBLE with this many decimals.
+    Double { decimals: u8 },
+}
+
+/// A column definition (protocol 4.1) named `name`.
+pub fn column_def_typed(name: &str, ty: ColumnType) -> BytesMut {
+    // Flags: UNSIGNED 0x20, BINARY 0x80, NUM 0x8000.
+    let (collation, length, code, flags, decimals): (u16, u32, u8, u16, u8) = match ty {
+        ColumnType::Text => (45, 1024, 0xFD, 0, 0), // utf8mb4_general_ci, VAR_STRING
+        ColumnType::Integer { unsigned } => {
+            (63, 21, 0x08, 0x8080 | if unsigned { 0x20 } else { 0 }, 0)
+        }
+        ColumnType::Double { decimals } => (63, 22, 0x05, 0x8080, decimals),
+    };
     let mut b = BytesMut::with_capacity(32 + name.len());
     put_lenenc_bytes(&mut b, b"def");
     put_lenenc_bytes(&mut b, b"");
@@ -259,11 +278,11 @@ fn column_def(name: &str) -> BytesMut {
     put_lenenc_bytes(&mut b, name.as_bytes());
     put_lenenc_bytes(&mut b, name.as_bytes());
     b.put_u8(0x0c);
-    b.put_u16_le(45); // utf8mb4_general_ci
-    b.put_u32_le(1024);
-    b.put_u8(0xFD); // VAR_STRING
-    b.put_u16_le(0);
-    b.put_u8(0);
+    b.put_u16_le(collation);
+    b.put_u32_le(length);
+    b.put_u8(code);
+    b.put_u16_le(flags);
+    b.put_u8(decimals);
     b.put_u16_le(0);
     b
 }
@@ -271,28 +290,52 @@ fn column_def(name: &str) -> BytesMut {
 /// Writes `rs` as a text result set for a client with these capabilities.
 pub fn write(
     io: &mut PacketIo,
-    mut seq: u8,
+    seq: u8,
     rs: &ResultSet,
+    caps: crate::protocol::caps::Caps,
+    status: u16,
+) {
+    let defs: Vec<BytesMut> = rs
+        .columns
+        .iter()
+        .map(|c| column_def_typed(c, ColumnType::Text))
+        .collect();
+    let rows = rs
+        .rows
+        .iter()
+        .map(|r| r.iter().map(|c| Some(c.as_bytes())).collect::<Vec<_>>());
+    write_rows(io, seq, &defs, rows, caps, status);
+}
+
+/// Writes a text result set: `defs` (column definitions), then `rows`
+/// (`None` is NULL), framed for a client with `caps`.
+pub fn write_rows<'a>(
+    io: &mut PacketIo,
+    mut seq: u8,
+    defs: &[BytesMut],
+    rows: impl IntoIterator<Item = Vec<Option<&'a [u8]>>>,
     caps: crate::protocol::caps::Caps,
     status: u16,
 ) {
     let deprecate_eof = caps.deprecate_eof();
     let mut b = BytesMut::new();
-    crate::protocol::lenenc::put_lenenc_int(&mut b, rs.columns.len() as u64);
+    crate::protocol::lenenc::put_lenenc_int(&mut b, defs.len() as u64);
     seq = io.write_packet(seq, &b);
-    for c in &rs.columns {
-        let def = column_def(c);
-        seq = io.write_packet(seq, &crate::protocol::caps::column_def_for(&def, caps));
+    for def in defs {
+        seq = io.write_packet(seq, &crate::protocol::caps::column_def_for(def, caps));
     }
     if !deprecate_eof {
         b.clear();
         eof_payload(&mut b, 0, status);
         seq = io.write_packet(seq, &b);
     }
-    for row in &rs.rows {
+    for row in rows {
         b.clear();
         for cell in row {
-            put_lenenc_bytes(&mut b, cell.as_bytes());
+            match cell {
+                Some(c) => put_lenenc_bytes(&mut b, c),
+                None => b.put_u8(0xFB),
+            }
         }
         seq = io.write_packet(seq, &b);
     }

@@ -15,6 +15,7 @@ use crate::protocol::response::{Class, Shape, Tracker, end_status};
 use crate::protocol::session_track::ClientTrackers;
 
 use super::compress_status::StatusRewrite;
+use crate::wire::packet_io::{PumpError, Sink};
 use crate::wire::{PacketIo, WireError};
 
 /// Flush to the client once this much is queued, even mid-batch.
@@ -321,6 +322,18 @@ pub async fn relay(
                 };
                 match rewritten {
                     Some(row) => seq = client.write_packet(seq, &row),
+                    // The first 16 MiB of a large row go out from the
+                    // backend's read buffer, not through a copy.
+                    None if h.continues() => {
+                        framing::put_header(&mut client.wbuf, h.len, seq);
+                        seq = seq.wrapping_add(1);
+                        out.bytes += (client.wbuf.len() + h.len) as u64;
+                        client
+                            .flush_then_write(backend.chunk_payload(h))
+                            .await
+                            .map_err(RelayError::Client)?;
+                        sent = true;
+                    }
                     None => copy_chunk(client, backend.chunk_bytes(h), &mut seq),
                 }
             }
@@ -328,21 +341,28 @@ pub async fn relay(
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);
             }
         }
-        // Continuation chunks of a large packet pass through as they are.
+        // Continuation chunks of a large packet pass through as they
+        // arrive, in pieces (no buffer holds a whole 16 MiB chunk).
         let mut last = h;
         backend.consume_chunk(h);
         while last.continues() {
-            if client.wbuf.len() >= FLUSH_AT {
-                out.bytes += client.wbuf.len() as u64;
-                client.flush().await.map_err(RelayError::Client)?;
-                sent = true;
-            }
             last = backend
-                .next_chunk()
+                .next_header()
                 .await
                 .map_err(|err| RelayError::Backend { err, sent })?;
-            copy_chunk(client, backend.chunk_bytes(last), &mut seq);
-            backend.consume_chunk(last);
+            backend.skip_header();
+            framing::put_header(&mut client.wbuf, last.len, seq);
+            seq = seq.wrapping_add(1);
+            out.bytes += (HEADER_LEN + last.len) as u64;
+            sent = true;
+            backend
+                .pass(last.len, &mut Sink::Forward(client))
+                .await
+                .map_err(|e| match e {
+                    PumpError::Write(e) => RelayError::Client(e),
+                    PumpError::Read(err) => RelayError::Backend { err, sent: true },
+                    PumpError::TooLarge => RelayError::Malformed { sent: true },
+                })?;
         }
         if client.wbuf.len() >= FLUSH_AT {
             out.bytes += client.wbuf.len() as u64;

@@ -228,6 +228,22 @@ impl Metrics {
             .increment(1);
     }
 
+    /// A statement of an admin session answered without a backend.
+    pub fn admin_local_answer(&self) {
+        self.dynamic_counter(ADMIN_LOCAL_ANSWERS_TOTAL, &[])
+            .increment(1);
+    }
+
+    /// A helper connection for an interrupt: where it came from (`idle`,
+    /// `opened`, `none`) and whether the KILL was sent.
+    pub fn kill_helper(&self, source: &'static str, outcome: &'static str) {
+        self.dynamic_counter(
+            KILL_HELPERS_TOTAL,
+            &[("source", source.into()), ("outcome", outcome.into())],
+        )
+        .increment(1);
+    }
+
     /// A refused client connection.
     pub fn rejected(&self, reason: &'static str) {
         self.dynamic_counter(

@@ -17,6 +17,17 @@ pub const CLIENT_CONNECTIONS_REJECTED_TOTAL: &str = "myplex_client_connections_r
 /// Counter: client sessions ended because the client did not read its
 /// result for `frontend.client_write_timeout_ms` (statement killed, backend closed).
 pub const CLIENT_WRITE_TIMEOUTS_TOTAL: &str = "myplex_client_write_timeouts_total";
+/// Counter: statements of admin sessions answered without a backend
+/// (`SET NAMES`, `SET autocommit`, `SELECT @@version_comment`, … that
+/// drivers send at connect).
+pub const ADMIN_LOCAL_ANSWERS_TOTAL: &str = "myplex_admin_local_answers_total";
+/// Counter{source, outcome}: helper connections used to interrupt a
+/// statement (KILL QUERY, a client that stopped reading): `source` is
+/// `idle` (an idle pooled connection borrowed) or `opened` (a connection
+/// opened within the backend budget); `outcome` is `sent`, or `failed`.
+/// `source="none"` counts interrupts given up because no connection came
+/// free within the deadline (the budget is never exceeded for them).
+pub const KILL_HELPERS_TOTAL: &str = "myplex_kill_helpers_total";
 /// Counter{group, kind}: statements (commands needing a backend) by command kind.
 pub const STATEMENTS_TOTAL: &str = "myplex_statements_total";
 /// Counter{group, outcome}: explicit transactions ended, `commit` or
@@ -79,6 +90,8 @@ pub const ALL: &[&str] = &[
     CLIENT_CONNECTIONS_TOTAL,
     CLIENT_CONNECTIONS_REJECTED_TOTAL,
     CLIENT_WRITE_TIMEOUTS_TOTAL,
+    ADMIN_LOCAL_ANSWERS_TOTAL,
+    KILL_HELPERS_TOTAL,
     STATEMENTS_TOTAL,
     TRANSACTIONS_TOTAL,
     ERRORS_TOTAL,

@@ -254,6 +254,7 @@ impl SlotGuard {
             let now = Instant::now();
             let conn = backend.and_then(|mut l| l.conn.take()).map(|mut c| {
                 c.last_used = now;
+                c.io.shrink_large_buffers();
                 c
             });
             g.lock().complete(self.id, conn, now);
@@ -311,6 +312,7 @@ impl Leased {
         if let Some(mut c) = self.conn.take() {
             let now = Instant::now();
             c.last_used = now;
+            c.io.shrink_large_buffers();
             self.group.lock().return_idle(c, now);
         }
     }

@@ -140,9 +140,15 @@ impl Pool {
             while pool.health.down().is_some() {
                 tokio::time::sleep(PROBE_INTERVAL).await;
                 let deadline = Instant::now() + PROBE_INTERVAL;
-                // A successful dial records the recovery; the connection
-                // is dropped (closed) at once.
-                let _ = pool.dial(0, deadline).await;
+                // A successful dial records the recovery. Room is reserved
+                // in the budget when there is any, and the connection then
+                // joins the pool; without room (every place held by
+                // sessions whose connections died with the server) the
+                // probe connection is closed at once.
+                let room = pool.groups.iter().find_map(|g| g.reserve_open());
+                if let (Ok(c), Some(room)) = (pool.dial(0, deadline).await, room) {
+                    room.fulfil(c).return_idle();
+                }
             }
             if let Ok(mut p) = pool.health.probing.lock() {
                 *p = false;

@@ -8,6 +8,7 @@
 pub mod adaptive;
 pub mod group;
 pub mod health;
+pub mod helper;
 pub mod keys;
 pub mod scheduler;
 

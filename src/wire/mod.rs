@@ -4,6 +4,7 @@
 //! commands or sessions.
 
 pub mod compress;
+pub mod large;
 pub mod packet_io;
 pub mod stream;
 

@@ -11,6 +11,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::compress::Zlib;
+pub use super::large::{Incoming, LargeStart, PumpError, Sink};
 use super::stream::Stream;
 use crate::protocol::framing::{self, ChunkHeader, HEADER_LEN};
 
@@ -19,6 +20,9 @@ const READ_STEP: usize = 16 * 1024;
 /// A buffer that grew past this is released once empty, so idle
 /// connections stay small.
 const SHRINK_ABOVE: usize = 256 * 1024;
+/// Payloads at least this large are written without a copy into the
+/// write buffer ([`PacketIo::send_packet`]).
+const DIRECT_WRITE_ABOVE: usize = 1024 * 1024;
 /// Buffer capacity an idle connection may keep.
 const IDLE_KEEP: usize = 0;
 
@@ -61,7 +65,7 @@ pub struct Packet {
 pub struct PacketIo {
     /// The socket.
     pub stream: Stream,
-    rbuf: BytesMut,
+    pub(super) rbuf: BytesMut,
     /// Bytes queued for the peer; sent by [`PacketIo::flush`].
     pub wbuf: BytesMut,
     read_step: usize,
@@ -70,6 +74,10 @@ pub struct PacketIo {
     /// Compression starts after the next flush (the login's final OK).
     compress_after_flush: bool,
     write_timeout: Option<std::time::Duration>,
+    /// The read buffer was grown past [`SHRINK_ABOVE`]: once empty it is
+    /// dropped even when its remaining capacity looks small (a `BytesMut`
+    /// advanced to its end reports only what is left after the cursor).
+    big_read: bool,
 }
 
 impl PacketIo {
@@ -83,6 +91,7 @@ impl PacketIo {
             zlib: None,
             compress_after_flush: false,
             write_timeout: None,
+            big_read: false,
         }
     }
 
@@ -123,7 +132,7 @@ impl PacketIo {
         self.rbuf.len() + self.zlib.as_ref().map_or(0, |z| z.pending())
     }
 
-    async fn fill(&mut self, want: usize) -> Result<(), WireError> {
+    pub(super) async fn fill(&mut self, want: usize) -> Result<(), WireError> {
         if let Some(z) = self.zlib.as_mut() {
             // Inflate what is buffered; read more only when no whole frame is.
             loop {
@@ -146,6 +155,7 @@ impl PacketIo {
         let step = self.read_step;
         if self.rbuf.capacity() - self.rbuf.len() < want.clamp(step.min(1024), step) {
             self.rbuf.reserve(want.max(step));
+            self.big_read |= self.rbuf.capacity() > SHRINK_ABOVE;
         }
         let n = self.stream.read_buf(&mut self.rbuf).await?;
         if n == 0 {
@@ -193,8 +203,14 @@ impl PacketIo {
     /// Drops the chunk described by `h` from the read buffer.
     pub fn consume_chunk(&mut self, h: ChunkHeader) {
         self.rbuf.advance(HEADER_LEN + h.len);
-        if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
+        self.shrink_read_buffer();
+    }
+
+    /// Drops an empty read buffer that grew large.
+    pub(super) fn shrink_read_buffer(&mut self) {
+        if self.rbuf.is_empty() && (self.big_read || self.rbuf.capacity() > SHRINK_ABOVE) {
             self.rbuf = BytesMut::new();
+            self.big_read = false;
         }
     }
 
@@ -251,6 +267,19 @@ impl PacketIo {
         })
     }
 
+    /// Sends what is queued, then `body` straight from where it is (through
+    /// the compression layer when the hop is compressed).
+    pub async fn flush_then_write(&mut self, body: &[u8]) -> Result<(), WireError> {
+        if self.zlib.is_some() {
+            self.wbuf.extend_from_slice(body);
+            return self.flush().await;
+        }
+        self.flush().await?;
+        write_all(&mut self.stream, body, self.write_timeout).await?;
+        self.stream.flush().await?;
+        Ok(())
+    }
+
     /// Queues one logical packet; returns the next sequence id.
     pub fn write_packet(&mut self, seq: u8, payload: &[u8]) -> u8 {
         framing::write_packet(&mut self.wbuf, seq, payload)
@@ -293,11 +322,33 @@ impl PacketIo {
         Ok(())
     }
 
-    /// Queues and sends one packet.
+    /// Queues and sends one packet. A large payload on an uncompressed hop
+    /// is written from where it is, chunk by chunk, instead of being copied
+    /// into the write buffer first (a 64 MiB query would otherwise be held
+    /// twice).
     pub async fn send_packet(&mut self, seq: u8, payload: &[u8]) -> Result<u8, WireError> {
-        let next = self.write_packet(seq, payload);
+        if payload.len() < DIRECT_WRITE_ABOVE || self.zlib.is_some() {
+            let next = self.write_packet(seq, payload);
+            self.flush().await?;
+            return Ok(next);
+        }
         self.flush().await?;
-        Ok(next)
+        let mut seq = seq;
+        let mut rest = payload;
+        loop {
+            let n = rest.len().min(framing::MAX_CHUNK);
+            let mut head = BytesMut::with_capacity(HEADER_LEN);
+            framing::put_header(&mut head, n, seq);
+            write_all(&mut self.stream, &head, self.write_timeout).await?;
+            write_all(&mut self.stream, &rest[..n], self.write_timeout).await?;
+            seq = seq.wrapping_add(1);
+            rest = &rest[n..];
+            if n < framing::MAX_CHUNK {
+                break;
+            }
+        }
+        self.stream.flush().await?;
+        Ok(seq)
     }
 
     /// Waits for more bytes from the peer (buffering them) and fails when
@@ -336,12 +387,22 @@ impl PacketIo {
     pub fn release_idle_buffers(&mut self) {
         if self.rbuf.is_empty() && self.rbuf.capacity() > IDLE_KEEP {
             self.rbuf = BytesMut::new();
+            self.big_read = false;
         }
         if self.wbuf.is_empty() && self.wbuf.capacity() > IDLE_KEEP {
             self.wbuf = BytesMut::new();
         }
         if let Some(z) = self.zlib.as_mut() {
             z.release_idle();
+        }
+    }
+
+    /// Drops buffers that grew past [`SHRINK_ABOVE`] (a large packet went
+    /// through) once they are empty; cheap enough for every statement.
+    pub fn shrink_large_buffers(&mut self) {
+        self.shrink_read_buffer();
+        if self.wbuf.is_empty() && self.wbuf.capacity() > SHRINK_ABOVE {
+            self.wbuf = BytesMut::new();
         }
     }
 

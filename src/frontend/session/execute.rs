@@ -244,7 +244,12 @@ impl Session {
                 Some(&(COM_STMT_EXECUTE | COM_STMT_BULK_EXECUTE))
             )
         });
-        let sent = co.backend.io.send_packet(0, payload).await;
+        let streamed = std::mem::take(&mut self.streamed);
+        let sent = if streamed {
+            Ok(0)
+        } else {
+            co.backend.io.send_packet(0, payload).await
+        };
         if let Err(e) = sent {
             self.handle
                 .backend_thread
@@ -283,7 +288,7 @@ impl Session {
                     // session's statement (leased), so a thread KILL QUERY
                     // is exact; the server's error then ends the response.
                     _ = interrupt.notified() => {
-                        kill_thread(&self.shared, pool, thread, true);
+                        kill_query_of(&self.shared, pool, thread);
                     }
                 }
             }
@@ -330,7 +335,9 @@ impl Session {
                     Some(e) => e.analysis(lex),
                     None => std::borrow::Cow::Owned(command_analysis(payload, &lex)),
                 };
-                if !lexable {
+                if !lexable || streamed {
+                    // Only a prefix of a streamed query was read: what the
+                    // rest did is unknown (fail closed).
                     analysis.to_mut().incomplete = true;
                 }
                 let keep_vars = !analysis.statements.iter().any(|s| {
@@ -349,6 +356,7 @@ impl Session {
                 co.backend.state.apply_block_with(&out.state, keep_vars);
                 if analysis.incomplete
                     && lexable
+                    && !streamed
                     && payload.first() == Some(&COM_QUERY)
                     && let Some(a) = relex_after_mode_change(
                         &payload[1..],
@@ -654,6 +662,51 @@ impl Session {
     }
 }
 
+/// Gives up a backend mid-response while it is still leased (so its thread
+/// runs this session's statement and no one else's): the statement is
+/// ended by killing the thread over a helper connection (within the
+/// backend budget, see `crate::pool::helper`); the backend itself keeps its
+/// place in the budget until then — the server still counts its thread
+/// while the statement runs — and is closed after.
+fn abandon_backend(shared: &std::sync::Arc<crate::frontend::Shared>, co: Checkout) {
+    let Checkout { slot, backend, .. } = co;
+    drop(slot);
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let thread = backend.thread_id;
+        send_kill(&shared, backend.pool, &format!("KILL {thread}")).await;
+        drop(backend);
+    });
+}
+
+/// KILL QUERY of backend thread `thread` of pool key `pool`, in the
+/// background. Only for a thread whose connection the caller leases.
+fn kill_query_of(shared: &std::sync::Arc<crate::frontend::Shared>, pool: usize, thread: u32) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        send_kill(&shared, pool, &format!("KILL QUERY {thread}")).await;
+    });
+}
+
+/// Sends a KILL over a helper connection of pool key `pool`, counted in
+/// the metrics; waits up to 5 s for one.
+async fn send_kill(shared: &crate::frontend::Shared, pool: usize, sql: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    match shared.pool.helper(pool, deadline).await {
+        Some(mut h) => {
+            let sent = h.conn.exec(sql).await.is_ok();
+            shared
+                .metrics
+                .kill_helper(h.source.label(), if sent { "sent" } else { "failed" });
+            h.finish(sent);
+        }
+        None => {
+            shared.metrics.kill_helper("none", "failed");
+            warn!(%sql, "no backend connection free to kill a statement within 5 s");
+        }
+    }
+}
+
 /// Lets go of a backend the session no longer needs, as the authority says:
 /// as it is, after clearing its diagnostics area, or after a reset. The
 /// cleanup runs off the client's path; a backend that fails it is closed.
@@ -842,33 +895,4 @@ pub(super) async fn sync(
 
 pub(super) fn queue_timeout_err(msg: &str) -> ErrPacket {
     ErrPacket::new(errors::ER_QUERY_INTERRUPTED, "70100", msg)
-}
-
-/// Gives up a backend mid-response while it is still leased (so its thread
-/// runs this session's statement and no one else's): the connection is
-/// closed and its server thread killed, which also stops a statement that
-/// would otherwise run to its end.
-fn abandon_backend(shared: &std::sync::Arc<crate::frontend::Shared>, co: Checkout) {
-    let (thread, pool) = (co.backend.thread_id, co.backend.pool);
-    drop(co);
-    kill_thread(shared, pool, thread, false);
-}
-
-/// Kills (the query of) backend thread `thread` of credential pool `pool`
-/// from a helper connection, in the background. Only for a thread whose
-/// connection is leased by the caller or already closed by it.
-fn kill_thread(
-    shared: &std::sync::Arc<crate::frontend::Shared>,
-    pool: usize,
-    thread: u32,
-    query: bool,
-) {
-    let shared = shared.clone();
-    let what = if query { "KILL QUERY" } else { "KILL" };
-    tokio::spawn(async move {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        if let Ok(mut c) = shared.pool.dial(pool, deadline).await {
-            let _ = c.exec(&format!("{what} {thread}")).await;
-        }
-    });
 }

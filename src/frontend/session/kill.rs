@@ -663,10 +663,12 @@ impl Session {
         let q = format!("SELECT ID FROM information_schema.PROCESSLIST WHERE QUERY_ID = {qid}");
         for pool in pools.into_iter().take(MAX_POOLS) {
             let deadline = Instant::now() + Duration::from_secs(5);
-            let Ok(mut c) = self.shared.pool.dial(pool, deadline).await else {
+            let Some(mut h) = self.shared.pool.helper(pool, deadline).await else {
                 continue;
             };
-            if let Ok(Some(row)) = c.query_row(&q).await
+            let row = h.conn.query_row(&q).await;
+            h.finish(row.is_ok());
+            if let Ok(Some(row)) = row
                 && let Some(t) = row
                     .into_iter()
                     .next()
@@ -740,25 +742,43 @@ impl Session {
         }
         let pool = target.pool.load(Ordering::Relaxed);
         let deadline = Instant::now() + Duration::from_secs(5);
-        let Ok(mut c) = self.shared.pool.dial(pool, deadline).await else {
+        // Within the backend budget: an idle pooled connection, or one
+        // opened in free room (see `crate::pool::helper`).
+        let Some(mut h) = self.shared.pool.helper(pool, deadline).await else {
+            self.shared.metrics.kill_helper("none", "failed");
+            tracing::warn!(
+                thread,
+                "no backend connection free to interrupt a statement within 5 s"
+            );
             return;
         };
+        let source = h.source.label();
         let q = format!("SELECT QUERY_ID FROM information_schema.PROCESSLIST WHERE ID = {thread}");
-        let Ok(Some(row)) = c.query_row(&q).await else {
-            return;
-        };
-        let Some(qid) = row
-            .first()
-            .and_then(|c| c.as_deref())
-            .and_then(|c| c.parse::<u64>().ok())
-        else {
-            return;
+        let qid = match h.conn.query_row(&q).await {
+            Ok(row) => row
+                .and_then(|r| r.into_iter().next().flatten())
+                .and_then(|c| c.parse::<u64>().ok()),
+            Err(_) => {
+                self.shared.metrics.kill_helper(source, "failed");
+                h.finish(false);
+                return;
+            }
         };
         let same = target.backend_thread.load(Ordering::Acquire) == thread
             && target.statement.load(Ordering::Acquire) == stmt;
-        if same && let Err(e) = c.exec(&format!("KILL QUERY ID {qid}")).await {
+        let Some(qid) = qid.filter(|_| same) else {
+            // Nothing to kill any more: the helper is clean.
+            h.finish(true);
+            return;
+        };
+        let sent = h.conn.exec(&format!("KILL QUERY ID {qid}")).await;
+        if let Err(e) = &sent {
             tracing::debug!(error = %e, "kill query on backend failed");
         }
+        self.shared
+            .metrics
+            .kill_helper(source, if sent.is_ok() { "sent" } else { "failed" });
+        h.finish(sent.is_ok());
     }
 }
 

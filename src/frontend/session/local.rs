@@ -27,6 +27,9 @@ pub struct Templates {
     pub connection_id: Option<Vec<u8>>,
     /// Column definition of `SELECT FOUND_ROWS()`.
     pub found_rows: Option<Vec<u8>>,
+    /// The server's variables and character sets, for the statements
+    /// answered locally to admin sessions (see [`super::admin_local`]).
+    pub server_vars: Option<std::sync::Arc<super::admin_local::ServerVars>>,
 }
 
 /// `sql` lowercased with whitespace runs collapsed to one space and

@@ -9,11 +9,13 @@ use std::time::Duration;
 use bytes::BytesMut;
 use tokio::time::Instant;
 
+pub mod admin_local;
 mod bulk;
 mod change_user;
 mod execute;
 use execute::{queue_timeout_err, sync};
 mod kill;
+mod large;
 pub mod local;
 mod statements;
 
@@ -30,7 +32,7 @@ use crate::protocol::errors;
 use crate::protocol::packets::{ErrPacket, OkPacket, eof_payload, ok_payload, status};
 use crate::protocol::response::Shape;
 use crate::session_state::{Inventory, PinReason, Pins, TrackedState};
-use crate::wire::packet_io::Packet;
+use crate::wire::packet_io::{Incoming, Packet};
 use crate::wire::{PacketIo, WireError};
 
 /// Schemas verified at login are trusted this long.
@@ -119,6 +121,10 @@ pub struct Session {
     expect_cursor: bool,
     /// When the current command arrived.
     cmd_started: Instant,
+    /// The current command was already sent to the backend as it arrived
+    /// ([`large`]): `exchange` only relays the reply, and the text it sees
+    /// is a prefix (its analysis is incomplete).
+    streamed: bool,
 }
 
 impl Drop for Session {
@@ -218,6 +224,7 @@ impl Session {
             executing: None,
             expect_cursor: false,
             cmd_started: Instant::now(),
+            streamed: false,
             swallowed: None,
             failed_change_user: 0,
             found_rows: 0,
@@ -341,7 +348,7 @@ impl Session {
             self.client.release_idle_buffers();
             let pkt = tokio::select! {
                 biased;
-                r = self.client.read_packet_seq(max, Some(0)) => r,
+                r = self.client.read_command(max, Some(0), large::PREFIX) => r,
                 _ = shutdown.wait(), if !pinned => return Err(End::Shutdown),
                 _ = wake.notified() => None.ok_or(WireError::Closed),
             };
@@ -353,8 +360,32 @@ impl Session {
                 return Err(End::Killed);
             }
             let pkt = match pkt {
+                Ok(Incoming::Whole(p)) => Ok(p),
+                Ok(Incoming::Large(l)) if l.prefix.first() == Some(&COM_QUERY) => {
+                    Box::pin(self.large_query(l, max)).await?;
+                    continue;
+                }
+                Ok(Incoming::Large(l)) => self.client.complete_large(l, max).await,
+                Err(e) => Err(e),
+            };
+            let pkt = match pkt {
                 Ok(p) => p,
-                Err(WireError::TooLarge) => {
+                Err(e) => return Err(self.read_failed(e).await),
+            };
+            // Boxed: the (large) state of a running command is allocated per
+            // command instead of living in every idle session's future.
+            if Box::pin(self.command(pkt)).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Answers a command that could not be read (too large, out of order)
+    /// as the server would; the session then ends.
+    async fn read_failed(&mut self, e: WireError) -> End {
+        let r = async {
+            match e {
+                WireError::TooLarge => {
                     // Answered right after the header of the chunk that
                     // crossed the limit (which stays unread), as the server
                     // does; the connection then closes.
@@ -363,21 +394,17 @@ impl Session {
                         Err(_) => 1,
                     };
                     self.send_err(seq, &errors::packet_too_large()).await?;
-                    return Err(End::Fatal("client packet too large".into()));
+                    Ok(End::Fatal("client packet too large".into()))
                 }
-                Err(WireError::OutOfOrder) => {
+                WireError::OutOfOrder => {
                     self.send_err(1, &errors::out_of_order()).await?;
-                    return Err(End::Fatal("client packets out of order".into()));
+                    Ok(End::Fatal("client packets out of order".into()))
                 }
-                Err(WireError::Closed) => return Err(End::ClientGone),
-                Err(e) => return Err(End::Client(e)),
-            };
-            // Boxed: the (large) state of a running command is allocated per
-            // command instead of living in every idle session's future.
-            if Box::pin(self.command(pkt)).await? {
-                return Ok(());
+                WireError::Closed => Ok(End::ClientGone),
+                e => Ok(End::Client(e)),
             }
-        }
+        };
+        r.await.unwrap_or_else(|e: End| e)
     }
 
     /// Handles one command; returns true when the client quit.
@@ -441,6 +468,9 @@ impl Session {
                         self.status,
                     );
                     self.client.flush().await?;
+                    return Ok(false);
+                }
+                if self.answer_admin_local(seq, sql).await? {
                     return Ok(false);
                 }
                 if let Some(quit) = self.sql_prepared_kill(seq, sql).await? {

@@ -1,0 +1,116 @@
+//! Queries of 16 MiB or more, forwarded as they arrive: only the first
+//! [`PREFIX`] bytes are kept (for the statement's kind), the rest passes
+//! from the client's socket to the backend's in pieces of a few hundred
+//! KiB, so a 100 MiB `INSERT` never sits in the proxy's memory. The
+//! analysis of such a query is incomplete by construction, so the session
+//! is pinned to its backend as holding unknown state (until it disconnects
+//! or resets with COM_RESET_CONNECTION / COM_CHANGE_USER), and the backend
+//! is reset before anyone else gets it. A size past the server's `max_allowed_packet` gets the
+//! server's 1153 when the chunk that crosses it arrives, as directly.
+//!
+//! Owns the large-query path of the command loop; reading and forwarding
+//! the bytes is [`crate::wire::packet_io`]'s.
+
+use tokio::time::Instant;
+
+use super::{End, Session, kill};
+use crate::protocol::command::COM_QUERY;
+use crate::protocol::errors;
+use crate::protocol::response::Shape;
+use crate::wire::WireError;
+use crate::wire::packet_io::{LargeStart, PumpError, Sink};
+
+/// How much of a large query is read before it is forwarded.
+pub const PREFIX: usize = 64 * 1024;
+
+impl Session {
+    /// Runs a COM_QUERY of 16 MiB or more whose first bytes are in `l`.
+    pub(super) async fn large_query(&mut self, mut l: LargeStart, max: usize) -> Result<(), End> {
+        let started = Instant::now();
+        self.cmd_started = started;
+        self.stmt_wait = None;
+        self.last_is_rollback = false;
+        self.diagnostic_stmt = false;
+        // A KILL must never reach the server with a server thread id.
+        if kill::plan_for(&l.prefix[1..], &self.state).is_some() {
+            let last = self.drain(&mut l, max).await?;
+            let e = kill::refused("KILL in a statement of 16 MiB or more");
+            return self.send_err(last.wrapping_add(1), &e).await;
+        }
+        // Errors of the wait are sent once the client has sent everything
+        // (its reply's sequence id follows its last chunk).
+        self.swallowed = Some(None);
+        let co = self.checkout(0).await;
+        let kept = self.swallowed.take().flatten();
+        let mut co = match co? {
+            Some(co) => co,
+            None => {
+                let last = self.drain(&mut l, max).await?;
+                if let Some(e) = kept {
+                    self.send_err(last.wrapping_add(1), &e).await?;
+                }
+                return Ok(());
+            }
+        };
+        l.write_start(&mut co.backend.io);
+        let pumped = self
+            .client
+            .pump_large(&mut l, max, Sink::Forward(&mut co.backend.io))
+            .await;
+        let last = match pumped {
+            Ok(last) => last,
+            Err(PumpError::Write(e)) => {
+                let was_pinned = co.was_pinned;
+                drop(co);
+                let last = self.drain(&mut l, max).await?;
+                let e = errors::backend_lost(&e.to_string());
+                return self
+                    .lost_backend(last.wrapping_add(1), &e, was_pinned)
+                    .await;
+            }
+            Err(e) => {
+                // The backend holds half a packet: it is closed.
+                drop(co);
+                return Err(self.pump_failed(e).await);
+            }
+        };
+        self.streamed = true;
+        let prefix = std::mem::take(&mut l.prefix);
+        let seq = last.wrapping_add(1);
+        if let Some((co, _)) = self.exchange(co, &prefix, seq, Shape::Query, None).await? {
+            // The text past the prefix was never read: whatever it left on
+            // the session (user variables, temporary tables, locks) is
+            // unknown, so the session stays on this backend (fail closed).
+            self.inv.unknown = true;
+            self.sync_inventory_pins();
+            self.finish(co.slot, co.backend);
+        }
+        self.handle
+            .pins
+            .store(self.pins.bits(), std::sync::atomic::Ordering::Relaxed);
+        if let Some(wait) = self.stmt_wait {
+            self.shared
+                .metrics
+                .statement(self.group.id, COM_QUERY, wait, started.elapsed());
+        }
+        Ok(())
+    }
+
+    /// Reads and drops the rest of a large packet; returns the sequence id
+    /// of its last chunk.
+    async fn drain(&mut self, l: &mut LargeStart, max: usize) -> Result<u8, End> {
+        match self.client.pump_large(l, max, Sink::Discard).await {
+            Ok(last) => Ok(last),
+            Err(e) => Err(self.pump_failed(e).await),
+        }
+    }
+
+    /// The session's end after a failed read of a large packet (1153 sent
+    /// first when it grew past the limit).
+    async fn pump_failed(&mut self, e: PumpError) -> End {
+        match e {
+            PumpError::TooLarge => self.read_failed(WireError::TooLarge).await,
+            PumpError::Read(e) | PumpError::Write(e) => self.read_failed(e).await,
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Helper connections: a backend connection used briefly outside any
+//! client statement, to interrupt one (`KILL QUERY ID` for a client's
+//! `KILL QUERY`, `KILL` for a client that stopped reading its result).
+//! They come out of the same per-group budget as every other backend
+//! connection, so the server never sees more than
+//! `pool.max_backend_connections` from the proxy:
+//!
+//! 1. an idle pooled connection of the same credential pool is borrowed
+//!    (and returned idle afterwards when it stayed clean);
+//! 2. else a connection is opened in room reserved in a group (and kept in
+//!    the pool afterwards, like any other);
+//! 3. else it waits, polling, until one of those is possible or the
+//!    deadline passes; then the interrupt is given up and counted.
+//!
+//! Owns choosing and returning helper connections; what is sent on them is
+//! the caller's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Pool;
+use super::group::Leased;
+
+/// How often a helper waiting for room looks again.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Where a helper connection came from (the metric's `source` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// An idle pooled connection, borrowed.
+    Idle,
+    /// Opened within the budget for this use.
+    Opened,
+}
+
+impl Source {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Source::Idle => "idle",
+            Source::Opened => "opened",
+        }
+    }
+}
+
+/// A helper connection; give it back with [`Helper::finish`].
+pub struct Helper {
+    /// The connection (counted in its group's budget while held).
+    pub conn: Leased,
+    /// Where it came from.
+    pub source: Source,
+}
+
+impl Helper {
+    /// Returns the connection to the pool when `clean` (its commands
+    /// succeeded: no error or warning left in its diagnostics area), else
+    /// closes it.
+    pub fn finish(self, clean: bool) {
+        if clean && self.conn.io.idle_is_healthy() {
+            self.conn.return_idle();
+        }
+    }
+}
+
+impl Pool {
+    /// A connection of credential pool key `key` for a short internal use,
+    /// within the backend budget; `None` when none came free before
+    /// `deadline` or the server could not be reached.
+    pub async fn helper(self: &Arc<Self>, key: usize, deadline: Instant) -> Option<Helper> {
+        loop {
+            for g in &self.groups {
+                let mut found = false;
+                let taken = g.take_idle_where(|c| {
+                    let pick = !found && c.pool == key && c.io.idle_is_healthy();
+                    found |= pick;
+                    pick
+                });
+                if let Some(conn) = taken.into_iter().next() {
+                    return Some(Helper {
+                        conn,
+                        source: Source::Idle,
+                    });
+                }
+            }
+            if let Some(res) = self.groups.iter().find_map(|g| g.reserve_open()) {
+                // Dropping the reservation on failure frees the room.
+                let conn = self.dial(key, deadline).await.ok()?;
+                return Some(Helper {
+                    conn: res.fulfil(conn),
+                    source: Source::Opened,
+                });
+            }
+            if Instant::now() + POLL > deadline {
+                return None;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
