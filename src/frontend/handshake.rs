@@ -152,19 +152,12 @@ pub async fn login(
         );
         return Err(refuse(&mut io, seq, e).await);
     }
-    let resp = match HandshakeResponse::deserialize((), &mut ParseBuf(&pkt.payload)) {
-        Ok(r)
-            if r.capabilities()
-                .contains(CapabilityFlags::CLIENT_PROTOCOL_41) =>
-        {
-            r
-        }
-        _ => return Err(refuse(&mut io, seq, errors::bad_handshake()).await),
+    let Some(resp) = parse_response(&pkt.payload) else {
+        return Err(refuse(&mut io, seq, errors::bad_handshake()).await);
     };
-    let client_caps = u64::from(resp.capabilities().bits()) | response_ext_caps(&pkt.payload);
-    let caps = Caps::negotiate(client_caps, offer);
+    let caps = Caps::negotiate(resp.caps, offer);
     // The server checks the login collation before anything else.
-    let requested = u16::from(resp.collation());
+    let requested = resp.collation;
     let collation = match &server.collations {
         Some(table) => match table.login(requested, u16::from(server.collation)) {
             Ok(c) => c.id(),
@@ -173,13 +166,17 @@ pub async fn login(
         // Not learned yet (backend unreachable so far): as asked.
         None => requested,
     };
-    let user_name = String::from_utf8_lossy(resp.user()).into_owned();
-    let schema = resp.db_name().filter(|d| !d.is_empty()).map(<[u8]>::to_vec);
-    let client_plugin = match resp.auth_plugin() {
-        Some(p) if caps.has(flag::PLUGIN_AUTH) => p.as_bytes().to_vec(),
+    let Response {
+        user: user_name,
+        schema,
+        plugin,
+        auth: response,
+        ..
+    } = resp;
+    let client_plugin = match plugin {
+        Some(p) if caps.has(flag::PLUGIN_AUTH) => p,
         _ => b"mysql_native_password".to_vec(),
     };
-    let response = resp.scramble_buf().to_vec();
 
     // Password-guessing throttle: wait before any outcome is revealed.
     tokio::time::sleep(shared.throttle.delay(peer.ip(), &user_name)).await;
@@ -213,6 +210,43 @@ pub async fn login(
         schema,
         ok_seq: seq,
         nonce,
+    })
+}
+
+/// The fields of a client's handshake response that the login uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// Client capabilities, MariaDB's extended ones in the high half.
+    pub caps: u64,
+    /// The collation the client asked for.
+    pub collation: u16,
+    /// Login name (lossy UTF-8).
+    pub user: String,
+    /// Schema named at login, when not empty.
+    pub schema: Option<Vec<u8>>,
+    /// Auth plugin the client named (used only with CLIENT_PLUGIN_AUTH).
+    pub plugin: Option<Vec<u8>>,
+    /// The client's auth response.
+    pub auth: Vec<u8>,
+}
+
+/// Parses a handshake response; `None` (a bad handshake) when it does not
+/// parse or is not protocol 4.1. Pure: bytes a peer sent, nothing else.
+pub fn parse_response(payload: &[u8]) -> Option<Response> {
+    let resp = HandshakeResponse::deserialize((), &mut ParseBuf(payload)).ok()?;
+    if !resp
+        .capabilities()
+        .contains(CapabilityFlags::CLIENT_PROTOCOL_41)
+    {
+        return None;
+    }
+    Some(Response {
+        caps: u64::from(resp.capabilities().bits()) | response_ext_caps(payload),
+        collation: u16::from(resp.collation()),
+        user: String::from_utf8_lossy(resp.user()).into_owned(),
+        schema: resp.db_name().filter(|d| !d.is_empty()).map(<[u8]>::to_vec),
+        plugin: resp.auth_plugin().map(|p| p.as_bytes().to_vec()),
+        auth: resp.scramble_buf().to_vec(),
     })
 }
 

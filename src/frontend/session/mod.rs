@@ -9,11 +9,11 @@ use std::time::Duration;
 use bytes::BytesMut;
 use tokio::time::Instant;
 
-mod bulk;
-mod change_user;
+pub mod bulk;
+pub mod change_user;
 mod execute;
 use execute::{queue_timeout_err, sync};
-mod kill;
+pub mod kill;
 pub mod local;
 mod statements;
 
