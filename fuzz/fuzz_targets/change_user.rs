@@ -23,7 +23,12 @@ fuzz_target!(|data: &[u8]| {
     let Some(req) = change_user::parse(payload, caps) else {
         return;
     };
-    for field in [req.user, req.auth, req.schema, req.plugin.unwrap_or_default()] {
+    for field in [
+        req.user,
+        req.auth,
+        req.schema,
+        req.plugin.unwrap_or_default(),
+    ] {
         assert!(within(field, payload), "field outside the payload");
     }
     assert!(!req.user.contains(&0));

@@ -51,7 +51,11 @@ fn check(data: &[u8], a: &mut Zlib, b: &mut Zlib, w: &mut Zlib) {
     let mut input = Input::new(data);
     let split = usize::from(input.u16());
     let stream = input.rest();
-    let at = if stream.is_empty() { 0 } else { split % (stream.len() + 1) };
+    let at = if stream.is_empty() {
+        0
+    } else {
+        split % (stream.len() + 1)
+    };
 
     let (whole, whole_err, pending) = decode(a, &[stream]);
     let (parts, parts_err, _) = decode(b, &[&stream[..at], &stream[at..]]);

@@ -158,7 +158,10 @@ fuzz_target!(|data: &[u8]| {
     if compressed {
         let plain: usize = got.0.iter().map(|p| p.2.len()).sum();
         // Deflate expands at most ~1032:1.
-        assert!(plain <= 1100 * stream.len() + 64, "inflated beyond deflate's ratio");
+        assert!(
+            plain <= 1100 * stream.len() + 64,
+            "inflated beyond deflate's ratio"
+        );
         return;
     }
     let want = model(stream, max, seq0);
@@ -173,7 +176,10 @@ fuzz_target!(|data: &[u8]| {
             let plen = unlimited[0].2.len();
             assert_eq!(n, plen + HEADER_LEN * (1 + plen / MAX_CHUNK));
         }
-        None => assert!(unlimited.is_empty(), "model found a packet complete_packet_len missed"),
+        None => assert!(
+            unlimited.is_empty(),
+            "model found a packet complete_packet_len missed"
+        ),
     }
 
     // write_packet then read back: the same payload, one packet.

@@ -39,7 +39,10 @@ fn client_response(payload: &[u8]) {
     assert!(r.auth.len() <= payload.len());
     assert!(r.schema.as_ref().is_none_or(|s| s.len() <= payload.len()));
     assert!(r.plugin.as_ref().is_none_or(|p| p.len() <= payload.len()));
-    assert!(r.user.len() <= 3 * payload.len(), "lossy UTF-8 grows at most 3x");
+    assert!(
+        r.user.len() <= 3 * payload.len(),
+        "lossy UTF-8 grows at most 3x"
+    );
     for (server, tls) in [(u64::MAX, true), (caps::flag::PROTOCOL_41.into(), false)] {
         let offer = caps::greeting_offer(server, tls);
         let c = Caps::negotiate(r.caps, offer);
@@ -53,7 +56,10 @@ fn client_response(payload: &[u8]) {
         AuthPluginName::MysqlNativePassword,
         AuthPluginName::CachingSha2Password,
     ] {
-        assert!(!cred.verify(plugin, &NONCE, &r.auth), "wrong password accepted");
+        assert!(
+            !cred.verify(plugin, &NONCE, &r.auth),
+            "wrong password accepted"
+        );
     }
     let _ = auth::native_stage1(&[0; 20], &NONCE, &r.auth);
 }

@@ -29,7 +29,10 @@ fuzz_target!(|data: &[u8]| {
 
     let mut end = 0;
     for t in Lexer::new(sql, opts) {
-        assert!(t.start >= end && t.start < t.end && t.end <= sql.len(), "token {t:?}");
+        assert!(
+            t.start >= end && t.start < t.end && t.end <= sql.len(),
+            "token {t:?}"
+        );
         end = t.end;
         let _ = unquote(sql, &t, opts);
     }
@@ -39,7 +42,11 @@ fuzz_target!(|data: &[u8]| {
     assert!(!a.statements.is_empty());
     let mut end = 0;
     for s in &a.statements {
-        assert!(s.span.start >= end && s.span.start <= s.span.end, "span {:?}", s.span);
+        assert!(
+            s.span.start >= end && s.span.start <= s.span.end,
+            "span {:?}",
+            s.span
+        );
         assert!(s.span.end <= sql.len());
         end = s.span.end;
         for e in &s.effects {

@@ -60,7 +60,10 @@ impl<'a> Input<'a> {
             return None;
         }
         let prefix = self.u16();
-        Some((self.take(usize::from(prefix & 0x7FFF)), prefix & 0x8000 != 0))
+        Some((
+            self.take(usize::from(prefix & 0x7FFF)),
+            prefix & 0x8000 != 0,
+        ))
     }
 }
 
@@ -69,28 +72,4 @@ impl<'a> Input<'a> {
 pub fn within(part: &[u8], whole: &[u8]) -> bool {
     let (p, w) = (part.as_ptr() as usize, whole.as_ptr() as usize);
     part.is_empty() || (p >= w && p + part.len() <= w + whole.len())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_fields_and_packets() {
-        let mut i = Input::new(&[1, 2, 0, 3, 0, b'a', b'b', b'c', 0x01, 0x80, b'x']);
-        assert_eq!(i.u8(), 1);
-        assert_eq!(i.u16(), 2);
-        assert_eq!(i.packet(), Some((&b"abc"[..], false)));
-        assert_eq!(i.packet(), Some((&b"x"[..], true)));
-        assert_eq!(i.packet(), None);
-        assert_eq!(i.u32(), 0);
-    }
-
-    #[test]
-    fn within_checks_memory() {
-        let a = [1u8, 2, 3];
-        let b = [1u8, 2, 3];
-        assert!(within(&a[1..], &a));
-        assert!(!within(&b[1..], &a));
-    }
 }

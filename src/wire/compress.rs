@@ -299,7 +299,15 @@ mod tests {
             .extend_from_slice(&[5, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0x78, 0x9c, 3, 0, 0]);
         let mut plain = BytesMut::new();
         assert!(d.decode(&mut plain).is_err(), "cannot inflate to 16 MiB");
-        assert!(plain.capacity() < 64 * 1024, "reserved {}", plain.capacity());
-        assert!(d.scratch.capacity() < 64 * 1024, "reserved {}", d.scratch.capacity());
+        assert!(
+            plain.capacity() < 64 * 1024,
+            "reserved {}",
+            plain.capacity()
+        );
+        assert!(
+            d.scratch.capacity() < 64 * 1024,
+            "reserved {}",
+            d.scratch.capacity()
+        );
     }
 }
