@@ -2,9 +2,10 @@
 # Builds the cargo-fuzz targets in fuzz/ (nightly) and runs each for a
 # bounded time, one after another, starting from the committed seed corpus
 # (fuzz/corpus/<target>, read only) plus what earlier runs found
-# (fuzz/corpus-run/<target>, not committed). Fails on the first crash, hang
-# (an input running over 10 s), or out-of-memory (see docs/fuzzing.md);
-# the input that did it is kept under fuzz/artifacts/<target>/.
+# (fuzz/corpus-run/<target>, not committed). A target stops at its first
+# crash, hang (an input running over 10 s) or out-of-memory (see
+# docs/fuzzing.md), keeping the input under fuzz/artifacts/<target>/; the
+# others still run, and the script then exits non-zero.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]     default 20
 #   FUZZ_TARGETS="sql framing" scripts/fuzz.sh 300
@@ -31,8 +32,8 @@ cargo fuzz --version >/dev/null 2>&1 || die "cargo-fuzz missing (scripts/install
 
 cd fuzz
 started=$SECONDS
-log "building fuzz targets (nightly, address sanitizer)"
-cargo +nightly fuzz build -O
+log "building fuzz targets (nightly, release with overflow checks and debug assertions, address sanitizer)"
+cargo +nightly fuzz build -O -a
 built=$((SECONDS - started))
 log "built in ${built}s"
 
@@ -55,7 +56,7 @@ for t in "${targets[@]}"; do
     mkdir -p "corpus-run/$t" "corpus/$t" "artifacts/$t"
     out="artifacts/$t/last-run.log"
     rc=0
-    cargo +nightly fuzz run -O "$t" "corpus-run/$t" "corpus/$t" -- \
+    cargo +nightly fuzz run -O -a "$t" "corpus-run/$t" "corpus/$t" -- \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
         -malloc_limit_mb="$(malloc_limit "$t")" -print_final_stats=1 \
         -artifact_prefix="artifacts/$t/" >"$out" 2>&1 || rc=$?
