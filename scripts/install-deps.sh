@@ -110,6 +110,19 @@ log "ok: $(mariadb --version | head -n1)"
 log "ok: $(sysbench --version | head -n1), $(cargo --version)"
 log "ok: $("$repo/target/pyenv/bin/python" --version) venv at target/pyenv"
 
+# Fuzzing (scripts/fuzz.sh, run by scripts/test.sh): a nightly toolchain
+# and cargo-fuzz. Skipped when present.
+if have rustup && ! cargo +nightly --version >/dev/null 2>&1; then
+    log "installing the nightly toolchain (for cargo fuzz)"
+    rustup toolchain install nightly --profile minimal
+fi
+cargo +nightly --version >/dev/null 2>&1 || die "no nightly toolchain (rustup toolchain install nightly)"
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    log "installing cargo-fuzz"
+    cargo install cargo-fuzz --locked
+fi
+log "ok: $(cargo fuzz --version), $(cargo +nightly --version)"
+
 # MariaDB's own test suite for tests/conformance.rs: Debian's mariadb-test
 # (mariadb-test a.k.a. mysqltest, mariadb-client-test) and mariadb-test-data
 # (the cases under /usr/share/mysql/mysql-test). Same version as the server.

@@ -30,3 +30,14 @@ export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
 
 log "running: cargo test --release $*"
 cargo test --release "$@"
+
+# A short coverage-guided fuzzing run of every parser a peer can reach
+# (docs/fuzzing.md): 10 s per target for the whole suite, none when only
+# some tests were asked for; FUZZ_SECONDS overrides (0 skips it).
+default_fuzz=10
+(($# == 0)) || default_fuzz=0
+fuzz_seconds=${FUZZ_SECONDS:-$default_fuzz}
+if ((fuzz_seconds > 0)); then
+    log "running: scripts/fuzz.sh $fuzz_seconds"
+    bash scripts/fuzz.sh "$fuzz_seconds"
+fi

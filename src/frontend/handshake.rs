@@ -152,19 +152,12 @@ pub async fn login(
         );
         return Err(refuse(&mut io, seq, e).await);
     }
-    let resp = match HandshakeResponse::deserialize((), &mut ParseBuf(&pkt.payload)) {
-        Ok(r)
-            if r.capabilities()
-                .contains(CapabilityFlags::CLIENT_PROTOCOL_41) =>
-        {
-            r
-        }
-        _ => return Err(refuse(&mut io, seq, errors::bad_handshake()).await),
+    let Some(resp) = parse_response(&pkt.payload) else {
+        return Err(refuse(&mut io, seq, errors::bad_handshake()).await);
     };
-    let client_caps = u64::from(resp.capabilities().bits()) | response_ext_caps(&pkt.payload);
-    let caps = Caps::negotiate(client_caps, offer);
+    let caps = Caps::negotiate(resp.caps, offer);
     // The server checks the login collation before anything else.
-    let requested = u16::from(resp.collation());
+    let requested = resp.collation;
     let collation = match &server.collations {
         Some(table) => match table.login(requested, u16::from(server.collation)) {
             Ok(c) => c.id(),
@@ -173,13 +166,17 @@ pub async fn login(
         // Not learned yet (backend unreachable so far): as asked.
         None => requested,
     };
-    let user_name = String::from_utf8_lossy(resp.user()).into_owned();
-    let schema = resp.db_name().filter(|d| !d.is_empty()).map(<[u8]>::to_vec);
-    let client_plugin = match resp.auth_plugin() {
-        Some(p) if caps.has(flag::PLUGIN_AUTH) => p.as_bytes().to_vec(),
+    let Response {
+        user: user_name,
+        schema,
+        plugin,
+        auth: response,
+        ..
+    } = resp;
+    let client_plugin = match plugin {
+        Some(p) if caps.has(flag::PLUGIN_AUTH) => p,
         _ => b"mysql_native_password".to_vec(),
     };
-    let response = resp.scramble_buf().to_vec();
 
     // Password-guessing throttle: wait before any outcome is revealed.
     tokio::time::sleep(shared.throttle.delay(peer.ip(), &user_name)).await;
@@ -213,6 +210,43 @@ pub async fn login(
         schema,
         ok_seq: seq,
         nonce,
+    })
+}
+
+/// The fields of a client's handshake response that the login uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// Client capabilities, MariaDB's extended ones in the high half.
+    pub caps: u64,
+    /// The collation the client asked for.
+    pub collation: u16,
+    /// Login name (lossy UTF-8).
+    pub user: String,
+    /// Schema named at login, when not empty.
+    pub schema: Option<Vec<u8>>,
+    /// Auth plugin the client named (used only with CLIENT_PLUGIN_AUTH).
+    pub plugin: Option<Vec<u8>>,
+    /// The client's auth response.
+    pub auth: Vec<u8>,
+}
+
+/// Parses a handshake response; `None` (a bad handshake) when it does not
+/// parse or is not protocol 4.1. Pure: bytes a peer sent, nothing else.
+pub fn parse_response(payload: &[u8]) -> Option<Response> {
+    let resp = HandshakeResponse::deserialize((), &mut ParseBuf(payload)).ok()?;
+    if !resp
+        .capabilities()
+        .contains(CapabilityFlags::CLIENT_PROTOCOL_41)
+    {
+        return None;
+    }
+    Some(Response {
+        caps: u64::from(resp.capabilities().bits()) | response_ext_caps(payload),
+        collation: u16::from(resp.collation()),
+        user: String::from_utf8_lossy(resp.user()).into_owned(),
+        schema: resp.db_name().filter(|d| !d.is_empty()).map(<[u8]>::to_vec),
+        plugin: resp.auth_plugin().map(|p| p.as_bytes().to_vec()),
+        auth: resp.scramble_buf().to_vec(),
     })
 }
 
@@ -319,4 +353,50 @@ pub(crate) async fn switch(
     *seq = r.last_seq.wrapping_add(1);
     *response = r.payload.to_vec();
     Ok(plugin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PyMySQL 1.2.4's handshake response to MariaDB 10.11 (user `app`,
+    /// schema `test`, utf8mb4_general_ci, connect attributes), captured by
+    /// scripts/fuzz_corpus.py.
+    const PYMYSQL: &[u8] = &[
+        0x0d, 0xa2, 0x3a, 0x00, 0xff, 0xff, 0xff, 0x00, 0x2d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x61, 0x70, 0x70, 0x00, 0x14, 0xb9, 0x33, 0x21, 0x38, 0x4b, 0x8a, 0xbf, 0xfb,
+        0xbc, 0x39, 0xd9, 0x8e, 0xc4, 0x9e, 0x81, 0xe1, 0x6f, 0xb8, 0xb9, 0x5e, 0x74, 0x65, 0x73,
+        0x74, 0x00, 0x6d, 0x79, 0x73, 0x71, 0x6c, 0x5f, 0x6e, 0x61, 0x74, 0x69, 0x76, 0x65, 0x5f,
+        0x70, 0x61, 0x73, 0x73, 0x77, 0x6f, 0x72, 0x64, 0x00, 0x36, 0x0c, 0x5f, 0x63, 0x6c, 0x69,
+        0x65, 0x6e, 0x74, 0x5f, 0x6e, 0x61, 0x6d, 0x65, 0x07, 0x70, 0x79, 0x6d, 0x79, 0x73, 0x71,
+        0x6c, 0x0f, 0x5f, 0x63, 0x6c, 0x69, 0x65, 0x6e, 0x74, 0x5f, 0x76, 0x65, 0x72, 0x73, 0x69,
+        0x6f, 0x6e, 0x05, 0x31, 0x2e, 0x32, 0x2e, 0x34, 0x04, 0x5f, 0x70, 0x69, 0x64, 0x05, 0x33,
+        0x30, 0x37, 0x34, 0x35,
+    ];
+
+    #[test]
+    fn parses_a_captured_response() {
+        let r = parse_response(PYMYSQL).expect("parses");
+        assert_eq!(r.user, "app");
+        assert_eq!(r.schema.as_deref(), Some(&b"test"[..]));
+        assert_eq!(r.plugin.as_deref(), Some(&b"mysql_native_password"[..]));
+        assert_eq!(r.collation, 45);
+        assert_eq!(r.auth.len(), 20);
+        assert_eq!(r.caps & 0xFFFF_FFFF, 0x003a_a20d);
+        assert_eq!(
+            r.caps >> 32,
+            0,
+            "MySQL-style client: no extended capabilities"
+        );
+    }
+
+    #[test]
+    fn refuses_pre_4_1_and_cut_off_responses() {
+        let mut old = PYMYSQL.to_vec();
+        old[1] &= !((flag::PROTOCOL_41 >> 8) as u8);
+        assert_eq!(parse_response(&old), None);
+        assert_eq!(parse_response(&PYMYSQL[..40]), None);
+        assert_eq!(parse_response(&[]), None);
+    }
 }

@@ -139,11 +139,15 @@ impl Zlib {
                 added += clen;
             } else {
                 // The uncompressed length bounds the output: a frame that
-                // inflates to more (or less) is refused.
+                // inflates to more (or less) is refused. Memory is reserved
+                // for what the payload can inflate to at most, not for what
+                // the header claims: a 10-byte frame announcing 16 MiB gets
+                // ~10 KiB (and the "wrong length" error).
+                let room = ulen.min(max_inflated(clen));
                 let start = plain.len();
-                plain.reserve(ulen);
+                plain.reserve(room);
                 self.scratch.clear();
-                self.scratch.reserve(ulen + 1);
+                self.scratch.reserve(room + 1);
                 self.inflate.reset(true);
                 let status = self
                     .inflate
@@ -176,6 +180,12 @@ impl Zlib {
         }
         self.scratch = Vec::new();
     }
+}
+
+/// The most `clen` bytes of zlib data can inflate to: deflate's best ratio
+/// is 1032:1 (a 258-byte match per 2 bits), plus slack for the header.
+fn max_inflated(clen: usize) -> usize {
+    clen.saturating_mul(1032).saturating_add(64)
 }
 
 fn u24(b: &[u8]) -> usize {
@@ -278,5 +288,26 @@ mod tests {
         d.raw
             .extend_from_slice(&[5, 0, 0, 0, 9, 0, 0, 1, 2, 3, 4, 5]);
         assert!(d.decode(&mut BytesMut::new()).is_err(), "not zlib");
+    }
+
+    /// Found by `fuzz/compress` (malloc limit): a 12-byte frame announcing
+    /// 16 MiB made the decoder reserve 32 MiB before looking at it.
+    #[test]
+    fn a_header_claim_does_not_reserve_memory() {
+        let mut d = Zlib::new();
+        d.raw
+            .extend_from_slice(&[5, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0x78, 0x9c, 3, 0, 0]);
+        let mut plain = BytesMut::new();
+        assert!(d.decode(&mut plain).is_err(), "cannot inflate to 16 MiB");
+        assert!(
+            plain.capacity() < 64 * 1024,
+            "reserved {}",
+            plain.capacity()
+        );
+        assert!(
+            d.scratch.capacity() < 64 * 1024,
+            "reserved {}",
+            d.scratch.capacity()
+        );
     }
 }

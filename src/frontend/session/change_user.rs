@@ -37,15 +37,22 @@ use crate::wire::packet_io::Packet;
 
 /// The fields of a COM_CHANGE_USER request.
 #[derive(Debug, PartialEq, Eq)]
-struct ChangeUser<'a> {
-    user: &'a [u8],
-    auth: &'a [u8],
-    schema: &'a [u8],
-    collation: Option<u16>,
-    plugin: Option<&'a [u8]>,
+pub struct ChangeUser<'a> {
+    /// Login name.
+    pub user: &'a [u8],
+    /// Auth response.
+    pub auth: &'a [u8],
+    /// Schema (empty for none).
+    pub schema: &'a [u8],
+    /// Collation, when sent.
+    pub collation: Option<u16>,
+    /// Auth plugin, with CLIENT_PLUGIN_AUTH.
+    pub plugin: Option<&'a [u8]>,
 }
 
-fn parse(payload: &[u8], caps: u32) -> Option<ChangeUser<'_>> {
+/// Parses a COM_CHANGE_USER payload under the client's base capabilities;
+/// `None` when it is cut off before the auth response.
+pub fn parse(payload: &[u8], caps: u32) -> Option<ChangeUser<'_>> {
     let mut r = Reader::new(payload);
     r.u8()?;
     let user = r.null_str()?;

@@ -10,11 +10,11 @@ use bytes::BytesMut;
 use tokio::time::Instant;
 
 pub mod admin_local;
-mod bulk;
-mod change_user;
+pub mod bulk;
+pub mod change_user;
 mod execute;
 use execute::{queue_timeout_err, sync};
-mod kill;
+pub mod kill;
 mod large;
 pub mod local;
 mod statements;
