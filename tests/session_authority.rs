@@ -512,3 +512,27 @@ async fn found_rows_matches_direct_after_limit_offsets() {
         assert_eq!(got[1], got[0], "after {q}");
     }
 }
+
+/// Reading the warning and error counts keeps the diagnostics area for a
+/// following SHOW WARNINGS, as on the server (MyISAM's rollback warning).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_the_counts_keeps_the_warnings() {
+    let db = binlog_server();
+    let p = Proxy::builder(&db).groups(1).max_backend(2).start().await;
+    let mut a = conn(&p).await;
+    a.query_drop("CREATE TABLE rb (n INT PRIMARY KEY) ENGINE=MyISAM")
+        .await
+        .expect("create");
+    a.query_drop("BEGIN").await.expect("begin");
+    a.query_drop("INSERT INTO rb VALUES (4)")
+        .await
+        .expect("insert");
+    a.query_drop("ROLLBACK").await.expect("rollback");
+    let w: Option<u64> = a.query_first("SELECT @@warning_count").await.expect("w");
+    assert_eq!(w, Some(1));
+    let e: Option<u64> = a.query_first("SELECT @@error_count").await.expect("e");
+    assert_eq!(e, Some(0));
+    let rows: Vec<(String, u32, String)> = a.query("SHOW WARNINGS").await.expect("show");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].1, 1196);
+}

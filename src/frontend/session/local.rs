@@ -88,6 +88,11 @@ pub fn is_diagnostic(sql: &[u8]) -> bool {
         b"show count(*) errors",
         b"get diagnostics",
         b"get current diagnostics",
+        // Reading the counts leaves the area as it is (no table is used).
+        b"select @@warning_count",
+        b"select @@error_count",
+        b"select @@session.warning_count",
+        b"select @@session.error_count",
     ]
     .iter()
     .any(|p| matches(sql, p, false))
@@ -368,6 +373,8 @@ mod tests {
         assert!(is_diagnostic(b"SHOW WARNINGS LIMIT 1,1"));
         assert!(is_diagnostic(b"show  count(*)  errors"));
         assert!(is_diagnostic(b"GET DIAGNOSTICS @n = NUMBER"));
+        assert!(is_diagnostic(b"select @@warning_count"));
+        assert!(is_diagnostic(b"SELECT @@error_count, @@warning_count"));
         assert!(!is_diagnostic(b"SELECT 1"));
     }
 
