@@ -56,7 +56,8 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 
-    let _ = kill::plan(sql, &a);
+    let _ = kill::plan(sql, &a, opts);
+    let _ = local::found_rows_after(sql, 3, opts);
     let _ = local::classify(sql);
     let _ = local::is_diagnostic(sql);
     if let Some(out) = local::replace_connection_id(sql, 4242, opts) {
