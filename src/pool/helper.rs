@@ -9,7 +9,9 @@
 //!    (and returned idle afterwards when it stayed clean);
 //! 2. else a connection is opened in room reserved in a group (and kept in
 //!    the pool afterwards, like any other);
-//! 3. else it waits, polling, until one of those is possible or the
+//! 3. else an idle connection of another credential pool is closed to make
+//!    room (as a lease does when its group is full);
+//! 4. else it waits, polling, until one of those is possible or the
 //!    deadline passes; then the interrupt is given up and counted.
 //!
 //! Owns choosing and returning helper connections; what is sent on them is
@@ -91,6 +93,22 @@ impl Pool {
                     conn: res.fulfil(conn),
                     source: Source::Opened,
                 });
+            }
+            // Full, and only other pools' connections are idle: close one
+            // (as a lease would) to make room, and try again at once.
+            let evicted = self.groups.iter().find_map(|g| {
+                let mut found = false;
+                g.take_idle_where(|c| {
+                    let pick = !found && c.pool != key;
+                    found |= pick;
+                    pick
+                })
+                .into_iter()
+                .next()
+            });
+            if let Some(conn) = evicted {
+                drop(conn);
+                continue;
             }
             if Instant::now() + POLL > deadline {
                 return None;
