@@ -1049,20 +1049,31 @@ async fn mysql_async_compression_matches_direct() {
     via.disconnect().await.expect("bye");
 }
 
+/// What a login of an IGNORE_SPACE + INTERACTIVE client derives.
+const LOGIN_VALUES: &str = "SELECT CONCAT(@@sql_mode, ' ', @@wait_timeout)";
+
+/// A one-backend proxy, the IGNORE_SPACE + INTERACTIVE flavour, a direct
+/// and a proxied client of it, and [`LOGIN_VALUES`] as the direct one reads
+/// them.
+async fn login_values_pair() -> (Proxy, Ask, Wire, Wire, Vec<Vec<u8>>) {
+    let db = MariaDb::shared();
+    let proxy = Proxy::builder(db).groups(1).max_backend(1).start().await;
+    setup(db);
+    let ask = Ask::new(BASE | IGNORE_SPACE | INTERACTIVE | DEPRECATE_EOF);
+    let (mut direct, a) = pair(db, &proxy, ask).await;
+    let want = direct.query(LOGIN_VALUES).await;
+    assert!(one_value(&want).contains("IGNORE_SPACE"), "{}", show(&want));
+    (proxy, ask, direct, a, want)
+}
+
 /// A backend the proxy reset (COM_RESET_CONNECTION drops the IGNORE_SPACE
 /// flag the server put into `sql_mode` at login, and INTERACTIVE's
 /// `wait_timeout`) is brought back to a fresh connection of its flavour
 /// before another client gets it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignore_space_survives_backend_reset() {
-    let db = MariaDb::shared();
-    let proxy = Proxy::builder(db).groups(1).max_backend(1).start().await;
-    setup(db);
-    let ask = Ask::new(BASE | IGNORE_SPACE | INTERACTIVE | DEPRECATE_EOF);
-    let (mut direct, mut a) = pair(db, &proxy, ask).await;
-    let probe = "SELECT CONCAT(@@sql_mode, ' ', @@wait_timeout)";
-    let want = direct.query(probe).await;
-    assert!(one_value(&want).contains("IGNORE_SPACE"), "{}", show(&want));
+    let (proxy, ask, mut direct, mut a, want) = login_values_pair().await;
+    let probe = LOGIN_VALUES;
     assert!(one_value(&want).ends_with(" 1234"), "{}", show(&want));
     // Pin A's backend (a temporary table), then reset: the proxy resets
     // that backend and returns it to the pool.
@@ -1098,14 +1109,8 @@ async fn ignore_space_survives_backend_reset() {
 /// `sql_mode = concat(@@sql_mode, …)` then kept the loss for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_derived_values_survive_sync_to_default() {
-    let db = MariaDb::shared();
-    let proxy = Proxy::builder(db).groups(1).max_backend(1).start().await;
-    setup(db);
-    let ask = Ask::new(BASE | IGNORE_SPACE | INTERACTIVE | DEPRECATE_EOF);
-    let (mut direct, mut a) = pair(db, &proxy, ask).await;
-    let probe = "SELECT CONCAT(@@sql_mode, ' ', @@wait_timeout)";
-    let want = direct.query(probe).await;
-    assert!(one_value(&want).contains("IGNORE_SPACE"), "{}", show(&want));
+    let (proxy, ask, _direct, mut a, want) = login_values_pair().await;
+    let probe = LOGIN_VALUES;
     let r = a
         .query("SET SESSION sql_mode = 'ANSI_QUOTES', wait_timeout = 77")
         .await;

@@ -52,7 +52,9 @@ pub struct Inventory {
     pub unknown: bool,
     /// The client changed its session trackers.
     pub trackers: bool,
-    /// SQL_CALC_FOUND_ROWS ran: FOUND_ROWS() must be read on this backend.
+    /// FOUND_ROWS() must be read on this backend for the next statement:
+    /// SQL_CALC_FOUND_ROWS ran, or a LIMIT offset made the rows the proxy
+    /// counted differ from the server's value (`local::found_rows_after`).
     pub calc_found_rows: bool,
 }
 

@@ -60,6 +60,21 @@ pub struct Packet {
     pub payload: BytesMut,
 }
 
+impl Packet {
+    /// The same command with another statement text: a COM_QUERY of `sql`
+    /// under this packet's sequence ids (a rewrite the proxy sends on).
+    pub fn with_query(&self, sql: &[u8]) -> Packet {
+        let mut payload = BytesMut::with_capacity(sql.len() + 1);
+        payload.extend_from_slice(&[crate::protocol::command::COM_QUERY]);
+        payload.extend_from_slice(sql);
+        Packet {
+            seq: self.seq,
+            last_seq: self.last_seq,
+            payload,
+        }
+    }
+}
+
 /// Packet reader/writer for one connection.
 #[derive(Debug)]
 pub struct PacketIo {

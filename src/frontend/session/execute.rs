@@ -274,8 +274,7 @@ impl Session {
         // A KILL CONNECTION of this session (the only thing that wakes it)
         // ends the statement too: a long one, or a stored-program loop whose
         // sub-statements change query ids, would otherwise run on.
-        let wake = self.handle.wake.clone();
-        let interrupt = self.handle.interrupt.clone();
+        let (wake, interrupt) = (&self.handle.wake, &self.handle.interrupt);
         let (thread, pool) = (co.backend.thread_id, co.backend.pool);
         let relayed = {
             let relaying = relay(&mut self.client, &mut co.backend.io, shape, &view, seq);

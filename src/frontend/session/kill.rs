@@ -364,16 +364,11 @@ impl Session {
         seq: u8,
     ) -> Result<Option<bool>, End> {
         use crate::protocol::command::*;
-        let Some(id) = id.filter(|i| self.kills.by_id.contains_key(i)) else {
+        let Some((id, k)) = id.and_then(|i| Some((i, self.kills.by_id.get(&i)?.clone()))) else {
             return Ok(None);
         };
         match cmd {
-            COM_STMT_EXECUTE | COM_STMT_BULK_EXECUTE => {
-                let Some(k) = self.kills.by_id.get(&id).cloned() else {
-                    return Ok(None);
-                };
-                return self.kill(seq, k).await.map(Some);
-            }
+            COM_STMT_EXECUTE | COM_STMT_BULK_EXECUTE => return self.kill(seq, k).await.map(Some),
             COM_STMT_CLOSE => {
                 self.kills.by_id.remove(&id);
             }
@@ -551,24 +546,12 @@ impl Session {
         if !own_account {
             return Ok(Some(false));
         }
-        let Some(mut co) = self.checkout(seq).await? else {
-            return Ok(None);
-        };
         let q = "SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES \
                  WHERE PRIVILEGE_TYPE IN ('SUPER', 'CONNECTION ADMIN') AND GRANTEE = \
                  CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', \
                  SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')";
-        match co.backend.query_row(q).await {
-            Ok(row) => {
-                self.finish(co.slot, co.backend);
-                let n = row.and_then(|r| r.into_iter().next().flatten());
-                Ok(Some(n.is_some_and(|n| n != "0")))
-            }
-            Err(e) => {
-                self.kill_probe_failed(seq, co, e).await?;
-                Ok(None)
-            }
-        }
+        let n = self.ask_backend(seq, q).await?;
+        Ok(n.map(|n| n.is_some_and(|n| n != "0")))
     }
 
     /// `KILL QUERY ID q`: the server's query ids are unique for its life, so
@@ -577,28 +560,17 @@ impl Session {
     /// (found by the backend thread running it) that this client may kill;
     /// a query of anything else on the server is refused.
     async fn kill_query_id(&mut self, seq: u8, qid: u64) -> Result<bool, End> {
-        let Some(mut co) = self.checkout(seq).await? else {
+        let q = format!("SELECT ID FROM information_schema.PROCESSLIST WHERE QUERY_ID = {qid}");
+        let Some(cell) = self.ask_backend(seq, &q).await? else {
             return Ok(false);
         };
-        let q = format!("SELECT ID FROM information_schema.PROCESSLIST WHERE QUERY_ID = {qid}");
-        let thread = match co.backend.query_row(&q).await {
-            Ok(row) => row
-                .and_then(|r| r.into_iter().next().flatten())
-                .and_then(|c| c.parse::<u32>().ok()),
-            Err(e) => {
-                self.kill_probe_failed(seq, co, e).await?;
-                return Ok(false);
-            }
-        };
-        // Not visible to this client's account: ask as the accounts of the
-        // sessions running statements now (each sees its own threads).
-        let thread = match thread {
-            Some(t) => Some(t),
-            None if qid != 0 => self.query_thread_elsewhere(qid).await,
-            None => None,
-        };
+        let mut thread = cell.and_then(|c| c.parse::<u32>().ok());
+        if thread.is_none() && qid != 0 {
+            // Not visible to this client's account: ask as the accounts of
+            // the sessions running statements now (each sees its own threads).
+            thread = self.query_thread_elsewhere(qid).await;
+        }
         let Some(thread) = thread.filter(|_| qid != 0) else {
-            self.finish(co.slot, co.backend);
             let e = ErrPacket::new(1957, "HY000", format!("Unknown query id: {qid}"));
             self.send_err(seq, &e).await?;
             return Ok(false);
@@ -612,36 +584,28 @@ impl Session {
             None => Some(refused(
                 "KILL QUERY ID of a statement no myplex session runs (kill server threads with a direct connection)",
             )),
-            Some(o) if o != self.user.name && !self.user.admin => Some(ErrPacket::new(
-                1979,
-                "HY000",
-                format!("You are not owner of query {qid}"),
-            )),
-            Some(_) => None,
-        };
-        self.finish(co.slot, co.backend);
-        let denied = match denied {
             // Another user's query: the server's privilege may allow it.
-            Some(e) if e.code == 1979 => match self.server_grants_kill(seq).await? {
-                Some(true) => None,
-                Some(false) => Some(e),
-                None => return Ok(false),
-            },
-            d => d,
+            Some(o) if o != self.user.name && !self.user.admin => {
+                match self.server_grants_kill(seq).await? {
+                    Some(true) => None,
+                    Some(false) => Some(ErrPacket::new(
+                        1979,
+                        "HY000",
+                        format!("You are not owner of query {qid}"),
+                    )),
+                    None => return Ok(false),
+                }
+            }
+            Some(_) => None,
         };
         if let Some(e) = denied {
             self.send_err(seq, &e).await?;
-            return Ok(false);
-        }
-        let Some(mut co) = self.checkout(seq).await? else {
-            return Ok(false);
-        };
-        match co.backend.exec(&format!("KILL QUERY ID {qid}")).await {
-            Ok(()) => {
-                self.finish(co.slot, co.backend);
-                self.send_ok(seq).await?;
-            }
-            Err(e) => self.kill_probe_failed(seq, co, e).await?,
+        } else if self
+            .ask_backend(seq, &format!("KILL QUERY ID {qid}"))
+            .await?
+            .is_some()
+        {
+            self.send_ok(seq).await?;
         }
         Ok(false)
     }
@@ -684,24 +648,30 @@ impl Session {
         None
     }
 
-    /// A statement the proxy ran for a KILL failed: the server's error is
-    /// the client's; a lost backend is reported as such.
-    async fn kill_probe_failed(
-        &mut self,
-        seq: u8,
-        co: super::execute::Checkout,
-        e: crate::backend::BackendError,
-    ) -> Result<(), End> {
-        match e {
-            crate::backend::BackendError::Server(e) => {
+    /// Runs a statement of the proxy's own for a KILL on a backend in the
+    /// session's state and returns the first cell of its first row (`None`
+    /// inside for no row or NULL). `None` when an error was sent to the
+    /// client instead: the server's, relayed, or a lost backend.
+    async fn ask_backend(&mut self, seq: u8, sql: &str) -> Result<Option<Option<String>>, End> {
+        let Some(mut co) = self.checkout(seq).await? else {
+            return Ok(None);
+        };
+        match co.backend.query_row(sql).await {
+            Ok(row) => {
                 self.finish(co.slot, co.backend);
-                self.send_err(seq, &e).await
+                Ok(Some(row.and_then(|r| r.into_iter().next().flatten())))
             }
-            e => {
+            Err(crate::backend::BackendError::Server(e)) => {
+                self.finish(co.slot, co.backend);
+                self.send_err(seq, &e).await?;
+                Ok(None)
+            }
+            Err(e) => {
                 let held = co.was_pinned;
                 drop(co);
                 let e = crate::protocol::errors::backend_lost(&e.to_string());
-                self.lost_backend(seq, &e, held).await
+                self.lost_backend(seq, &e, held).await?;
+                Ok(None)
             }
         }
     }
@@ -717,20 +687,8 @@ impl Session {
             Some(r) => String::from_utf8(r).unwrap_or(q),
             None => q,
         };
-        let Some(mut co) = self.checkout(seq).await? else {
-            return Ok(None);
-        };
-        match co.backend.query_row(&q).await {
-            Ok(row) => {
-                self.finish(co.slot, co.backend);
-                let cell = row.and_then(|r| r.into_iter().next().flatten());
-                Ok(Some(cell.and_then(|c| c.parse().ok()).unwrap_or(0)))
-            }
-            Err(e) => {
-                self.kill_probe_failed(seq, co, e).await?;
-                Ok(None)
-            }
-        }
+        let cell = self.ask_backend(seq, &q).await?;
+        Ok(cell.map(|c| c.and_then(|c| c.parse().ok()).unwrap_or(0)))
     }
 }
 

@@ -481,15 +481,7 @@ impl Session {
                         kill::KillPlan::Run(k) => self.kill(seq, k).await,
                         kill::KillPlan::Prepare { name, kill, sql } => {
                             self.remember_sql_kill(name, kill);
-                            let mut p = Vec::with_capacity(sql.len() + 1);
-                            p.push(COM_QUERY);
-                            p.extend_from_slice(&sql);
-                            let pkt = Packet {
-                                seq: pkt.seq,
-                                last_seq: pkt.last_seq,
-                                payload: BytesMut::from(&p[..]),
-                            };
-                            self.forward(&pkt, Shape::Query).await?;
+                            self.forward(&pkt.with_query(&sql), Shape::Query).await?;
                             Ok(false)
                         }
                         kill::KillPlan::Refuse(what) => {
@@ -510,15 +502,8 @@ impl Session {
                     self.id,
                     crate::session_state::authority::lex_options(&self.state),
                 ) {
-                    let mut p = Vec::with_capacity(rewritten.len() + 1);
-                    p.push(COM_QUERY);
-                    p.extend_from_slice(&rewritten);
-                    let pkt = Packet {
-                        seq: pkt.seq,
-                        last_seq: pkt.last_seq,
-                        payload: BytesMut::from(&p[..]),
-                    };
-                    self.forward(&pkt, Shape::Query).await?;
+                    self.forward(&pkt.with_query(&rewritten), Shape::Query)
+                        .await?;
                 } else {
                     self.forward(&pkt, Shape::Query).await?;
                 }
