@@ -37,6 +37,7 @@ pub mod server;
 pub mod server_users;
 pub mod session_state;
 pub mod shutdown;
+pub mod slow_log;
 pub mod sql;
 pub mod telemetry;
 pub mod wire;

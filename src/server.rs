@@ -239,7 +239,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         known_schemas: Default::default(),
         templates,
         sessions: Default::default(),
-        slow_log: crate::telemetry::RateLimit::new(20),
+        slow_log: crate::slow_log::SlowLog::new(std::time::Instant::now()),
         metrics: crate::metrics::Metrics::new(cfg_groups),
         registry: std::sync::Mutex::new(crate::prepared::Registry::new(cfg_registry_size)),
         limits,
@@ -303,6 +303,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
     // Kept open so that when descriptors run out one can be freed to accept
     // and refuse a client with a proper error instead of leaving it hanging.
     let mut reserve = std::fs::File::open("/dev/null").ok();
+    let flusher = tokio::spawn(flush_slow_log(shared.clone()));
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -339,6 +340,19 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
     let until = Instant::now() + drain;
     while shared.clients.load(Ordering::Relaxed) > 0 && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    flusher.abort();
+    shared.slow_log.flush_all();
+}
+
+/// Writes the slow log's aggregate line when a window ends, even when no
+/// further slow statement arrives to carry it.
+async fn flush_slow_log(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(crate::slow_log::INTERVAL / 2);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        shared.slow_log.flush_due();
     }
 }
 

@@ -109,7 +109,7 @@ pub struct Shared {
     /// Column definitions for locally answered statements.
     pub templates: session::local::Templates,
     /// Rate limit of the slow-statement log.
-    pub slow_log: crate::telemetry::RateLimit,
+    pub slow_log: crate::slow_log::SlowLog,
     /// Metrics of this proxy.
     pub metrics: crate::metrics::Metrics,
     /// Live sessions by proxy connection id (KILL, admin console).

@@ -426,19 +426,14 @@ impl Session {
                 .statement(group, cmd, wait, started.elapsed());
             let slow = self.shared.config.load().log.slow_statement_ms;
             let total = started.elapsed();
-            if slow > 0
-                && total.as_millis() >= u128::from(slow)
-                && let Some(suppressed) = self.shared.slow_log.admit()
-            {
-                tracing::warn!(
-                    suppressed_since_last = suppressed,
-                    client = self.id,
+            if slow > 0 && total.as_millis() >= u128::from(slow) {
+                self.shared.slow_log.note(crate::slow_log::SlowStatement {
+                    client: self.id,
                     group,
-                    kind = crate::metrics::KINDS[crate::metrics::kind_index(cmd)],
-                    queue_wait_ms = wait.as_millis() as u64,
-                    execution_ms = total.saturating_sub(wait).as_millis() as u64,
-                    "slow statement"
-                );
+                    kind: crate::metrics::KINDS[crate::metrics::kind_index(cmd)],
+                    queue_wait: wait,
+                    execution: total.saturating_sub(wait),
+                });
             }
         }
         quit
