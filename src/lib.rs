@@ -41,3 +41,4 @@ pub mod slow_log;
 pub mod sql;
 pub mod telemetry;
 pub mod wire;
+pub mod workers;

@@ -52,9 +52,11 @@ fn real_main() -> anyhow::Result<()> {
         return Ok(());
     }
     myplex::telemetry::init(&cfg.log);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if cfg.worker_threads > 0 {
+        rt.worker_threads(cfg.worker_threads);
+    }
+    let rt = rt.enable_all().build()?;
     rt.block_on(serve(cfg, cli.config))
 }
 

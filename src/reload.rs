@@ -26,6 +26,7 @@ pub const FIXED: &[&str] = &[
     "admin_listen",
     "listen_backlog",
     "worker_threads",
+    "runtime",
     "log.format",
     "backend.address",
     "backend.tls",

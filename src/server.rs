@@ -211,6 +211,13 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     let server_users = crate::server_users::ServerUsers::new(&cfg, &params[0]);
     let cfg_registry_size = cfg.pool.prepared_registry_size;
     let cfg_groups = cfg.pool.effective_groups();
+    let workers = match cfg.runtime {
+        crate::config::RuntimeMode::Shared => None,
+        crate::config::RuntimeMode::PerGroup => Some(
+            crate::workers::Workers::start(cfg_groups)
+                .map_err(|e| StartError::Setup(format!("starting the group workers: {e}")))?,
+        ),
+    };
     let pool = Pool::new(&cfg, params, server);
     pool.spawn_maintenance();
     if let Some(e) = start_error
@@ -240,6 +247,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         templates,
         sessions: Default::default(),
         slow_log: crate::slow_log::SlowLog::new(std::time::Instant::now()),
+        workers,
         metrics: crate::metrics::Metrics::new(cfg_groups),
         registry: std::sync::Mutex::new(crate::prepared::Registry::new(cfg_registry_size)),
         limits,
@@ -314,7 +322,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
                 let shared = shared.clone();
                 let id = next_client_id(&shared);
                 let span = info_span!("client", client.id = id, client.addr = %peer);
-                tokio::spawn(client(shared, tcp, peer, id).instrument(span));
+                spawn_client(shared, tcp, peer, id, span);
             }
             Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
                 warn!("out of file descriptors; refusing a client");
@@ -354,6 +362,39 @@ async fn flush_slow_log(shared: Arc<Shared>) {
         tick.tick().await;
         shared.slow_log.flush_due();
     }
+}
+
+/// Runs a client's session: on its thread group's worker when there are
+/// workers (the socket is moved to that worker's reactor), else here.
+fn spawn_client(
+    shared: Arc<Shared>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    id: u32,
+    span: tracing::Span,
+) {
+    let Some(workers) = shared.workers.as_ref() else {
+        tokio::spawn(client(shared, tcp, peer, id).instrument(span));
+        return;
+    };
+    let group = shared.pool.group_for(id).id;
+    let std_tcp = match tcp.into_std() {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(error = %e, "could not hand a client socket to its worker");
+            return;
+        }
+    };
+    let task = {
+        let shared = shared.clone();
+        async move {
+            match TcpStream::from_std(std_tcp) {
+                Ok(tcp) => client(shared, tcp, peer, id).await,
+                Err(e) => warn!(error = %e, "could not register a client socket on its worker"),
+            }
+        }
+    };
+    workers.spawn(group, task.instrument(span));
 }
 
 /// The next proxy connection id: never 0, never one a live session holds

@@ -36,6 +36,7 @@ struct LoadSpec {
     groups: usize,
     max_backend: usize,
     queue_timeout_ms: Option<u64>,
+    runtime: myplex::config::RuntimeMode,
 }
 
 /// Prepares `spec.schema` directly on the server, starts a proxy, runs
@@ -60,11 +61,21 @@ async fn oltp_through_proxy(spec: LoadSpec) {
 
     let mut builder = Proxy::builder(db)
         .groups(spec.groups)
-        .max_backend(spec.max_backend);
+        .max_backend(spec.max_backend)
+        .with(|c| c.runtime = spec.runtime);
     if let Some(ms) = spec.queue_timeout_ms {
         builder = builder.queue_timeout_ms(ms);
     }
     let proxy = builder.start().await;
+    if spec.runtime == myplex::config::RuntimeMode::PerGroup {
+        // (A shared-runtime proxy of an earlier test may still be ending
+        // its own workers: none, so only this case is checked.)
+        assert!(
+            group_worker_threads() >= spec.groups,
+            "runtime per_group: expected {} group worker threads",
+            spec.groups
+        );
+    }
 
     // The proxy dials one probe connection at start (version, trackers) and
     // closes it; it must be gone before the load so it cannot add to the cap.
@@ -148,6 +159,7 @@ async fn oltp_read_write_512_threads_zero_errors() {
         groups: 2,
         max_backend: 16,
         queue_timeout_ms: None,
+        runtime: Default::default(),
     })
     .await;
 }
@@ -164,8 +176,41 @@ async fn thousand_clients_through_eight_backends() {
         groups: 2,
         max_backend: 8,
         queue_timeout_ms: Some(60_000),
+        runtime: Default::default(),
     })
     .await;
+}
+
+/// The same load with every session and its backends on its thread
+/// group's own single-threaded worker (`runtime = "per_group"`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oltp_read_write_on_per_group_workers() {
+    oltp_through_proxy(LoadSpec {
+        schema: "sb_rw_workers",
+        threads: 256,
+        time_s: 10,
+        groups: 2,
+        max_backend: 16,
+        queue_timeout_ms: None,
+        runtime: myplex::config::RuntimeMode::PerGroup,
+    })
+    .await;
+}
+
+/// Threads of this process named as group workers (one proxy at a time
+/// runs here: `SERIAL`).
+fn group_worker_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(Result::ok)
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.starts_with("myplex-group-"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 #[test]

@@ -16,6 +16,9 @@ pub struct Config {
     pub listen_backlog: u32,
     /// Runtime worker threads; 0 = one per CPU.
     pub worker_threads: usize,
+    /// Where client sessions run: on one worker thread per thread group, or
+    /// on the shared work-stealing runtime.
+    pub runtime: RuntimeMode,
     /// Logging.
     pub log: LogConfig,
     /// The MySQL/MariaDB server behind the proxy.
@@ -37,6 +40,7 @@ impl Default for Config {
             admin_listen: "127.0.0.1:6034".into(),
             listen_backlog: 4096,
             worker_threads: 0,
+            runtime: RuntimeMode::default(),
             log: LogConfig::default(),
             backend: BackendConfig::default(),
             frontend: FrontendConfig::default(),
@@ -204,6 +208,20 @@ pub enum HighPrioMode {
     Statements,
     /// Everything is low priority.
     None,
+}
+
+/// `runtime`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeMode {
+    /// Sessions run on the main work-stealing runtime (`worker_threads`
+    /// threads), with the listener, the admin endpoint and the timers.
+    #[default]
+    Shared,
+    /// One single-threaded worker per thread group runs that group's
+    /// sessions and backend connections (no cross-thread hand-offs inside a
+    /// statement).
+    PerGroup,
 }
 
 /// `pool.inflight`.

@@ -108,8 +108,11 @@ pub struct Shared {
     pub known_schemas: Mutex<HashMap<Vec<u8>, Instant>>,
     /// Column definitions for locally answered statements.
     pub templates: session::local::Templates,
-    /// Rate limit of the slow-statement log.
+    /// The slow-statement log.
     pub slow_log: crate::slow_log::SlowLog,
+    /// Per-group worker threads (`runtime = "per_group"`); `None`: sessions
+    /// run on the runtime that accepted them.
+    pub workers: Option<crate::workers::Workers>,
     /// Metrics of this proxy.
     pub metrics: crate::metrics::Metrics,
     /// Live sessions by proxy connection id (KILL, admin console).
