@@ -54,9 +54,10 @@ pub fn bar_line(target: &str, clients: usize, t: Tick) -> String {
     )
 }
 
-/// The plain line written off a terminal (measured window only).
+/// The plain line written off a terminal (measured window only, not for
+/// the tick that opens it).
 pub fn plain_line(target: &str, t: Tick) -> Option<String> {
-    (t.phase == Phase::Measure).then(|| {
+    (t.phase == Phase::Measure && t.elapsed > 0.0).then(|| {
         format!(
             "  {target}: {} transactions in {:.0} s ({:.1} tps)",
             t.measured,
@@ -132,6 +133,7 @@ mod tests {
     #[test]
     fn plain_lines_only_while_measuring() {
         assert_eq!(plain_line("direct", tick(Phase::Warmup, 1.0, 5.0)), None);
+        assert_eq!(plain_line("direct", tick(Phase::Measure, 0.0, 5.0)), None);
         assert_eq!(
             plain_line("direct", tick(Phase::Measure, 5.0, 10.0)).as_deref(),
             Some("  direct: 500 transactions in 5 s (100.0 tps)")
