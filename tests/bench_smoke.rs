@@ -1,5 +1,6 @@
 //! A few seconds of `myplex bench` against the test server, direct and
-//! through the proxy: the report files are produced and their numbers sane.
+//! through the proxy: the report files are produced and their numbers sane,
+//! and the proxy's in-flight limit is sampled from its admin /status.
 
 mod common;
 
@@ -47,6 +48,8 @@ async fn bench_produces_a_sane_report() {
         format!("direct={direct}"),
         "--target".into(),
         format!("myplex={pooled}"),
+        "--myplex-status".into(),
+        format!("myplex=http://{}/status", p.admin),
     ]);
     args.extend(common.iter().map(|s| s.to_string()));
     args.extend(["--out".into(), out.display().to_string()]);
@@ -80,6 +83,31 @@ async fn bench_produces_a_sane_report() {
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("json"))
             .expect("parse");
     assert_eq!(json["points"].as_array().map(Vec::len), Some(4));
+    // The limit series: sampled only while `myplex` ran, at both points.
+    let limits = std::fs::read_to_string(out.join("limits.csv")).expect("limits.csv");
+    let rows: Vec<Vec<&str>> = limits
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert!(
+        rows.iter().all(|r| r[1] == "myplex" && r[4] == "0"),
+        "{limits}"
+    );
+    for clients in ["2", "8"] {
+        assert!(
+            rows.iter().any(|r| r[2] == clients
+                && r[3] == "measure"
+                && r[6].parse::<u64>().is_ok_and(|l| l >= 1)),
+            "{limits}"
+        );
+    }
+    assert!(html.contains("In-flight limit per group"));
+    assert_eq!(
+        json["limits"].as_array().map(Vec::len),
+        Some(rows.len()),
+        "results.json holds the same series"
+    );
     // The proxy really carried the pooled target's load.
     let (_, metrics) = p.http_get("/metrics").await;
     assert!(metrics.contains("myplex_transactions_total"), "{metrics}");

@@ -13,26 +13,33 @@
 #   2. creates one sbtest data set (BENCH_TABLES x BENCH_TABLE_SIZE) once, with
 #      `myplex bench prepare`, in a "golden" datadir that every server copies.
 #   3. per case in BENCH_CASES (buffered: buffer pool 2x the data, preloaded;
-#      iobound: buffer pool = data / 12, O_DIRECT), starts
+#      durable: as buffered, but innodb_flush_log_at_trx_commit=1 and
+#      sync_binlog=1, the production-durable pair; iobound: buffer pool =
+#      data / 12, O_DIRECT), starts
 #        server a: one thread per connection (MariaDB's default)
 #        server b: --thread-handling=pool-of-threads --thread-pool-size=CPUs
 #      and the targets
 #        direct      -> a
 #        threadpool  -> b
 #        haproxy     -> HAProxy, mode tcp, in front of a (the cost of one hop)
-#        myplex      -> myplex in front of a
+#        myplex      -> myplex in front of a (pool.inflight = MYPLEX_INFLIGHT)
+#        myplex-oN   -> one more myplex per N in MYPLEX_SWEEP, each its own
+#                       process, pool.inflight = "fixed", oversubscribe = N
 #        proxysql    -> ProxySQL in front of a (only when PROXYSQL_BIN is set)
 #      and measures all of them in ONE `myplex bench run`, so the targets
 #      alternate at every client count. A sampler records the CPU time of each
-#      process (and of the rest of the machine) during every point.
+#      process (and of the rest of the machine) during every point; the bench
+#      reads the myplex target's /status once a second (its in-flight limit
+#      per group over time, charted in report.html, limits.csv).
 #   4. calibration: CALIB_CLIENTS clients, oltp_read_write, uniform ids, with
 #      sysbench and with `myplex bench`, directly against one server.
 #   5. idle memory: IDLE_CLIENTS idle logins to a fresh myplex (and, with
 #      IDLE_DIRECT=1, to MariaDB directly); RSS before/after from /proc.
-#   6. writes a summary (summary.md) and prints it.
+#   6. writes a summary (summary.md: TPS, latency, CPU per statement per
+#      process, the issue's ratios, adaptive / best fixed cap) and prints it.
 #
 # Output: bench-results/<UTC timestamp>/ (or BENCH_OUT) with <case>/report.html,
-# results.{csv,json}, tps.svg, p95.svg, bench.log, cpu.csv, logs/, plus
+# results.{csv,json}, tps.svg, p95.svg, limits.csv, bench.log, cpu-samples.csv, logs/, plus
 # calibration/, idle-*.json, meta.env and summary.md.
 #
 # Environment (defaults in brackets):
@@ -42,7 +49,7 @@
 #   BENCH_WARMUP               warm-up seconds per point               [5]
 #   BENCH_DURATION             measured seconds per point              [10]
 #   BENCH_WORKLOAD             oltp_read_write|oltp_read_only|oltp_point_select [oltp_read_write]
-#   BENCH_CASES                comma list of buffered,iobound          [buffered,iobound]
+#   BENCH_CASES                comma list of buffered,durable,iobound  [buffered,durable,iobound]
 #   BENCH_CONNECT_CONCURRENCY  logins in flight while a point connects [128]
 #   BENCH_OUT                  output directory                        [bench-results/<timestamp>]
 #   BENCH_SKIP                 comma list of calibration,idle to skip  []
@@ -50,14 +57,20 @@
 #   MYPLEX_BIN                 use this myplex binary, do not build    []
 #   MYPLEX_GROUPS              pool.thread_groups                      [CPUs]
 #   MYPLEX_OVERSUBSCRIBE       pool.oversubscribe                      [3]
+#   MYPLEX_INFLIGHT            pool.inflight of the myplex target (adaptive|fixed) [adaptive]
 #   MYPLEX_MAX_BACKEND         pool.max_backend_connections  [4 x groups x (1 + oversubscribe)]
+#   MYPLEX_SWEEP               comma list of oversubscribe values N: one more target
+#                              myplex-oN each (own process, inflight fixed,
+#                              max_backend_connections = max(MYPLEX_MAX_BACKEND,
+#                              2 x groups x (1 + N))); e.g. 1,3,7,15,31  []
 #   PROXYSQL_BIN               path of a proxysql binary; unset = no proxysql target
 #   IDLE_CLIENTS               idle clients for the memory measurement [2000]
 #   IDLE_DIRECT                also measure mariadbd with idle clients [1]
 #   CALIB_CLIENTS              clients of the calibration point        [32]
 #   CALIB_ROUNDS               sysbench/bench alternations             [2]
 #   BENCH_STMT_CACHE           mysql_async stmt_cache_size of the bench clients;
-#                              empty = the driver default (32)     [9 x tables + 8]
+#                              empty = myplex bench's own sizing from --tables
+#                              (9 x tables + 8, every statement of the workload) []
 #   BENCH_QUIET_PCT            before each case, wait while other processes keep
 #                              the machine busier than this (% of all CPUs) [30]
 #   BENCH_QUIET_WAIT           ... but at most this many seconds       [300]
@@ -87,20 +100,22 @@ BENCH_CLIENTS=${BENCH_CLIENTS:-8,64,256,1024}
 BENCH_WARMUP=${BENCH_WARMUP:-5}
 BENCH_DURATION=${BENCH_DURATION:-10}
 BENCH_WORKLOAD=${BENCH_WORKLOAD:-oltp_read_write}
-BENCH_CASES=${BENCH_CASES:-buffered,iobound}
+BENCH_CASES=${BENCH_CASES:-buffered,durable,iobound}
 BENCH_CONNECT_CONCURRENCY=${BENCH_CONNECT_CONCURRENCY:-128}
 BENCH_SKIP=${BENCH_SKIP:-}
 IOBOUND_DIVISOR=${IOBOUND_DIVISOR:-12}
 MYPLEX_GROUPS=${MYPLEX_GROUPS:-$CPUS}
 MYPLEX_OVERSUBSCRIBE=${MYPLEX_OVERSUBSCRIBE:-3}
 MYPLEX_MAX_BACKEND=${MYPLEX_MAX_BACKEND:-$((4 * MYPLEX_GROUPS * (1 + MYPLEX_OVERSUBSCRIBE)))}
+MYPLEX_INFLIGHT=${MYPLEX_INFLIGHT:-adaptive}
+MYPLEX_SWEEP=${MYPLEX_SWEEP:-}
 PROXYSQL_BIN=${PROXYSQL_BIN:-}
 IDLE_CLIENTS=${IDLE_CLIENTS:-2000}
 IDLE_DIRECT=${IDLE_DIRECT:-1}
 CALIB_CLIENTS=${CALIB_CLIENTS:-32}
 CALIB_ROUNDS=${CALIB_ROUNDS:-2}
 BENCH_QUIET_PCT=${BENCH_QUIET_PCT:-30}
-BENCH_STMT_CACHE=${BENCH_STMT_CACHE-$((9 * ${BENCH_TABLES:-4} + 8))}
+BENCH_STMT_CACHE=${BENCH_STMT_CACHE:-}
 BENCH_QUIET_WAIT=${BENCH_QUIET_WAIT:-300}
 
 # myplex reads MYPLEX_<KEY> / MYPLEX_<SECTION>__<KEY> from its environment as
@@ -109,7 +124,7 @@ BENCH_QUIET_WAIT=${BENCH_QUIET_WAIT:-300}
 # the generated config file is the whole configuration.
 for var in "${!MYPLEX_@}"; do
     case $var in
-    MYPLEX_BIN | MYPLEX_GROUPS | MYPLEX_OVERSUBSCRIBE | MYPLEX_MAX_BACKEND) ;;
+    MYPLEX_BIN | MYPLEX_GROUPS | MYPLEX_OVERSUBSCRIBE | MYPLEX_MAX_BACKEND | MYPLEX_INFLIGHT | MYPLEX_SWEEP) ;;
     *) log "ignoring $var from the environment (the benchmark's myplex config is generated)" ;;
     esac
     export -n "${var?}"
@@ -125,6 +140,10 @@ done
 [[ -z $BENCH_STMT_CACHE || $BENCH_STMT_CACHE =~ ^[0-9]+$ ]] || die "BENCH_STMT_CACHE must be empty or an integer"
 [[ $BENCH_CLIENTS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
     die "BENCH_CLIENTS must be a comma list of positive integers (got '$BENCH_CLIENTS')"
+[[ -z $MYPLEX_SWEEP || $MYPLEX_SWEEP =~ ^(0|[1-9][0-9]*)(,(0|[1-9][0-9]*))*$ ]] ||
+    die "MYPLEX_SWEEP must be empty or a comma list of oversubscribe values (got '$MYPLEX_SWEEP')"
+[[ $MYPLEX_INFLIGHT == adaptive || $MYPLEX_INFLIGHT == fixed ]] ||
+    die "MYPLEX_INFLIGHT must be adaptive or fixed (got '$MYPLEX_INFLIGHT')"
 BENCH_WORKLOAD=${BENCH_WORKLOAD//-/_}
 case $BENCH_WORKLOAD in
 oltp_read_write | oltp_read_only | oltp_point_select) ;;
@@ -134,13 +153,33 @@ esac
 BENCH_WORKLOAD_ARG=${BENCH_WORKLOAD//_/-}
 IFS=, read -r -a CASES <<<"$BENCH_CASES"
 for c in "${CASES[@]}"; do
-    [[ $c == buffered || $c == iobound ]] || die "BENCH_CASES: unknown case '$c' (buffered, iobound)"
+    [[ $c == buffered || $c == durable || $c == iobound ]] ||
+        die "BENCH_CASES: unknown case '$c' (buffered, durable, iobound)"
 done
 skipped() { [[ ,$BENCH_SKIP, == *,$1,* ]]; }
 
 MAX_CLIENTS=0
 IFS=, read -r -a _counts <<<"$BENCH_CLIENTS"
 for n in "${_counts[@]}"; do ((n > MAX_CLIENTS)) && MAX_CLIENTS=$n; done
+
+# The oversubscribe sweep: N -> backend budget of target myplex-oN. Enough
+# backends that the fixed cap of every group can be reached, never fewer than
+# the adaptive target has.
+SWEEP=()
+declare -A SWEEP_BACKENDS=()
+SWEEP_BACKENDS_TOTAL=0
+if [[ -n $MYPLEX_SWEEP ]]; then
+    IFS=, read -r -a SWEEP <<<"$MYPLEX_SWEEP"
+    for n in "${SWEEP[@]}"; do
+        [[ -z ${SWEEP_BACKENDS[$n]:-} ]] || die "MYPLEX_SWEEP: $n given twice"
+        b=$((2 * MYPLEX_GROUPS * (1 + n)))
+        ((b < MYPLEX_MAX_BACKEND)) && b=$MYPLEX_MAX_BACKEND
+        SWEEP_BACKENDS[$n]=$b
+        SWEEP_BACKENDS_TOTAL=$((SWEEP_BACKENDS_TOTAL + b))
+    done
+fi
+# Server a carries every proxy's backends besides the direct target's clients.
+SERVER_MAX_CONN=$((MAX_CLIENTS + 100 + SWEEP_BACKENDS_TOTAL))
 
 # --- file descriptors ------------------------------------------------------------
 
@@ -310,6 +349,9 @@ MACHINE="$CPUS CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed '
     echo "myplex_groups=$MYPLEX_GROUPS"
     echo "myplex_oversubscribe=$MYPLEX_OVERSUBSCRIBE"
     echo "myplex_max_backend=$MYPLEX_MAX_BACKEND"
+    echo "myplex_inflight=$MYPLEX_INFLIGHT"
+    echo "myplex_sweep=$MYPLEX_SWEEP"
+    echo "myplex_sweep_backends=$(for n in "${SWEEP[@]}"; do printf '%s:%s ' "$n" "${SWEEP_BACKENDS[$n]}"; done)"
     echo "nofile=$NOFILE"
     echo "stmt_cache=$BENCH_STMT_CACHE"
 } >"$OUT/meta.env"
@@ -317,9 +359,9 @@ meta() { echo "$1=$2" >>"$OUT/meta.env"; }
 
 # Target URL. stmt_cache_size: mysql_async keeps 32 prepared statements per
 # connection by default, fewer than the workload's 9 per table x BENCH_TABLES;
-# the LRU would close and re-prepare statements all the time, which sysbench
-# (it prepares every statement once per connection) never does. Same for all
-# targets.
+# `myplex bench` therefore sizes the cache from --tables itself (9 x tables +
+# 8) unless the URL sets it, as sysbench prepares every statement once per
+# connection. BENCH_STMT_CACHE overrides that, the same for all targets.
 url() {
     local u="mysql://app:secret@127.0.0.1:$1/test"
     [[ -n $BENCH_STMT_CACHE ]] && u+="?stmt_cache_size=$BENCH_STMT_CACHE"
@@ -328,9 +370,10 @@ url() {
 
 # --- servers ---------------------------------------------------------------------
 
-# Arguments every server gets (same for a and b).
+# server_common_args MAX_CONN [FLUSH_LOG_AT_TRX_COMMIT SYNC_BINLOG]: arguments
+# every server gets (same for a and b); durability defaults to 2 / 0.
 server_common_args() {
-    local max_conn=$1
+    local max_conn=$1 flush=${2:-2} sync_binlog=${3:-0}
     echo --max-connections="$max_conn" \
         --back-log="$max_conn" \
         --max-prepared-stmt-count=1048576 \
@@ -338,7 +381,8 @@ server_common_args() {
         --log-bin=mariadb-bin \
         --binlog-format=ROW \
         --server-id=1 \
-        --innodb-flush-log-at-trx-commit=2 \
+        --innodb-flush-log-at-trx-commit="$flush" \
+        --sync-binlog="$sync_binlog" \
         --performance-schema=OFF
 }
 
@@ -404,12 +448,15 @@ EOF
     wait_for_port "$HAPROXY_PORT" "$HAPROXY_PID" haproxy "$dir/haproxy.log" 30
 }
 
-# start_myplex BACKEND_PORT DIR MAX_CLIENTS
+# start_myplex BACKEND_PORT DIR MAX_CLIENTS [NAME OVERSUBSCRIBE INFLIGHT MAX_BACKEND]:
+# a myplex with config DIR/NAME.toml and log DIR/NAME.log (NAME: myplex);
+# sets MYPLEX_PORT, MYPLEX_ADMIN_PORT and MYPLEX_PID.
 start_myplex() {
-    local backend_port=$1 dir=$2 max_clients=$3
+    local backend_port=$1 dir=$2 max_clients=$3 name=${4:-myplex} over=${5:-$MYPLEX_OVERSUBSCRIBE}
+    local inflight=${6:-$MYPLEX_INFLIGHT} max_backend=${7:-$MYPLEX_MAX_BACKEND}
     MYPLEX_PORT=$(pick_port 0)
     MYPLEX_ADMIN_PORT=$(pick_port 0 "$MYPLEX_PORT")
-    cat >"$dir/myplex.toml" <<EOF
+    cat >"$dir/$name.toml" <<EOF
 listen = "127.0.0.1:$MYPLEX_PORT"
 admin_listen = "127.0.0.1:$MYPLEX_ADMIN_PORT"
 listen_backlog = 4096
@@ -424,24 +471,26 @@ mode = "transaction"
 # thread_groups = CPUs, oversubscribe 3 (the thread-pool defaults), and
 # max_backend_connections = 4 x groups x (1 + oversubscribe): room for pinned
 # transactions beyond the in-flight cap without opening hundreds of server threads.
+# (Sweep targets myplex-oN: inflight fixed, oversubscribe N, more backends.)
 thread_groups = $MYPLEX_GROUPS
-oversubscribe = $MYPLEX_OVERSUBSCRIBE
-max_backend_connections = $MYPLEX_MAX_BACKEND
+oversubscribe = $over
+inflight = "$inflight"
+max_backend_connections = $max_backend
 max_client_connections = $((max_clients + 100))
 
 [[users]]
 name = "app"
 password = "secret"
 EOF
-    log "starting myplex on 127.0.0.1:$MYPLEX_PORT -> $backend_port" \
-        "(groups $MYPLEX_GROUPS, oversubscribe $MYPLEX_OVERSUBSCRIBE, backends $MYPLEX_MAX_BACKEND)"
-    "$MYPLEX" --config "$dir/myplex.toml" </dev/null >"$dir/myplex.log" 2>&1 &
+    log "starting $name on 127.0.0.1:$MYPLEX_PORT -> $backend_port" \
+        "(groups $MYPLEX_GROUPS, inflight $inflight, oversubscribe $over, backends $max_backend)"
+    "$MYPLEX" --config "$dir/$name.toml" </dev/null >"$dir/$name.log" 2>&1 &
     MYPLEX_PID=$!
-    track "$MYPLEX_PID" myplex
-    wait_for_port "$MYPLEX_PORT" "$MYPLEX_PID" myplex "$dir/myplex.log" 30
+    track "$MYPLEX_PID" "$name"
+    wait_for_port "$MYPLEX_PORT" "$MYPLEX_PID" "$name" "$dir/$name.log" 30
     MYSQL_PWD=secret "$MARIADB_CLI" --no-defaults --protocol=TCP -h127.0.0.1 -P"$MYPLEX_PORT" \
         -uapp --connect-timeout=5 -N -B -e 'SELECT 1' test >/dev/null ||
-        die "a query through myplex failed (log: $(tail -n 20 "$dir/myplex.log"))"
+        die "a query through $name failed (log: $(tail -n 20 "$dir/$name.log"))"
 }
 
 start_proxysql() {
@@ -505,7 +554,7 @@ server_vars() {
     mariadb_sql "$1" "SELECT CONCAT(variable_name, '=', variable_value) FROM information_schema.global_variables
         WHERE variable_name IN ('THREAD_HANDLING', 'THREAD_POOL_SIZE', 'INNODB_BUFFER_POOL_SIZE',
         'INNODB_FLUSH_METHOD', 'MAX_CONNECTIONS', 'BACK_LOG', 'MAX_PREPARED_STMT_COUNT',
-        'INNODB_FLUSH_LOG_AT_TRX_COMMIT', 'LOG_BIN', 'THREAD_CACHE_SIZE') ORDER BY 1" | paste -sd' '
+        'INNODB_FLUSH_LOG_AT_TRX_COMMIT', 'SYNC_BINLOG', 'LOG_BIN', 'THREAD_CACHE_SIZE') ORDER BY 1" | paste -sd' '
 }
 
 # The process substitution below inherits the bench's redirected stderr, so
@@ -529,18 +578,21 @@ run_case() {
     log "=== case $case ==="
     wait_for_quiet "$case"
     meta "load_before_$case" "$(cat /proc/loadavg)"
-    local extra=()
-    if [[ $case == buffered ]]; then
+    local extra=() flush=2 sync_binlog=0
+    if [[ $case == buffered || $case == durable ]]; then
         bp=$((DATA_BYTES * 2 / 1048576))
         ((bp < 256)) && bp=256
         extra=(--innodb-buffer-pool-size="${bp}M")
+        if [[ $case == durable ]]; then
+            flush=1 sync_binlog=1
+        fi
     else
         bp=$((DATA_BYTES / IOBOUND_DIVISOR / 1048576))
         ((bp < 8)) && bp=8
         extra=(--innodb-buffer-pool-size="${bp}M" --innodb-flush-method=O_DIRECT)
     fi
     local common
-    read -r -a common <<<"$(server_common_args $((MAX_CLIENTS + 100)))"
+    read -r -a common <<<"$(server_common_args "$SERVER_MAX_CONN" "$flush" "$sync_binlog")"
     local a_port a_pid b_port b_pid
     start_server "$case-a (one thread per connection)" "$dir/a" a_port a_pid "${common[@]}" "${extra[@]}"
     start_server "$case-b (pool-of-threads)" "$dir/b" b_port b_pid "${common[@]}" "${extra[@]}" \
@@ -549,7 +601,7 @@ run_case() {
         echo "a: $(server_vars "$dir/a")"
         echo "b: $(server_vars "$dir/b")"
     } >"$out/servers.txt"
-    if [[ $case == buffered ]]; then
+    if [[ $case == buffered || $case == durable ]]; then
         log "preloading the buffer pools"
         preload "$dir/a"
         preload "$dir/b"
@@ -564,6 +616,14 @@ run_case() {
         --target "myplex=$(url "$MYPLEX_PORT")"
     )
     local procs=(bench=0 "mariadb_a=$a_pid" "mariadb_b=$b_pid" "haproxy=$HAPROXY_PID" "myplex=$MYPLEX_PID")
+    local main_pid=$MYPLEX_PID main_admin=$MYPLEX_ADMIN_PORT n sweep_pids=() sweep_admin=()
+    for n in "${SWEEP[@]}"; do
+        start_myplex "$a_port" "$dir" "$MAX_CLIENTS" "myplex-o$n" "$n" fixed "${SWEEP_BACKENDS[$n]}"
+        targets+=(--target "myplex-o$n=$(url "$MYPLEX_PORT")")
+        procs+=("myplex-o$n=$MYPLEX_PID")
+        sweep_pids+=("$MYPLEX_PID")
+        sweep_admin+=("$MYPLEX_ADMIN_PORT")
+    done
     PROXYSQL_PID=""
     if [[ -n $PROXYSQL_BIN ]]; then
         start_proxysql "$a_port" "$dir"
@@ -572,12 +632,13 @@ run_case() {
     fi
 
     log "myplex bench run: $BENCH_WORKLOAD, clients $BENCH_CLIENTS, ${BENCH_WARMUP}s warm-up +" \
-        "${BENCH_DURATION}s per point, targets: $(printf '%s ' "${targets[@]}" | grep -o '[a-z]*=mysql' | sed 's/=mysql//' | paste -sd' ')"
+        "${BENCH_DURATION}s per point, targets: $(printf '%s ' "${targets[@]}" | grep -o '[a-z0-9-]*=mysql' | sed 's/=mysql//' | paste -sd' ')"
     "$MYPLEX" bench run "${targets[@]}" \
         --tables "$BENCH_TABLES" --table-size "$BENCH_TABLE_SIZE" \
         --workload "$BENCH_WORKLOAD_ARG" --clients "$BENCH_CLIENTS" \
         --warmup "$BENCH_WARMUP" --duration "$BENCH_DURATION" \
         --connect-concurrency "$BENCH_CONNECT_CONCURRENCY" \
+        --myplex-status "myplex=http://127.0.0.1:$main_admin/status" \
         --machine "$MACHINE; case $case" --out "$out" \
         2>"$out/bench.err" > >(stamp "$out/bench.log") &
     local bench_pid=$!
@@ -594,13 +655,20 @@ run_case() {
     meta "load_after_$case" "$(cat /proc/loadavg)"
 
     # Proxy state after the run, for the record.
-    curl -fsS --max-time 5 "http://127.0.0.1:$MYPLEX_ADMIN_PORT/metrics" >"$out/logs/myplex-metrics.txt" 2>/dev/null || true
-    curl -fsS --max-time 5 "http://127.0.0.1:$MYPLEX_ADMIN_PORT/status" >"$out/logs/myplex-status.json" 2>/dev/null || true
-    local alive=yes
-    kill -0 "$MYPLEX_PID" 2>/dev/null || alive=no
+    curl -fsS --max-time 5 "http://127.0.0.1:$main_admin/metrics" >"$out/logs/myplex-metrics.txt" 2>/dev/null || true
+    curl -fsS --max-time 5 "http://127.0.0.1:$main_admin/status" >"$out/logs/myplex-status.json" 2>/dev/null || true
+    local alive=yes i
+    for i in "${!sweep_pids[@]}"; do
+        curl -fsS --max-time 5 "http://127.0.0.1:${sweep_admin[$i]}/status" \
+            >"$out/logs/myplex-o${SWEEP[$i]}-status.json" 2>/dev/null || true
+        kill -0 "${sweep_pids[$i]}" 2>/dev/null || alive="no (myplex-o${SWEEP[$i]})"
+        stop_tracked "${sweep_pids[$i]}" 15
+        cp "$dir/myplex-o${SWEEP[$i]}.log" "$dir/myplex-o${SWEEP[$i]}.toml" "$out/logs/"
+    done
+    kill -0 "$main_pid" 2>/dev/null || alive=no
     meta "myplex_alive_after_$case" "$alive"
 
-    stop_tracked "$MYPLEX_PID" 15
+    stop_tracked "$main_pid" 15
     stop_tracked "$HAPROXY_PID" 15
     [[ -n $PROXYSQL_PID ]] && stop_tracked "$PROXYSQL_PID" 15
     stop_tracked "$a_pid" 60
@@ -611,7 +679,7 @@ run_case() {
     [[ -n $PROXYSQL_BIN ]] && cp "$dir/proxysql.log" "$dir/proxysql.cnf" "$out/logs/" 2>/dev/null
     rm -rf "$dir"
     ((bench_status == 0)) || die "myplex bench run failed in case $case (status $bench_status; see $out/bench.err)"
-    [[ $alive == yes ]] || die "myplex died during case $case (see $out/logs/myplex.log)"
+    [[ $alive == yes ]] || die "myplex died during case $case: $alive (see $out/logs/)"
     return 0
 }
 

@@ -4,7 +4,9 @@
     summarize.py bench-results/<timestamp>  > summary.md
 
 Reads meta.env, <case>/results.json, <case>/bench.log + cpu-samples.csv (CPU
-share of every process during every point), calibration/ and idle-*.json.
+share of every process during every point, and from it CPU time per
+statement), calibration/ and idle-*.json. Targets `myplex-oN` (the
+MYPLEX_SWEEP fixed caps) are compared with the adaptive `myplex`.
 Stdlib only.
 """
 
@@ -40,9 +42,58 @@ def ratio(a, b):
     return a / b
 
 
+SWEEP_RE = re.compile(r"myplex-o(\d+)")
+
+
+def sweep_n(t):
+    """N of a sweep target `myplex-oN`, else None."""
+    m = SWEEP_RE.fullmatch(t)
+    return int(m.group(1)) if m else None
+
+
 def targets_of(points):
     seen = [p["target"] for p in points]
-    return [t for t in ORDER if t in seen] + sorted({t for t in seen if t not in ORDER})
+    rest = {t for t in seen if t not in ORDER}
+    sweep = sorted((t for t in rest if sweep_n(t) is not None), key=sweep_n)
+    return ([t for t in ORDER if t in seen] + sweep
+            + sorted(t for t in rest if sweep_n(t) is None))
+
+
+# Which sampled process is a target's proxy, and which server it talks to.
+def proxy_proc(t):
+    return t if t in ("haproxy", "myplex", "proxysql") or sweep_n(t) is not None else None
+
+
+def server_proc(t):
+    return "mariadb_b" if t == "threadpool" else "mariadb_a"
+
+
+def us_per_statement(share_pct, qps):
+    """% of one CPU at qps statements/s -> CPU µs per statement."""
+    if share_pct is None or not qps:
+        return None
+    return share_pct / 100.0 / qps * 1e6
+
+
+def cpu_per_statement(shares, by):
+    """(target, clients) -> {proxy, server, total, total_with_bench} in µs per
+    statement; total = every process the benchmark started except the bench."""
+    res = {}
+    for key, s in shares.items():
+        p = by.get(key)
+        if not p:
+            continue
+        t = key[0]
+        ours = [k for k in s if k not in ("other", "idle", "iowait")]
+        without = sum(s[k] for k in ours if k != "bench")
+        pp = proxy_proc(t)
+        res[key] = {
+            "proxy": us_per_statement(s.get(pp), p["qps"]) if pp in s else None,
+            "server": us_per_statement(s.get(server_proc(t)), p["qps"]),
+            "total": us_per_statement(without, p["qps"]),
+            "total_with_bench": us_per_statement(without + s.get("bench", 0.0), p["qps"]),
+        }
+    return res
 
 
 def load_cpu(case_dir):
@@ -116,6 +167,11 @@ def cpu_shares(case_dir, duration, cpus):
     return res
 
 
+def get_tps(by, t, c):
+    p = by.get((t, c))
+    return p["tps"] if p else None
+
+
 def case_section(d, case, meta, out):
     cdir = os.path.join(d, case)
     path = os.path.join(cdir, "results.json")
@@ -179,22 +235,50 @@ def case_section(d, case, meta, out):
                     out.append(f"| {t} | {c} | " + " | ".join(f"{s[p]:.0f}" for p in procs) + " |")
         out.append("")
 
+    cps = cpu_per_statement(shares, by)
+    if cps:
+        out.append("**CPU per statement (µs)** (CPU time of the process during the measured "
+                   "window / statements completed in it; `proxy` = the target's own proxy "
+                   "process, `server` = the MariaDB it talks to, `total` = every process the "
+                   "benchmark started, without and with the load generator)\n")
+        out.append("| target | clients | proxy | server | total (bench excluded) | total (bench included) |")
+        out.append("|---|---:|---:|---:|---:|---:|")
+        for c in clients:
+            for t in tg:
+                v = cps.get((t, c))
+                if v:
+                    out.append(f"| {t} | {c} | {fmt(v['proxy'])} | {fmt(v['server'])} | "
+                               f"{fmt(v['total'])} | {fmt(v['total_with_bench'])} |")
+        out.append("")
+
+    sweep = [t for t in tg if sweep_n(t) is not None]
+    best_fixed = {}
+    if sweep and "myplex" in tg:
+        out.append("**Adaptive vs. fixed caps** (`myplex` = pool.inflight "
+                   f"{meta.get('myplex_inflight') or 'adaptive'}; `myplex-oN` = inflight fixed, "
+                   "oversubscribe N, each its own process)\n")
+        out.append("| clients | myplex TPS | best fixed | its TPS | adaptive / best fixed | "
+                   + " | ".join(f"{t} TPS" for t in sweep) + " |")
+        out.append("|---:|---:|---|---:|---:|" + "---:|" * len(sweep))
+        for c in clients:
+            cand = [(by[(t, c)]["tps"], t) for t in sweep if (t, c) in by]
+            if not cand:
+                continue
+            bt, bn = max(cand)
+            best_fixed[c] = (bn, bt)
+            out.append(f"| {c} | {fmt(get_tps(by, 'myplex', c))} | {bn} | {fmt(bt)} | "
+                       f"{fmt(ratio(get_tps(by, 'myplex', c), bt), 2)} | "
+                       + " | ".join(fmt(get_tps(by, t, c)) for t in sweep) + " |")
+        out.append("")
+
     hi, lo = max(clients), min(clients)
 
     def get(t, c, f):
         p = by.get((t, c))
         return p[f] if p else None
 
-    r = {
-        "case": case,
-        "hi": hi,
-        "lo": lo,
-        "myplex_vs_threadpool_tps_hi": ratio(get("myplex", hi, "tps"), get("threadpool", hi, "tps")),
-        "myplex_vs_direct_p95_hi": ratio(get("myplex", hi, "p95_ms"), get("direct", hi, "p95_ms")),
-        "myplex_vs_haproxy_tps_lo": ratio(get("myplex", lo, "tps"), get("haproxy", lo, "tps")),
-        "myplex_vs_direct_tps_hi": ratio(get("myplex", hi, "tps"), get("direct", hi, "tps")),
-    }
-    out.append(f"**Ratios** (same run, targets alternating)\n")
+    r = {"case": case, "hi": hi, "lo": lo}
+    out.append("**Ratios against the targets of issue 9** (same run, targets alternating)\n")
     out.append("| ratio | value | issue target | met? |")
     out.append("|---|---:|---|---|")
 
@@ -202,10 +286,35 @@ def case_section(d, case, meta, out):
         met = "–" if v is None else ("yes" if ok(v) else "**no**")
         out.append(f"| {name} | {fmt(v, 2)} | {target} | {met} |")
 
-    row(f"myplex TPS / threadpool TPS @ {hi}", r["myplex_vs_threadpool_tps_hi"], "≥ 1.0", lambda v: v >= 1.0)
-    row(f"myplex p95 / direct p95 @ {hi}", r["myplex_vs_direct_p95_hi"], "≤ 0.5", lambda v: v <= 0.5)
-    row(f"myplex TPS / haproxy TPS @ {lo}", r["myplex_vs_haproxy_tps_lo"], "≥ 0.9", lambda v: v >= 0.9)
-    row(f"myplex TPS / direct TPS @ {hi}", r["myplex_vs_direct_tps_hi"], "(context)", lambda v: True)
+    def check(key, name, v, target, ok):
+        r[key] = v
+        row(name, v, target, ok)
+
+    ge1, le1 = (lambda v: v >= 1.0), (lambda v: v <= 1.0)
+    for c in clients:
+        tps_direct = ratio(get("myplex", c, "tps"), get("direct", c, "tps"))
+        if c >= 64:  # the issue's 64, 256 and 1,024 clients
+            check(f"myplex_vs_threadpool_tps_{c}", f"myplex TPS / threadpool TPS @ {c}",
+                  ratio(get("myplex", c, "tps"), get("threadpool", c, "tps")), "≥ 1.0", ge1)
+            check(f"myplex_vs_direct_tps_{c}", f"myplex TPS / direct TPS @ {c}", tps_direct, "≥ 1.0", ge1)
+            check(f"myplex_vs_threadpool_p95_{c}", f"myplex p95 / threadpool p95 @ {c}",
+                  ratio(get("myplex", c, "p95_ms"), get("threadpool", c, "p95_ms")), "≤ 1.0", le1)
+        else:
+            check(f"myplex_vs_direct_tps_{c}", f"myplex TPS / direct TPS @ {c}", tps_direct,
+                  "≥ 0.9 (every point)", lambda v: v >= 0.9)
+    check(f"myplex_vs_haproxy_tps_{lo}", f"myplex TPS / haproxy TPS @ {lo}",
+          ratio(get("myplex", lo, "tps"), get("haproxy", lo, "tps")), "≥ 1.0", ge1)
+    for c in clients:
+        m, h = cps.get(("myplex", c)), cps.get(("haproxy", c))
+        if m and h:
+            v = ratio(m["proxy"], h["proxy"])
+            r[f"proxy_cpu_per_statement_myplex_vs_haproxy_{c}"] = v
+            row(f"proxy CPU per statement: myplex / HAProxy @ {c} "
+                f"({fmt(m['proxy'])} / {fmt(h['proxy'])} µs)", v, "≤ 1.0", lambda v: v <= 1.0)
+    for c, (bn, bt) in best_fixed.items():
+        v = ratio(get_tps(by, "myplex", c), bt)
+        r[f"adaptive_vs_best_fixed_{c}"] = v
+        row(f"myplex TPS / best fixed cap TPS ({bn}) @ {c}", v, "≥ 0.9", lambda v: v >= 0.9)
     out.append("")
     return r
 
@@ -284,7 +393,8 @@ def calibration_section(d, meta, out):
                "(one thread per connection, buffer pool holds the data). sysbench 1.0 has no warm-up "
                "option: its TPS is the mean of the 1 s reports after the warm-up; its p95 covers the "
                "whole run (and is bucketed by sysbench's histogram). CPU: % of one CPU after the "
-               f"warm-up; `myplex bench` ran with stmt_cache_size={meta.get('stmt_cache') or 'driver default'}.\n")
+               f"warm-up; `myplex bench` ran with stmt_cache_size="
+               f"{meta.get('stmt_cache') or 'sized by the tool (9 × tables + 8)'}.\n")
     out.append("| round | sysbench TPS | myplex bench TPS | bench / sysbench | sysbench p95 ms | myplex bench p95 ms | sysbench ignored errors | bench errors | CPU % sysbench / its mariadbd | CPU % bench / its mariadbd |")
     out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     sb_all, b_all = [], []
@@ -353,8 +463,11 @@ def main():
     out.append(f"- data: {meta.get('tables', '?')} tables × {meta.get('table_size', '?')} rows"
                + (f" = {int(db) / 1048576:.0f} MiB of .ibd files" if db else "")
                + f", workload {meta.get('workload', '?')}, clients {meta.get('clients', '?')}")
-    out.append(f"- myplex pool: thread_groups {meta.get('myplex_groups')}, oversubscribe {meta.get('myplex_oversubscribe')}, "
-               f"max_backend_connections {meta.get('myplex_max_backend')}")
+    out.append(f"- myplex pool: thread_groups {meta.get('myplex_groups')}, inflight {meta.get('myplex_inflight') or 'adaptive'}, "
+               f"oversubscribe {meta.get('myplex_oversubscribe')}, max_backend_connections {meta.get('myplex_max_backend')}")
+    if meta.get("myplex_sweep"):
+        out.append(f"- fixed-cap sweep (targets myplex-oN, inflight fixed; N:max_backend_connections): "
+                   f"{meta.get('myplex_sweep_backends', '').strip()}")
     if meta.get("total_seconds"):
         out.append(f"- total run time: {meta['total_seconds']} s")
     out.append("")

@@ -2,19 +2,25 @@
 //! named targets (direct, pooled, …) side by side. Virtual clients are async
 //! tasks, so thousands run from one process; a sweep of client counts runs
 //! the targets alternately; results go to a console table, CSV, JSON and a
-//! self-contained HTML report.
+//! self-contained HTML report. With `--myplex-status NAME=URL` the report
+//! also holds that proxy's in-flight limit over time (see `limits`).
 
+pub mod limits;
+pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod workload;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use mysql_async::Conn;
 
+use limits::{PointPhase, StatusSource};
+use progress::{Phase, Progress};
 use report::Report;
 use runner::{Settings, Target};
 use workload::{Tables, Workload};
@@ -74,6 +80,11 @@ struct RunArgs {
     /// Free-form machine description for the report.
     #[arg(long)]
     machine: Option<String>,
+    /// NAME=http://host:port/status: while target NAME runs, read this myplex
+    /// admin /status once a second and chart each group's in-flight limit
+    /// (limits.csv, results.json, report.html). Repeatable.
+    #[arg(long = "myplex-status")]
+    myplex_status: Vec<String>,
 }
 
 fn tables(c: &Common) -> Tables {
@@ -156,6 +167,17 @@ async fn run(r: RunArgs) -> anyhow::Result<()> {
     if sweep.is_empty() || sweep.contains(&0) {
         anyhow::bail!("--clients: give positive client counts, e.g. 8,64,512");
     }
+    let sources: Vec<StatusSource> = r
+        .myplex_status
+        .iter()
+        .map(|s| StatusSource::parse(s).map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<_>>()?;
+    if let Some(s) = sources
+        .iter()
+        .find(|s| !targets.iter().any(|t| t.name == s.target))
+    {
+        anyhow::bail!("--myplex-status: no --target named {:?}", s.target);
+    }
     let s = Settings {
         workload: r.workload,
         tables: tables(&r.common),
@@ -175,7 +197,12 @@ async fn run(r: RunArgs) -> anyhow::Result<()> {
         machine: r.machine.clone().unwrap_or_else(machine_description),
         started: format!("{:?}", std::time::SystemTime::now()),
         points: Vec::new(),
+        limits: Vec::new(),
     };
+    let origin = tokio::time::Instant::now();
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    let failures = Arc::new(AtomicU64::new(0));
+    let bar = Progress::stderr();
     std::fs::create_dir_all(&r.out)?;
     println!("{}", report::table_header());
     for clients in &sweep {
@@ -187,21 +214,44 @@ async fn run(r: RunArgs) -> anyhow::Result<()> {
             targets.iter().rev().collect()
         };
         for t in order {
-            let progress = Arc::new(|name: &str, done: u64, secs: f64| {
-                eprint!(
-                    "\r  {name}: {done} transactions in {secs:.0} s ({:.1} tps)   ",
-                    done as f64 / secs.max(0.001)
-                );
-            });
-            let p = runner::run_point(t, *clients, s, move |n, d, sec| progress(n, d, sec))
-                .await
-                .map_err(anyhow::Error::msg)?;
-            eprint!("\r{:80}\r", "");
+            let phase = Arc::new(PointPhase::default());
+            let samplers: Vec<_> = sources
+                .iter()
+                .filter(|src| src.target == t.name)
+                .map(|src| {
+                    tokio::spawn(limits::sample(
+                        src.clone(),
+                        *clients,
+                        origin,
+                        phase.clone(),
+                        samples.clone(),
+                        failures.clone(),
+                    ))
+                })
+                .collect();
+            let (name, c) = (t.name.as_str(), *clients);
+            let p = runner::run_point(t, c, s, |tick| {
+                if tick.phase == Phase::Measure {
+                    phase.measuring();
+                }
+                bar.tick(name, c, tick);
+            })
+            .await;
+            samplers.iter().for_each(|h| h.abort());
+            bar.done();
+            let p = p.map_err(anyhow::Error::msg)?;
             println!("{}", report::table_row(&p));
             report.points.push(p);
+            if let Ok(l) = samples.lock() {
+                report.limits.clone_from(&l);
+            }
             // Write as we go so an interrupted sweep still leaves results.
             write_outputs(&r.out, &report)?;
         }
+    }
+    let failed = failures.load(Ordering::Relaxed);
+    if failed > 0 {
+        eprintln!("--myplex-status: {failed} reads of /status failed (missing from the chart)");
     }
     eprintln!("results: {}", r.out.display());
     Ok(())
@@ -213,5 +263,8 @@ fn write_outputs(dir: &std::path::Path, r: &Report) -> std::io::Result<()> {
     std::fs::write(dir.join("report.html"), report::html(r))?;
     std::fs::write(dir.join("tps.svg"), report::tps_svg(r))?;
     std::fs::write(dir.join("p95.svg"), report::p95_svg(r))?;
+    if !r.limits.is_empty() {
+        std::fs::write(dir.join("limits.csv"), limits::csv(&r.limits))?;
+    }
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! Bench output: the console table, CSV, JSON and a self-contained HTML
 //! report with TPS-vs-clients and p95-vs-clients charts (inline SVG, no
-//! scripts or network needed to view it).
+//! scripts or network needed to view it), and, when the run sampled a
+//! proxy's `/status`, a chart of each group's in-flight limit over time.
 
 use std::fmt::Write as _;
 
+use super::limits::LimitSample;
 use super::runner::PointResult;
 
 /// Everything a run produced.
@@ -23,6 +25,9 @@ pub struct Report {
     pub started: String,
     /// Points in run order.
     pub points: Vec<PointResult>,
+    /// In-flight limit samples (`--myplex-status`); absent when not asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<LimitSample>,
 }
 
 fn errors_text(p: &PointResult) -> String {
@@ -220,6 +225,128 @@ pub fn p95_svg(r: &Report) -> String {
     chart(r, "95th percentile latency", "ms", |p| p.p95_ms)
 }
 
+/// Per sampled target, a chart of each group's limit (solid) and in-flight
+/// statements (dotted) against seconds since the run started; each client
+/// count's stretch is shaded and labelled. Empty when nothing was sampled.
+pub fn limits_svg(r: &Report) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for x in &r.limits {
+        if !names.contains(&x.target.as_str()) {
+            names.push(&x.target);
+        }
+    }
+    names
+        .iter()
+        .map(|n| limit_chart(n, r.limits.iter().filter(|x| x.target == *n).collect()))
+        .collect()
+}
+
+fn limit_chart(target: &str, xs: Vec<&LimitSample>) -> String {
+    let (w, h, l, rt, t, b) = (720.0, 320.0, 60.0, 120.0, 56.0, 44.0);
+    let (t0, t1) = xs.iter().fold((f64::MAX, f64::MIN), |(a, z), x| {
+        (a.min(x.t_s), z.max(x.t_s))
+    });
+    let ymax = xs
+        .iter()
+        .map(|x| x.limit.max(x.in_flight) as f64)
+        .fold(1.0f64, f64::max)
+        * 1.1;
+    let lx = |v: f64| l + (v - t0) / (t1 - t0).max(1e-9) * (w - l - rt);
+    let ly = |v: f64| t + (1.0 - v / ymax) * (h - t - b);
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"12\">\
+         <text x=\"{l}\" y=\"20\" font-size=\"15\" font-weight=\"bold\">In-flight limit per group — {}</text>\
+         <line x1=\"{l}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{l}\" y1=\"{t}\" x2=\"{l}\" y2=\"{}\" stroke=\"#333\"/>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">seconds since the run started (other targets ran in the gaps)</text>",
+        esc(target),
+        h - b,
+        w - rt,
+        h - b,
+        h - b,
+        l + (w - l - rt) / 2.0,
+        h - 8.0
+    );
+    // One stretch per point (consecutive samples of one client count).
+    let mut stretches: Vec<(usize, f64, f64)> = Vec::new();
+    for x in &xs {
+        match stretches.last_mut() {
+            Some((c, _, end)) if *c == x.clients => *end = x.t_s,
+            _ => stretches.push((x.clients, x.t_s, x.t_s)),
+        }
+    }
+    for (c, a, z) in &stretches {
+        let (xa, xz) = (lx(*a), lx(*z));
+        let _ = write!(
+            s,
+            "<rect x=\"{xa:.1}\" y=\"{t}\" width=\"{:.1}\" height=\"{}\" fill=\"#f0f0f0\"/>\
+             <text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\">{c} clients</text>",
+            (xz - xa).max(1.0),
+            h - t - b,
+            (xa + xz) / 2.0,
+            t - 6.0
+        );
+    }
+    for i in 0..=4 {
+        let v = ymax * f64::from(i) / 4.0;
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{v:.0}</text>",
+            l - 6.0,
+            ly(v) + 4.0
+        );
+    }
+    for v in [t0, (t0 + t1) / 2.0, t1] {
+        let _ = write!(
+            s,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{v:.0}</text>",
+            lx(v),
+            h - b + 16.0
+        );
+    }
+    let mut groups: Vec<u64> = xs.iter().map(|x| x.group).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    for (i, g) in groups.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        for (c, a, z) in &stretches {
+            let mine = || {
+                xs.iter()
+                    .filter(|x| x.group == *g && x.clients == *c && x.t_s >= *a && x.t_s <= *z)
+            };
+            let line = |v: &dyn Fn(&LimitSample) -> u64| {
+                mine()
+                    .map(|x| format!("{:.1},{:.1}", lx(x.t_s), ly(v(x) as f64)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let _ = write!(
+                s,
+                "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>\
+                 <polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1\" stroke-dasharray=\"2,3\" points=\"{}\"/>",
+                line(&|x| x.limit),
+                line(&|x| x.in_flight)
+            );
+        }
+        let y = t + 10.0 + i as f64 * 18.0;
+        let _ = write!(
+            s,
+            "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{color}\"/><text x=\"{}\" y=\"{y}\">group {g}</text>",
+            w - rt + 12.0,
+            y - 10.0,
+            w - rt + 28.0
+        );
+    }
+    let y = t + 10.0 + groups.len() as f64 * 18.0 + 8.0;
+    let _ = write!(
+        s,
+        "<text x=\"{}\" y=\"{y}\" font-size=\"11\">solid: limit</text><text x=\"{}\" y=\"{}\" font-size=\"11\">dotted: in flight</text></svg>",
+        w - rt + 12.0,
+        w - rt + 12.0,
+        y + 14.0
+    );
+    s
+}
+
 /// The self-contained HTML report.
 pub fn html(r: &Report) -> String {
     let mut rows = String::new();
@@ -244,7 +371,7 @@ pub fn html(r: &Report) -> String {
          <style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></head><body>\
          <h1>myplex bench — {wl}</h1><p>{tables}; warm-up {wu} s, measured {du} s per point; started {st}.<br>{machine}</p>\
-         {tps}{p95}<h2>Points</h2><table><tr><th>target</th><th>clients</th><th>TPS</th><th>QPS</th><th>p50 ms</th>\
+         {tps}{p95}{limits}<h2>Points</h2><table><tr><th>target</th><th>clients</th><th>TPS</th><th>QPS</th><th>p50 ms</th>\
          <th>p95 ms</th><th>p99 ms</th><th>max ms</th><th>errors</th><th>reconnects</th></tr>{rows}</table></body></html>\n",
         wl = esc(&r.workload),
         tables = esc(&r.tables),
@@ -254,6 +381,7 @@ pub fn html(r: &Report) -> String {
         machine = esc(&r.machine),
         tps = tps_svg(r),
         p95 = p95_svg(r),
+        limits = limits_svg(r),
     )
 }
 
@@ -294,6 +422,7 @@ mod tests {
                 point("myplex", 8, 90.0),
                 point("direct", 64, 200.0),
             ],
+            limits: Vec::new(),
         };
         let c = csv(&r);
         assert_eq!(c.lines().count(), 4);
@@ -305,5 +434,66 @@ mod tests {
         assert!(table_row(&r.points[0]).contains("2x1213"));
         let j: serde_json::Value = serde_json::from_str(&json(&r)).expect("json");
         assert_eq!(j["points"][2]["clients"], 64);
+        assert!(j.get("limits").is_none(), "no limits unless sampled");
+        assert!(
+            !h.contains("In-flight limit"),
+            "no limit chart unless sampled"
+        );
+    }
+
+    fn sample(t_s: f64, clients: usize, group: u64, limit: u64) -> LimitSample {
+        LimitSample {
+            t_s,
+            target: "myplex".into(),
+            clients,
+            phase: "measure",
+            group,
+            mode: "adaptive".into(),
+            limit,
+            in_flight: 1,
+            completions_per_s: Some(100.0),
+            latency_ms: Some(1.0),
+            typical_ms: Some(1.0),
+            stalled: Some(0),
+            controller: Some("cruise".into()),
+            qps_10s: None,
+        }
+    }
+
+    #[test]
+    fn limit_chart_marks_points_and_groups() {
+        let mut limits = Vec::new();
+        for (i, t) in [1.0, 2.0, 3.0].iter().enumerate() {
+            limits.push(sample(*t, 8, 0, 4 + i as u64));
+            limits.push(sample(*t, 8, 1, 4));
+        }
+        for t in [20.0, 21.0] {
+            limits.push(sample(t, 64, 0, 12));
+            limits.push(sample(t, 64, 1, 9));
+        }
+        let r = Report {
+            workload: "w".into(),
+            tables: "t".into(),
+            warmup_s: 0,
+            duration_s: 1,
+            machine: "m".into(),
+            started: "s".into(),
+            points: vec![point("myplex", 8, 1.0), point("myplex", 64, 1.0)],
+            limits,
+        };
+        let svg = limits_svg(&r);
+        assert_eq!(
+            svg.matches("<svg").count(),
+            1,
+            "one chart per sampled target"
+        );
+        assert!(svg.contains("8 clients") && svg.contains("64 clients"));
+        assert!(svg.contains("group 0") && svg.contains("group 1"));
+        // 2 groups × 2 points × (limit + in-flight) lines: broken between points.
+        assert_eq!(svg.matches("<polyline").count(), 8);
+        assert!(html(&r).contains("In-flight limit per group"));
+        let j: serde_json::Value = serde_json::from_str(&json(&r)).expect("json");
+        assert_eq!(j["limits"].as_array().map(Vec::len), Some(10));
+        assert_eq!(j["limits"][0]["limit"], 4);
     }
 }

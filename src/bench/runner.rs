@@ -13,6 +13,7 @@ use mysql_async::{Conn, Opts, OptsBuilder};
 use tokio::sync::{Barrier, Semaphore};
 use tokio::time::Instant;
 
+use super::progress::{Phase, Tick};
 use super::workload::{self, Tables, Workload};
 
 /// A named endpoint.
@@ -121,27 +122,30 @@ fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant histogram bounds are valid")
 }
 
-/// Runs one point; `progress` is called about once a second with the
-/// transactions completed so far in the measured window.
+/// Runs one point; `progress` is called about once a second during the
+/// warm-up and the measured window, and once as the window opens.
 pub async fn run_point(
     target: &Target,
     clients: usize,
     s: Settings,
-    progress: impl Fn(&str, u64, f64) + Send + Sync + 'static,
+    progress: impl Fn(Tick),
 ) -> Result<PointResult, String> {
     let opts = target.opts_for(s.tables.count)?;
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
+    // Every successful transaction, warm-up included (for the current TPS).
+    let completed = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(Barrier::new(clients + 1));
     let gate = Arc::new(Semaphore::new(s.connect_concurrency.max(1)));
     let mut tasks = Vec::with_capacity(clients);
     for _ in 0..clients {
-        let (opts, measuring, stop, done, barrier, gate) = (
+        let (opts, measuring, stop, done, completed, barrier, gate) = (
             opts.clone(),
             measuring.clone(),
             stop.clone(),
             done.clone(),
+            completed.clone(),
             barrier.clone(),
             gate.clone(),
         );
@@ -174,6 +178,9 @@ pub async fn run_point(
                 let t0 = Instant::now();
                 let r = workload::transaction(c, s.workload, s.tables).await;
                 let counted = measuring.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed);
+                if r.is_ok() {
+                    completed.fetch_add(1, Ordering::Relaxed);
+                }
                 match r {
                     Ok(()) if counted => {
                         let us = t0.elapsed().as_micros().max(1) as u64;
@@ -203,18 +210,37 @@ pub async fn run_point(
         }));
     }
     barrier.wait().await;
-    tokio::time::sleep(s.warmup).await;
+    let mut last = (Instant::now(), 0u64);
+    let mut tick = |phase, elapsed: f64, total: Duration| {
+        let (now, n) = (Instant::now(), completed.load(Ordering::Relaxed));
+        let dt = now.duration_since(last.0).as_secs_f64();
+        let tps = if dt > 0.0 {
+            (n - last.1) as f64 / dt
+        } else {
+            0.0
+        };
+        last = (now, n);
+        progress(Tick {
+            phase,
+            elapsed,
+            total: total.as_secs_f64(),
+            tps,
+            measured: done.load(Ordering::Relaxed),
+        });
+    };
+    let warm_end = Instant::now() + s.warmup;
+    while Instant::now() < warm_end {
+        tokio::time::sleep(Duration::from_secs(1).min(warm_end - Instant::now())).await;
+        let left = warm_end.saturating_duration_since(Instant::now());
+        tick(Phase::Warmup, (s.warmup - left).as_secs_f64(), s.warmup);
+    }
     measuring.store(true, Ordering::Relaxed);
     let start = Instant::now();
     let end = start + s.duration;
-    let name = target.name.clone();
+    tick(Phase::Measure, 0.0, s.duration);
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_secs(1).min(end - Instant::now())).await;
-        progress(
-            &name,
-            done.load(Ordering::Relaxed),
-            start.elapsed().as_secs_f64(),
-        );
+        tick(Phase::Measure, start.elapsed().as_secs_f64(), s.duration);
     }
     stop.store(true, Ordering::Relaxed);
     let seconds = start.elapsed().as_secs_f64();
