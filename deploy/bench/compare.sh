@@ -23,6 +23,8 @@
 #        threadpool  -> b
 #        haproxy     -> HAProxy, mode tcp, in front of a (the cost of one hop)
 #        myplex      -> myplex in front of a (pool.inflight = MYPLEX_INFLIGHT)
+#        myplex-pg   -> one more myplex with runtime = "per_group" (only when
+#                       MYPLEX_PERGROUP=1), otherwise as the myplex target
 #        myplex-oN   -> one more myplex per N in MYPLEX_SWEEP, each its own
 #                       process, pool.inflight = "fixed", oversubscribe = N
 #        proxysql    -> ProxySQL in front of a (only when PROXYSQL_BIN is set)
@@ -59,6 +61,8 @@
 #   MYPLEX_OVERSUBSCRIBE       pool.oversubscribe                      [3]
 #   MYPLEX_INFLIGHT            pool.inflight of the myplex target (adaptive|fixed) [adaptive]
 #   MYPLEX_MAX_BACKEND         pool.max_backend_connections  [4 x groups x (1 + oversubscribe)]
+#   MYPLEX_RUNTIME             runtime of the myplex target (shared|per_group) [shared]
+#   MYPLEX_PERGROUP            1 = also target myplex-pg (runtime per_group)   [0]
 #   MYPLEX_SWEEP               comma list of oversubscribe values N: one more target
 #                              myplex-oN each (own process, inflight fixed,
 #                              max_backend_connections = max(MYPLEX_MAX_BACKEND,
@@ -109,6 +113,8 @@ MYPLEX_OVERSUBSCRIBE=${MYPLEX_OVERSUBSCRIBE:-3}
 MYPLEX_MAX_BACKEND=${MYPLEX_MAX_BACKEND:-$((4 * MYPLEX_GROUPS * (1 + MYPLEX_OVERSUBSCRIBE)))}
 MYPLEX_INFLIGHT=${MYPLEX_INFLIGHT:-adaptive}
 MYPLEX_SWEEP=${MYPLEX_SWEEP:-}
+MYPLEX_RUNTIME=${MYPLEX_RUNTIME:-shared}
+MYPLEX_PERGROUP=${MYPLEX_PERGROUP:-0}
 PROXYSQL_BIN=${PROXYSQL_BIN:-}
 IDLE_CLIENTS=${IDLE_CLIENTS:-2000}
 IDLE_DIRECT=${IDLE_DIRECT:-1}
@@ -124,7 +130,7 @@ BENCH_QUIET_WAIT=${BENCH_QUIET_WAIT:-300}
 # the generated config file is the whole configuration.
 for var in "${!MYPLEX_@}"; do
     case $var in
-    MYPLEX_BIN | MYPLEX_GROUPS | MYPLEX_OVERSUBSCRIBE | MYPLEX_MAX_BACKEND | MYPLEX_INFLIGHT | MYPLEX_SWEEP) ;;
+    MYPLEX_BIN | MYPLEX_GROUPS | MYPLEX_OVERSUBSCRIBE | MYPLEX_MAX_BACKEND | MYPLEX_INFLIGHT | MYPLEX_SWEEP | MYPLEX_RUNTIME | MYPLEX_PERGROUP) ;;
     *) log "ignoring $var from the environment (the benchmark's myplex config is generated)" ;;
     esac
     export -n "${var?}"
@@ -142,6 +148,10 @@ done
     die "BENCH_CLIENTS must be a comma list of positive integers (got '$BENCH_CLIENTS')"
 [[ -z $MYPLEX_SWEEP || $MYPLEX_SWEEP =~ ^(0|[1-9][0-9]*)(,(0|[1-9][0-9]*))*$ ]] ||
     die "MYPLEX_SWEEP must be empty or a comma list of oversubscribe values (got '$MYPLEX_SWEEP')"
+[[ $MYPLEX_RUNTIME == shared || $MYPLEX_RUNTIME == per_group ]] ||
+    die "MYPLEX_RUNTIME must be shared or per_group (got '$MYPLEX_RUNTIME')"
+[[ $MYPLEX_PERGROUP == 0 || $MYPLEX_PERGROUP == 1 ]] ||
+    die "MYPLEX_PERGROUP must be 0 or 1 (got '$MYPLEX_PERGROUP')"
 [[ $MYPLEX_INFLIGHT == adaptive || $MYPLEX_INFLIGHT == fixed ]] ||
     die "MYPLEX_INFLIGHT must be adaptive or fixed (got '$MYPLEX_INFLIGHT')"
 BENCH_WORKLOAD=${BENCH_WORKLOAD//-/_}
@@ -179,7 +189,7 @@ if [[ -n $MYPLEX_SWEEP ]]; then
     done
 fi
 # Server a carries every proxy's backends besides the direct target's clients.
-SERVER_MAX_CONN=$((MAX_CLIENTS + 100 + SWEEP_BACKENDS_TOTAL))
+SERVER_MAX_CONN=$((MAX_CLIENTS + 100 + SWEEP_BACKENDS_TOTAL + MYPLEX_PERGROUP * MYPLEX_MAX_BACKEND))
 
 # --- file descriptors ------------------------------------------------------------
 
@@ -351,6 +361,8 @@ MACHINE="$CPUS CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed '
     echo "myplex_max_backend=$MYPLEX_MAX_BACKEND"
     echo "myplex_inflight=$MYPLEX_INFLIGHT"
     echo "myplex_sweep=$MYPLEX_SWEEP"
+    echo "myplex_runtime=$MYPLEX_RUNTIME"
+    echo "myplex_pergroup=$MYPLEX_PERGROUP"
     echo "myplex_sweep_backends=$(for n in "${SWEEP[@]}"; do printf '%s:%s ' "$n" "${SWEEP_BACKENDS[$n]}"; done)"
     echo "nofile=$NOFILE"
     echo "stmt_cache=$BENCH_STMT_CACHE"
@@ -448,18 +460,20 @@ EOF
     wait_for_port "$HAPROXY_PORT" "$HAPROXY_PID" haproxy "$dir/haproxy.log" 30
 }
 
-# start_myplex BACKEND_PORT DIR MAX_CLIENTS [NAME OVERSUBSCRIBE INFLIGHT MAX_BACKEND]:
+# start_myplex BACKEND_PORT DIR MAX_CLIENTS [NAME OVERSUBSCRIBE INFLIGHT MAX_BACKEND RUNTIME]:
 # a myplex with config DIR/NAME.toml and log DIR/NAME.log (NAME: myplex);
 # sets MYPLEX_PORT, MYPLEX_ADMIN_PORT and MYPLEX_PID.
 start_myplex() {
     local backend_port=$1 dir=$2 max_clients=$3 name=${4:-myplex} over=${5:-$MYPLEX_OVERSUBSCRIBE}
     local inflight=${6:-$MYPLEX_INFLIGHT} max_backend=${7:-$MYPLEX_MAX_BACKEND}
+    local runtime=${8:-$MYPLEX_RUNTIME}
     MYPLEX_PORT=$(pick_port 0)
     MYPLEX_ADMIN_PORT=$(pick_port 0 "$MYPLEX_PORT")
     cat >"$dir/$name.toml" <<EOF
 listen = "127.0.0.1:$MYPLEX_PORT"
 admin_listen = "127.0.0.1:$MYPLEX_ADMIN_PORT"
 listen_backlog = 4096
+runtime = "$runtime"
 
 [backend]
 address = "127.0.0.1:$backend_port"
@@ -483,7 +497,7 @@ name = "app"
 password = "secret"
 EOF
     log "starting $name on 127.0.0.1:$MYPLEX_PORT -> $backend_port" \
-        "(groups $MYPLEX_GROUPS, inflight $inflight, oversubscribe $over, backends $max_backend)"
+        "(groups $MYPLEX_GROUPS, inflight $inflight, oversubscribe $over, backends $max_backend, runtime $runtime)"
     "$MYPLEX" --config "$dir/$name.toml" </dev/null >"$dir/$name.log" 2>&1 &
     MYPLEX_PID=$!
     track "$MYPLEX_PID" "$name"
@@ -616,13 +630,24 @@ run_case() {
         --target "myplex=$(url "$MYPLEX_PORT")"
     )
     local procs=(bench=0 "mariadb_a=$a_pid" "mariadb_b=$b_pid" "haproxy=$HAPROXY_PID" "myplex=$MYPLEX_PID")
-    local main_pid=$MYPLEX_PID main_admin=$MYPLEX_ADMIN_PORT n sweep_pids=() sweep_admin=()
+    local main_pid=$MYPLEX_PID main_admin=$MYPLEX_ADMIN_PORT n extra_names=() extra_pids=() extra_admin=()
+    local status=(--myplex-status "myplex=http://127.0.0.1:$main_admin/status")
+    if [[ $MYPLEX_PERGROUP == 1 ]]; then
+        start_myplex "$a_port" "$dir" "$MAX_CLIENTS" myplex-pg "" "" "" per_group
+        extra_names+=(myplex-pg)
+        status+=(--myplex-status "myplex-pg=http://127.0.0.1:$MYPLEX_ADMIN_PORT/status")
+        targets+=(--target "myplex-pg=$(url "$MYPLEX_PORT")")
+        procs+=("myplex-pg=$MYPLEX_PID")
+        extra_pids+=("$MYPLEX_PID")
+        extra_admin+=("$MYPLEX_ADMIN_PORT")
+    fi
     for n in "${SWEEP[@]}"; do
         start_myplex "$a_port" "$dir" "$MAX_CLIENTS" "myplex-o$n" "$n" fixed "${SWEEP_BACKENDS[$n]}"
         targets+=(--target "myplex-o$n=$(url "$MYPLEX_PORT")")
         procs+=("myplex-o$n=$MYPLEX_PID")
-        sweep_pids+=("$MYPLEX_PID")
-        sweep_admin+=("$MYPLEX_ADMIN_PORT")
+        extra_names+=("myplex-o$n")
+        extra_pids+=("$MYPLEX_PID")
+        extra_admin+=("$MYPLEX_ADMIN_PORT")
     done
     PROXYSQL_PID=""
     if [[ -n $PROXYSQL_BIN ]]; then
@@ -638,7 +663,7 @@ run_case() {
         --workload "$BENCH_WORKLOAD_ARG" --clients "$BENCH_CLIENTS" \
         --warmup "$BENCH_WARMUP" --duration "$BENCH_DURATION" \
         --connect-concurrency "$BENCH_CONNECT_CONCURRENCY" \
-        --myplex-status "myplex=http://127.0.0.1:$main_admin/status" \
+        "${status[@]}" \
         --machine "$MACHINE; case $case" --out "$out" \
         2>"$out/bench.err" > >(stamp "$out/bench.log") &
     local bench_pid=$!
@@ -658,12 +683,12 @@ run_case() {
     curl -fsS --max-time 5 "http://127.0.0.1:$main_admin/metrics" >"$out/logs/myplex-metrics.txt" 2>/dev/null || true
     curl -fsS --max-time 5 "http://127.0.0.1:$main_admin/status" >"$out/logs/myplex-status.json" 2>/dev/null || true
     local alive=yes i
-    for i in "${!sweep_pids[@]}"; do
-        curl -fsS --max-time 5 "http://127.0.0.1:${sweep_admin[$i]}/status" \
-            >"$out/logs/myplex-o${SWEEP[$i]}-status.json" 2>/dev/null || true
-        kill -0 "${sweep_pids[$i]}" 2>/dev/null || alive="no (myplex-o${SWEEP[$i]})"
-        stop_tracked "${sweep_pids[$i]}" 15
-        cp "$dir/myplex-o${SWEEP[$i]}.log" "$dir/myplex-o${SWEEP[$i]}.toml" "$out/logs/"
+    for i in "${!extra_pids[@]}"; do
+        curl -fsS --max-time 5 "http://127.0.0.1:${extra_admin[$i]}/status" \
+            >"$out/logs/${extra_names[$i]}-status.json" 2>/dev/null || true
+        kill -0 "${extra_pids[$i]}" 2>/dev/null || alive="no (${extra_names[$i]})"
+        stop_tracked "${extra_pids[$i]}" 15
+        cp "$dir/${extra_names[$i]}.log" "$dir/${extra_names[$i]}.toml" "$out/logs/"
     done
     kill -0 "$main_pid" 2>/dev/null || alive=no
     meta "myplex_alive_after_$case" "$alive"

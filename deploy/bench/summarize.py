@@ -61,7 +61,9 @@ def targets_of(points):
 
 # Which sampled process is a target's proxy, and which server it talks to.
 def proxy_proc(t):
-    return t if t in ("haproxy", "myplex", "proxysql") or sweep_n(t) is not None else None
+    if t in ("haproxy", "myplex", "proxysql") or t.startswith("myplex-"):
+        return t
+    return None
 
 
 def server_proc(t):
