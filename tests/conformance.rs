@@ -203,6 +203,11 @@ fn mariadb_test_suite_direct_and_through_proxy() {
                 *slot = Some(px);
                 port
             };
+            let describe = move || {
+                let slot = slot.lock().expect("proxy slot");
+                slot.as_ref()
+                    .map_or_else(String::new, |p| describe_proxy(&p.shared))
+            };
             Lane::new(
                 db,
                 port,
@@ -210,6 +215,7 @@ fn mariadb_test_suite_direct_and_through_proxy() {
                 &suite,
                 root.join(format!("proxy{i}")),
             )
+            .describing(Box::new(describe))
         })
         .collect();
     let setup = started.elapsed();
@@ -719,4 +725,22 @@ fn report_client(
         grouped_failures(&failures)
     );
     out.push_str(&table);
+}
+
+/// `SHOW MYPLEX GROUPS / POOLS / CLIENTS` as text, for hang reports.
+fn describe_proxy(shared: &myplex::frontend::Shared) -> String {
+    use myplex::admin::console::{Command, run};
+    let mut out = String::new();
+    for (name, cmd) in [
+        ("groups", Command::Groups),
+        ("pools", Command::Pools),
+        ("clients", Command::Clients),
+    ] {
+        let rs = run(cmd, shared);
+        out.push_str(&format!("{name}: {}\n", rs.columns.join("\t")));
+        for row in rs.rows {
+            out.push_str(&format!("  {}\n", row.join("\t")));
+        }
+    }
+    out
 }

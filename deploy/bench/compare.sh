@@ -23,8 +23,8 @@
 #        threadpool  -> b
 #        haproxy     -> HAProxy, mode tcp, in front of a (the cost of one hop)
 #        myplex      -> myplex in front of a (pool.inflight = MYPLEX_INFLIGHT)
-#        myplex-pg   -> one more myplex with runtime = "per_group" (only when
-#                       MYPLEX_PERGROUP=1), otherwise as the myplex target
+#        myplex-<rt> -> one more myplex with runtime MYPLEX_ALT_RUNTIME (shared
+#                       or per_group; only when it is set), otherwise as myplex
 #        myplex-oN   -> one more myplex per N in MYPLEX_SWEEP, each its own
 #                       process, pool.inflight = "fixed", oversubscribe = N
 #        proxysql    -> ProxySQL in front of a (only when PROXYSQL_BIN is set)
@@ -61,8 +61,8 @@
 #   MYPLEX_OVERSUBSCRIBE       pool.oversubscribe                      [3]
 #   MYPLEX_INFLIGHT            pool.inflight of the myplex target (adaptive|fixed) [adaptive]
 #   MYPLEX_MAX_BACKEND         pool.max_backend_connections  [4 x groups x (1 + oversubscribe)]
-#   MYPLEX_RUNTIME             runtime of the myplex target (shared|per_group) [shared]
-#   MYPLEX_PERGROUP            1 = also target myplex-pg (runtime per_group)   [0]
+#   MYPLEX_RUNTIME             runtime of the myplex target (per_group|shared) [per_group]
+#   MYPLEX_ALT_RUNTIME         also target myplex-<it>, on this runtime       []
 #   MYPLEX_SWEEP               comma list of oversubscribe values N: one more target
 #                              myplex-oN each (own process, inflight fixed,
 #                              max_backend_connections = max(MYPLEX_MAX_BACKEND,
@@ -113,8 +113,8 @@ MYPLEX_OVERSUBSCRIBE=${MYPLEX_OVERSUBSCRIBE:-3}
 MYPLEX_MAX_BACKEND=${MYPLEX_MAX_BACKEND:-$((4 * MYPLEX_GROUPS * (1 + MYPLEX_OVERSUBSCRIBE)))}
 MYPLEX_INFLIGHT=${MYPLEX_INFLIGHT:-adaptive}
 MYPLEX_SWEEP=${MYPLEX_SWEEP:-}
-MYPLEX_RUNTIME=${MYPLEX_RUNTIME:-shared}
-MYPLEX_PERGROUP=${MYPLEX_PERGROUP:-0}
+MYPLEX_RUNTIME=${MYPLEX_RUNTIME:-per_group}
+MYPLEX_ALT_RUNTIME=${MYPLEX_ALT_RUNTIME:-}
 PROXYSQL_BIN=${PROXYSQL_BIN:-}
 IDLE_CLIENTS=${IDLE_CLIENTS:-2000}
 IDLE_DIRECT=${IDLE_DIRECT:-1}
@@ -130,7 +130,7 @@ BENCH_QUIET_WAIT=${BENCH_QUIET_WAIT:-300}
 # the generated config file is the whole configuration.
 for var in "${!MYPLEX_@}"; do
     case $var in
-    MYPLEX_BIN | MYPLEX_GROUPS | MYPLEX_OVERSUBSCRIBE | MYPLEX_MAX_BACKEND | MYPLEX_INFLIGHT | MYPLEX_SWEEP | MYPLEX_RUNTIME | MYPLEX_PERGROUP) ;;
+    MYPLEX_BIN | MYPLEX_GROUPS | MYPLEX_OVERSUBSCRIBE | MYPLEX_MAX_BACKEND | MYPLEX_INFLIGHT | MYPLEX_SWEEP | MYPLEX_RUNTIME | MYPLEX_ALT_RUNTIME) ;;
     *) log "ignoring $var from the environment (the benchmark's myplex config is generated)" ;;
     esac
     export -n "${var?}"
@@ -150,8 +150,10 @@ done
     die "MYPLEX_SWEEP must be empty or a comma list of oversubscribe values (got '$MYPLEX_SWEEP')"
 [[ $MYPLEX_RUNTIME == shared || $MYPLEX_RUNTIME == per_group ]] ||
     die "MYPLEX_RUNTIME must be shared or per_group (got '$MYPLEX_RUNTIME')"
-[[ $MYPLEX_PERGROUP == 0 || $MYPLEX_PERGROUP == 1 ]] ||
-    die "MYPLEX_PERGROUP must be 0 or 1 (got '$MYPLEX_PERGROUP')"
+[[ -z $MYPLEX_ALT_RUNTIME || $MYPLEX_ALT_RUNTIME == shared || $MYPLEX_ALT_RUNTIME == per_group ]] ||
+    die "MYPLEX_ALT_RUNTIME must be empty, shared or per_group (got '$MYPLEX_ALT_RUNTIME')"
+ALT_BACKENDS=0
+[[ -n $MYPLEX_ALT_RUNTIME ]] && ALT_BACKENDS=$MYPLEX_MAX_BACKEND
 [[ $MYPLEX_INFLIGHT == adaptive || $MYPLEX_INFLIGHT == fixed ]] ||
     die "MYPLEX_INFLIGHT must be adaptive or fixed (got '$MYPLEX_INFLIGHT')"
 BENCH_WORKLOAD=${BENCH_WORKLOAD//-/_}
@@ -189,7 +191,7 @@ if [[ -n $MYPLEX_SWEEP ]]; then
     done
 fi
 # Server a carries every proxy's backends besides the direct target's clients.
-SERVER_MAX_CONN=$((MAX_CLIENTS + 100 + SWEEP_BACKENDS_TOTAL + MYPLEX_PERGROUP * MYPLEX_MAX_BACKEND))
+SERVER_MAX_CONN=$((MAX_CLIENTS + 100 + SWEEP_BACKENDS_TOTAL + ALT_BACKENDS))
 
 # --- file descriptors ------------------------------------------------------------
 
@@ -362,7 +364,7 @@ MACHINE="$CPUS CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed '
     echo "myplex_inflight=$MYPLEX_INFLIGHT"
     echo "myplex_sweep=$MYPLEX_SWEEP"
     echo "myplex_runtime=$MYPLEX_RUNTIME"
-    echo "myplex_pergroup=$MYPLEX_PERGROUP"
+    echo "myplex_alt_runtime=$MYPLEX_ALT_RUNTIME"
     echo "myplex_sweep_backends=$(for n in "${SWEEP[@]}"; do printf '%s:%s ' "$n" "${SWEEP_BACKENDS[$n]}"; done)"
     echo "nofile=$NOFILE"
     echo "stmt_cache=$BENCH_STMT_CACHE"
@@ -632,12 +634,13 @@ run_case() {
     local procs=(bench=0 "mariadb_a=$a_pid" "mariadb_b=$b_pid" "haproxy=$HAPROXY_PID" "myplex=$MYPLEX_PID")
     local main_pid=$MYPLEX_PID main_admin=$MYPLEX_ADMIN_PORT n extra_names=() extra_pids=() extra_admin=()
     local status=(--myplex-status "myplex=http://127.0.0.1:$main_admin/status")
-    if [[ $MYPLEX_PERGROUP == 1 ]]; then
-        start_myplex "$a_port" "$dir" "$MAX_CLIENTS" myplex-pg "" "" "" per_group
-        extra_names+=(myplex-pg)
-        status+=(--myplex-status "myplex-pg=http://127.0.0.1:$MYPLEX_ADMIN_PORT/status")
-        targets+=(--target "myplex-pg=$(url "$MYPLEX_PORT")")
-        procs+=("myplex-pg=$MYPLEX_PID")
+    if [[ -n $MYPLEX_ALT_RUNTIME ]]; then
+        local alt=myplex-${MYPLEX_ALT_RUNTIME/per_group/pg}
+        start_myplex "$a_port" "$dir" "$MAX_CLIENTS" "$alt" "" "" "" "$MYPLEX_ALT_RUNTIME"
+        extra_names+=("$alt")
+        status+=(--myplex-status "$alt=http://127.0.0.1:$MYPLEX_ADMIN_PORT/status")
+        targets+=(--target "$alt=$(url "$MYPLEX_PORT")")
+        procs+=("$alt=$MYPLEX_PID")
         extra_pids+=("$MYPLEX_PID")
         extra_admin+=("$MYPLEX_ADMIN_PORT")
     fi

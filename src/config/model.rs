@@ -216,11 +216,11 @@ pub enum HighPrioMode {
 pub enum RuntimeMode {
     /// Sessions run on the main work-stealing runtime (`worker_threads`
     /// threads), with the listener, the admin endpoint and the timers.
-    #[default]
     Shared,
     /// One single-threaded worker per thread group runs that group's
     /// sessions and backend connections (no cross-thread hand-offs inside a
     /// statement).
+    #[default]
     PerGroup,
 }
 

@@ -76,6 +76,8 @@ pub struct Lane<'a> {
     /// one and returns its port; used after a case hung, so that one wedged
     /// pool does not fail every later case of the lane.
     restart_front: Option<Box<dyn Fn() -> u16 + Send + Sync + 'a>>,
+    /// The proxy's own view (groups, pools, clients) for hang reports.
+    describe_front: Option<Box<dyn Fn() -> String + Send + Sync + 'a>>,
     /// Outputs, logs and diffs of this lane.
     pub out_dir: PathBuf,
     /// The server's state right after setup.
@@ -167,6 +169,7 @@ impl<'a> Lane<'a> {
             db,
             port: AtomicU16::new(port),
             restart_front,
+            describe_front: None,
             out_dir,
             baseline,
         }
@@ -254,8 +257,17 @@ impl<'a> Lane<'a> {
         }
         let progress = self.out_dir.join(format!("{case}.progress"));
         let _ = std::fs::remove_file(&progress);
-        let status = match run_with_timeout(cmd, CASE_TIMEOUT) {
-            Err(e) => Status::Fail(format!("{e}{}{}", last_line(&progress), self.after_hang())),
+        let hang = self.out_dir.join(format!("{tag}.hang"));
+        let _ = std::fs::remove_file(&hang);
+        let status = match run_with_timeout_then(cmd, CASE_TIMEOUT, || {
+            self.write_hang_report(&hang, &progress)
+        }) {
+            Err(e) => Status::Fail(format!(
+                "{e}{}{}; state at the timeout: {}",
+                last_line(&progress),
+                self.after_hang(),
+                hang.display()
+            )),
             Ok(62) => Status::Skipped(skip_reason(&log_path)),
             Ok(0) => {
                 let got = std::fs::read(&recorded).unwrap_or_default();
@@ -317,6 +329,12 @@ impl<'a> Lane<'a> {
         status
     }
 
+    /// Adds the proxy's view to hang reports.
+    pub fn describing(mut self, describe: Box<dyn Fn() -> String + Send + Sync + 'a>) -> Self {
+        self.describe_front = Some(describe);
+        self
+    }
+
     /// True for a lane whose clients go through a proxy.
     pub fn proxied(&self) -> bool {
         self.restart_front.is_some()
@@ -329,6 +347,22 @@ impl<'a> Lane<'a> {
 
     /// After a case hung: a fresh proxy for the next case (noted in the
     /// failure), nothing for a direct lane.
+    /// What was going on when a case hung: the line reached, the server's
+    /// processlist and, through a proxy, its groups, pools and clients.
+    fn write_hang_report(&self, path: &Path, progress: &Path) {
+        let mut text = format!("reached:{}\n\nserver processlist:\n", last_line(progress));
+        text.push_str(&sql_retry(
+            self.db,
+            "SELECT id, user, db, command, time, state, LEFT(info, 120) \
+             FROM information_schema.processlist ORDER BY id",
+        ));
+        if let Some(describe) = &self.describe_front {
+            text.push_str("\nproxy:\n");
+            text.push_str(&describe());
+        }
+        let _ = std::fs::write(path, text);
+    }
+
     fn after_hang(&self) -> &'static str {
         match &self.restart_front {
             Some(restart) => {
@@ -545,7 +579,17 @@ fn sql_value(v: &str) -> String {
 
 /// Spawns `cmd`, kills it after `limit`; its exit code, or why there is
 /// none.
-fn run_with_timeout(mut cmd: Command, limit: Duration) -> Result<i32, String> {
+fn run_with_timeout(cmd: Command, limit: Duration) -> Result<i32, String> {
+    run_with_timeout_then(cmd, limit, || {})
+}
+
+/// [`run_with_timeout`], calling `at_timeout` before the kill (while the
+/// hung clients are still connected).
+fn run_with_timeout_then(
+    mut cmd: Command,
+    limit: Duration,
+    at_timeout: impl FnOnce(),
+) -> Result<i32, String> {
     let mut child: Child = cmd
         .spawn()
         .map_err(|e| format!("cannot spawn {:?}: {e}", cmd.get_program()))?;
@@ -554,6 +598,7 @@ fn run_with_timeout(mut cmd: Command, limit: Duration) -> Result<i32, String> {
         match child.try_wait() {
             Ok(Some(st)) => return Ok(st.code().unwrap_or(-1)),
             Ok(None) if start.elapsed() > limit => {
+                at_timeout();
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(format!("timed out after {}s", limit.as_secs()));
