@@ -51,7 +51,7 @@ fn real_main() -> anyhow::Result<()> {
         eprintln!("configuration OK");
         return Ok(());
     }
-    myplex::telemetry::init(&cfg.log);
+    let _log = myplex::telemetry::init(&cfg.log);
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if cfg.worker_threads > 0 {
         rt.worker_threads(cfg.worker_threads);

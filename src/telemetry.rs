@@ -11,17 +11,32 @@ use crate::config::{LogConfig, LogFormat};
 type SetFilter = Box<dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync>;
 static SET_FILTER: OnceLock<SetFilter> = OnceLock::new();
 
+/// Lines the log thread may hold before new ones are dropped.
+const LOG_BUFFER_LINES: usize = 64 * 1024;
+
 /// Installs the global subscriber. `RUST_LOG` overrides `log.level` at
 /// start; a reload applies the configured `log.level`.
-pub fn init(cfg: &LogConfig) {
+///
+/// Lines are written by a thread of their own (`myplex-log`): a session
+/// never blocks on the log's file or pipe (a write to a file can stall for
+/// hundreds of milliseconds while the disk is saturated, and with one
+/// worker per thread group that would stall the whole group). When that
+/// thread falls [`LOG_BUFFER_LINES`] behind, lines are dropped, not waited
+/// for. Keep the returned guard until exit: dropping it flushes.
+pub fn init(cfg: &LogConfig) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&cfg.level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
     use std::io::IsTerminal;
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(LOG_BUFFER_LINES)
+        .thread_name("myplex-log")
+        .finish(std::io::stderr());
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     let _ = match cfg.format {
         LogFormat::Json => {
             let b = b.json().with_filter_reloading();
@@ -36,6 +51,7 @@ pub fn init(cfg: &LogConfig) {
             b.try_init()
         }
     };
+    guard
 }
 
 /// Checks that `level` is a valid filter (`log.level`).
