@@ -276,6 +276,7 @@ impl Session {
         // sub-statements change query ids, would otherwise run on.
         let (wake, interrupt) = (&self.handle.wake, &self.handle.interrupt);
         let (thread, pool) = (co.backend.thread_id, co.backend.pool);
+        let mut kill_sent = None;
         let relayed = {
             let relaying = relay(&mut self.client, &mut co.backend.io, shape, &view, seq);
             tokio::pin!(relaying);
@@ -286,12 +287,19 @@ impl Session {
                     // KILL QUERY of this session: the thread still runs this
                     // session's statement (leased), so a thread KILL QUERY
                     // is exact; the server's error then ends the response.
-                    _ = interrupt.notified() => {
-                        kill_query_of(&self.shared, pool, thread);
+                    _ = interrupt.notified(), if kill_sent.is_none() => {
+                        kill_sent = Some(kill_query_of(&self.shared, pool, thread));
                     }
                 }
             }
         };
+        // The KILL must have reached the server before this session sends
+        // its next statement on the same thread: a late one would kill
+        // that statement instead (the server forgets a KILL QUERY that
+        // finds the thread idle when its next command starts).
+        if let Some(sent) = kill_sent {
+            let _ = sent.await;
+        }
         self.handle
             .backend_thread
             .store(0, std::sync::atomic::Ordering::Relaxed);
@@ -678,13 +686,20 @@ fn abandon_backend(shared: &std::sync::Arc<crate::frontend::Shared>, co: Checkou
     });
 }
 
-/// KILL QUERY of backend thread `thread` of pool key `pool`, in the
-/// background. Only for a thread whose connection the caller leases.
-fn kill_query_of(shared: &std::sync::Arc<crate::frontend::Shared>, pool: usize, thread: u32) {
+/// KILL QUERY of backend thread `thread` of pool key `pool`, sent beside
+/// the running statement (the caller keeps reading its response) and
+/// finished when the server has taken it. Only for a thread whose
+/// connection the caller leases, and the caller awaits it before it uses
+/// that thread again.
+fn kill_query_of(
+    shared: &std::sync::Arc<crate::frontend::Shared>,
+    pool: usize,
+    thread: u32,
+) -> tokio::task::JoinHandle<()> {
     let shared = shared.clone();
     tokio::spawn(async move {
         send_kill(&shared, pool, &format!("KILL QUERY {thread}")).await;
-    });
+    })
 }
 
 /// Sends a KILL over a helper connection of pool key `pool`, counted in
