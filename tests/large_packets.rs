@@ -207,13 +207,22 @@ async fn state_set_past_the_prefix_of_a_large_query_is_kept() {
     a.query_drop(format!("SELECT LENGTH('{}') INTO @v", "z".repeat(n)))
         .await
         .expect("large query");
-    let pinned = p
-        .shared
-        .sessions
-        .lock()
-        .expect("sessions")
-        .values()
-        .any(|h| h.pins.load(Ordering::Relaxed) != 0);
+    // The session publishes its pins just after its response (from its
+    // group's worker thread): give it a moment.
+    let mut pinned = false;
+    for _ in 0..50 {
+        pinned = p
+            .shared
+            .sessions
+            .lock()
+            .expect("sessions")
+            .values()
+            .any(|h| h.pins.load(Ordering::Relaxed) != 0);
+        if pinned {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert!(pinned, "the session must stay on its backend");
     // Another client keeps the other backend busy meanwhile.
     let mut b = Conn::from_url(p.app_url()).await.expect("login b");

@@ -53,12 +53,29 @@ fn table(tag: &str) -> String {
 }
 
 /// The pin reasons of the proxy session behind `c`.
+/// The session's pins once it has finished with the last command: the
+/// session publishes them after it has sent the response, so a read right
+/// after the client got it may still see the previous command's (the
+/// session runs on its group's worker thread). Two reads 20 ms apart that
+/// agree are taken as settled.
 fn pins(p: &Proxy, c: &RawConn) -> Pins {
-    let sessions = p.shared.sessions.lock().expect("sessions lock");
-    let h = sessions
-        .get(&c.conn_id)
-        .unwrap_or_else(|| panic!("no proxy session {}", c.conn_id));
-    Pins::from_bits(h.pins.load(Ordering::Relaxed))
+    let read = || {
+        let sessions = p.shared.sessions.lock().expect("sessions lock");
+        let h = sessions
+            .get(&c.conn_id)
+            .unwrap_or_else(|| panic!("no proxy session {}", c.conn_id));
+        h.pins.load(Ordering::Relaxed)
+    };
+    let mut last = read();
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = read();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    Pins::from_bits(last)
 }
 
 #[track_caller]
