@@ -174,8 +174,13 @@ impl SlowLog {
     /// The summary of the window when `now` is past its end and it
     /// aggregated anything; starts the next window.
     pub fn take_summary(&self, now: Instant) -> Option<Summary> {
+        self.take(now, false)
+    }
+
+    /// The window's summary; with `force`, even before the window ends.
+    fn take(&self, now: Instant, force: bool) -> Option<Summary> {
         let mut w = self.window.lock().ok()?;
-        Self::roll(&mut w, now, false)
+        Self::roll(&mut w, now, force)
     }
 
     fn roll(w: &mut Window, now: Instant, force: bool) -> Option<Summary> {
@@ -212,20 +217,16 @@ impl SlowLog {
     /// periodic task, so the last window of a burst is not held back until
     /// the next slow statement).
     pub fn flush_due(&self) {
-        if let Some(summary) = self.take_summary(Instant::now()) {
-            emit_summary(&summary);
-        }
+        self.flush(false);
     }
-}
 
-impl SlowLog {
     /// Writes what the current window aggregated so far (at shutdown).
     pub fn flush_all(&self) {
-        let ended = match self.window.lock() {
-            Ok(mut w) => Self::roll(&mut w, Instant::now(), true),
-            Err(_) => None,
-        };
-        if let Some(summary) = ended {
+        self.flush(true);
+    }
+
+    fn flush(&self, force: bool) {
+        if let Some(summary) = self.take(Instant::now(), force) {
             emit_summary(&summary);
         }
     }

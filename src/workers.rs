@@ -8,7 +8,6 @@
 //! main runtime.
 
 use std::future::Future;
-use std::sync::mpsc;
 
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -39,32 +38,19 @@ impl Workers {
                 .enable_all()
                 .build()?;
             let (stop, stopped) = oneshot::channel::<()>();
-            let (ready, started) = mpsc::channel();
             w.handles.push(rt.handle().clone());
+            // The runtime runs its tasks while this thread is in block_on
+            // (tasks spawned before it gets there wait for it).
             std::thread::Builder::new()
                 .name(format!("myplex-group-{i}"))
                 .spawn(move || {
-                    let _ = ready.send(());
                     rt.block_on(async {
                         let _ = stopped.await;
                     });
                 })?;
-            // The runtime runs tasks only while its thread is in block_on;
-            // wait for it so nothing spawned sits unpolled at start.
-            let _ = started.recv();
             w.stops.push(stop);
         }
         Ok(w)
-    }
-
-    /// Number of workers.
-    pub fn len(&self) -> usize {
-        self.handles.len()
-    }
-
-    /// Never true: there is at least one worker.
-    pub fn is_empty(&self) -> bool {
-        self.handles.is_empty()
     }
 
     /// Runs `task` on worker `group % len`.
@@ -89,6 +75,7 @@ impl Drop for Workers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::mpsc;
 
     #[test]
     fn tasks_of_a_group_run_on_that_groups_thread() {

@@ -62,11 +62,7 @@ async fn bench_produces_a_sane_report() {
         String::from_utf8_lossy(&r.stderr)
     );
     let csv = std::fs::read_to_string(out.join("results.csv")).expect("csv");
-    let rows: Vec<Vec<&str>> = csv
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').collect())
-        .collect();
+    let rows = csv_rows(&csv);
     assert_eq!(rows.len(), 4, "{csv}");
     for row in &rows {
         let tps: f64 = row[4].parse().expect("tps");
@@ -85,11 +81,7 @@ async fn bench_produces_a_sane_report() {
     assert_eq!(json["points"].as_array().map(Vec::len), Some(4));
     // The limit series: sampled only while `myplex` ran, at both points.
     let limits = std::fs::read_to_string(out.join("limits.csv")).expect("limits.csv");
-    let rows: Vec<Vec<&str>> = limits
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').collect())
-        .collect();
+    let rows = csv_rows(&limits);
     assert!(
         rows.iter().all(|r| r[1] == "myplex" && r[4] == "0"),
         "{limits}"
@@ -112,4 +104,12 @@ async fn bench_produces_a_sane_report() {
     let (_, metrics) = p.http_get("/metrics").await;
     assert!(metrics.contains("myplex_transactions_total"), "{metrics}");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The cells of every line of a CSV text after its header.
+fn csv_rows(csv: &str) -> Vec<Vec<&str>> {
+    csv.lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect()
 }
