@@ -104,8 +104,17 @@ async fn percentiles_agree_with_client_measurements() {
     seen.sort_by(f64::total_cmp);
     let client_p50 = seen[19];
     let client_max = seen[39];
-    let (_, body) = p.http_get("/status").await;
-    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    // The session records a statement just after its response (from its
+    // group's worker thread): read once the last one is in.
+    let mut v = serde_json::Value::Null;
+    for _ in 0..50 {
+        let (_, body) = p.http_get("/status").await;
+        v = serde_json::from_str(&body).expect("json");
+        if v["last_60s"]["statement"]["count"] == 41 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let s = &v["last_60s"]["statement"];
     let p50 = s["p50_ms"].as_f64().expect("p50");
     let max = s["max_ms"].as_f64().expect("max");
