@@ -47,7 +47,16 @@ async fn counters_match_the_load_exactly() {
         c.query_drop("ROLLBACK").await.expect("rollback");
     }
     let _ = c.query_drop("SELECT * FROM no_such_table").await;
-    let (code, text) = p.http_get("/metrics").await;
+    // The session records a statement just after its response (from its
+    // group's worker thread): read once the last one is in.
+    let (mut code, mut text) = p.http_get("/metrics").await;
+    for _ in 0..50 {
+        if sum_metric(&text, "myplex_statements_total", "kind=\"query\"") >= 92.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        (code, text) = p.http_get("/metrics").await;
+    }
     assert_eq!(code, 200);
     assert_eq!(
         sum_metric(&text, "myplex_transactions_total", "outcome=\"commit\""),
