@@ -38,16 +38,19 @@ impl Workers {
                 .enable_all()
                 .build()?;
             let (stop, stopped) = oneshot::channel::<()>();
+            let (ready, started) = std::sync::mpsc::channel();
             w.handles.push(rt.handle().clone());
-            // The runtime runs its tasks while this thread is in block_on
-            // (tasks spawned before it gets there wait for it).
             std::thread::Builder::new()
                 .name(format!("myplex-group-{i}"))
                 .spawn(move || {
+                    let _ = ready.send(());
                     rt.block_on(async {
                         let _ = stopped.await;
                     });
                 })?;
+            // Returns once every worker thread runs (named, in the process's
+            // thread list), so the proxy is whole when `start` returns.
+            let _ = started.recv();
             w.stops.push(stop);
         }
         Ok(w)
