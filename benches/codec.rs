@@ -254,6 +254,7 @@ fn relay_sockets(c: &mut Criterion) {
             server_version: b"11.8.3-MariaDB",
             expect_columns: None,
             cursor: false,
+            defer_flush: false,
         };
         let (mut backend_peer, backend_sock, mut client, mut client_peer) = rt.block_on(async {
             let (bp, bs) = tcp_pair().await;

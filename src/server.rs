@@ -170,6 +170,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     let mut server = ServerInfo {
         version: b"5.5.5-10.11.0-MariaDB-myplex".to_vec(),
         collation: 45,
+        session_status: crate::protocol::packets::status::AUTOCOMMIT,
         ..Default::default()
     };
     let mut trackers = default_trackers();

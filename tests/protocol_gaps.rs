@@ -639,9 +639,9 @@ async fn refresh_and_debug_are_forwarded() {
 // ---------------------------------------------------------------------------
 
 /// A change of user with the wrong password: the server resets the session
-/// (transaction, variables, temporary tables) but keeps the user, the
-/// schema and the character set, answers after a second, and refuses a
-/// fourth attempt with "Unknown command". The proxy does the same.
+/// (transaction, variables, temporary tables, the character set back to its
+/// default) but keeps the user and the schema, answers after a second, and
+/// refuses a fourth attempt with "Unknown command". The proxy does the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_change_user_leaves_the_connection_as_the_server_does() {
     let db = MariaDb::shared();
@@ -654,7 +654,7 @@ async fn failed_change_user_leaves_the_connection_as_the_server_does() {
     let mut d = direct(db, true).await;
     for conn in [&mut c, &mut d] {
         for q in [
-            "SET NAMES latin1".to_string(),
+            "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci".to_string(),
             "SET @x = 1".to_string(),
             "SET SESSION sql_mode = 'ANSI'".to_string(),
             "CREATE TEMPORARY TABLE tmp_cu (a INT)".to_string(),
@@ -691,7 +691,11 @@ async fn failed_change_user_leaves_the_connection_as_the_server_does() {
         let (pc, pd) = (c.query_rows(&probe).await, d.query_rows(&probe).await);
         assert_eq!(pc, pd, "after attempt {n}");
         assert_eq!(pc[0][1].as_deref(), Some("mysql"), "schema kept");
-        assert_eq!(pc[0][4].as_deref(), Some("latin1"), "character set kept");
+        assert_eq!(
+            pc[0][4].as_deref(),
+            Some("latin1"),
+            "character set: the server's default (the session set utf8mb4)"
+        );
         assert_eq!(pc[0][2], None, "user variable gone");
         let (tc, td) = (
             c.query("SELECT * FROM tmp_cu").await,

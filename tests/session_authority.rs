@@ -471,6 +471,141 @@ async fn set_global_through_the_proxy_reaches_new_clients() {
     db.sql("SET GLOBAL div_precision_increment = 4");
 }
 
+/// A new session's status flags (global autocommit, the global sql_mode's
+/// NO_BACKSLASH_ESCAPES and ANSI_QUOTES) are in the greeting and the login
+/// OK as the server's own greeting and OK say them, also right after a
+/// `SET GLOBAL` through the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn greeting_status_follows_the_globals() {
+    let db = binlog_server();
+    let p = one_backend(&db).await;
+    let via_addr = p.addr.to_string();
+    let direct_addr = db.addr();
+    let flags = |c: &RawConn| (c.greeting_status, c.login_status);
+    let mut admin = conn(&p).await;
+    // Its own setting, so that the globals below do not open transactions
+    // on the one backend.
+    admin
+        .query_drop("SET SESSION autocommit = 1")
+        .await
+        .expect("autocommit");
+    let mut seen = Vec::new();
+    for set in [
+        "SET GLOBAL autocommit = 0",
+        "SET GLOBAL sql_mode = 'NO_BACKSLASH_ESCAPES,ANSI'",
+        "SET GLOBAL autocommit = 1, GLOBAL sql_mode = DEFAULT",
+    ] {
+        admin.query_drop(set).await.expect(set);
+        let via = RawConn::connect(&via_addr, "app", "secret", Some("test"), false).await;
+        let direct = RawConn::connect(&direct_addr, "app", "secret", Some("test"), false).await;
+        assert_eq!(flags(&via), flags(&direct), "after {set}");
+        seen.push(flags(&direct));
+        // The session runs with what its status says.
+        let mut via = via;
+        let ac = via.query_one("SELECT @@autocommit").await;
+        assert_eq!(ac == "1", via.login_status & 2 != 0, "after {set}");
+        via.quit().await;
+        direct.quit().await;
+    }
+    // The three cases differ: the check above could not pass by accident.
+    assert_ne!(seen[0], seen[2], "{seen:?}");
+    assert_ne!(seen[1], seen[2], "{seen:?}");
+}
+
+/// COM_CHANGE_USER ends what the old session held before it answers: a
+/// user lock is free for the next client at once (the server resets the
+/// session synchronously; closing the backend would free it only when the
+/// server notices the closed socket).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_user_frees_user_locks_before_it_answers() {
+    let db = binlog_server();
+    let p = Proxy::builder(&db).groups(1).max_backend(3).start().await;
+    let addr = p.addr.to_string();
+    let mut other = conn(&p).await;
+    for round in 0..10 {
+        let mut a = RawConn::connect(&addr, "app", "secret", Some("test"), false).await;
+        assert_eq!(a.query_one("SELECT GET_LOCK('cu_lock', 5)").await, "1");
+        let (_, reply) = a.change_user("app", "secret", Some("test")).await;
+        assert_eq!(
+            reply.as_slice().first(),
+            Some(&0x00),
+            "round {round}: {reply:02x?}"
+        );
+        let free: Option<i64> = other
+            .query_first("SELECT IS_FREE_LOCK('cu_lock')")
+            .await
+            .expect("is_free_lock");
+        assert_eq!(
+            free,
+            Some(1),
+            "round {round}: the old session's lock is still held"
+        );
+        assert_eq!(
+            a.query_one("SELECT IS_USED_LOCK('cu_lock') IS NULL").await,
+            "1"
+        );
+        a.quit().await;
+    }
+}
+
+/// COM_CHANGE_USER asking for a character set that cannot be a client
+/// character set gets the server's 1231 (after its one-second delay) and the
+/// connection goes on as before, as on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_user_to_ucs2_is_refused_as_the_server_does() {
+    let db = binlog_server();
+    let p = one_backend(&db).await;
+    let mut got = Vec::new();
+    for addr in [p.addr.to_string(), db.addr()] {
+        let mut c = RawConn::connect(&addr, "app", "secret", Some("test"), false).await;
+        let (_, reply) = c.change_user_with("app", "secret", Some("test"), 35).await;
+        let err = common::raw::parse_err(&reply).expect("change user to ucs2 is refused");
+        let after = c
+            .query_rows("SELECT @@character_set_client, USER() IS NOT NULL, DATABASE()")
+            .await;
+        got.push((err, after));
+        c.quit().await;
+    }
+    assert_eq!(got[0].0.code, 1231, "{:?}", got[0]);
+    assert_eq!(got[0], got[1], "through the proxy, then direct");
+}
+
+/// The diagnostics area stays with the client through statements that use
+/// no table, text or prepared, as on the server: `SHOW WARNINGS` after
+/// `SELECT 1` still lists the earlier statement's warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_outlive_statements_that_use_no_table() {
+    let db = binlog_server();
+    let p = Proxy::builder(&db)
+        .groups(1)
+        .max_backend(2)
+        .with(|c| c.pool.diagnostics_hold_ms = 2000)
+        .start()
+        .await;
+    let mut got = Vec::new();
+    for addr in [p.addr.to_string(), db.addr()] {
+        let mut c = RawConn::connect(&addr, "app", "secret", Some("test"), false).await;
+        let mut seen = Vec::new();
+        c.query_ok("DROP TABLE IF EXISTS no_such_table_here").await;
+        c.query_ok("SET @x = 1").await;
+        seen.push(c.query_rows("SELECT 1 + 1").await);
+        seen.push(c.query_rows("SELECT @@warning_count").await);
+        let s = c.prepare("SELECT 3").await.expect("prepare");
+        let r = c.execute(s.id, 0, &[], false).await;
+        seen.push(r.rows().text_rows());
+        c.close_stmt(s.id).await;
+        seen.push(c.query_rows("SHOW WARNINGS").await);
+        // A statement that reads a table clears the list.
+        c.query_rows("SELECT COUNT(*) FROM information_schema.SCHEMATA")
+            .await;
+        seen.push(c.query_rows("SHOW WARNINGS").await);
+        got.push(seen);
+        c.quit().await;
+    }
+    assert_eq!(got[1][3].len(), 1, "direct keeps the note: {:?}", got[1]);
+    assert_eq!(got[0], got[1], "through the proxy, then direct");
+}
+
 /// `SELECT FOUND_ROWS()` after selects with and without LIMIT offsets gives
 /// what the server gives directly (the proxy counts offsets as the server
 /// does, or holds the backend when it cannot know), and the column is named

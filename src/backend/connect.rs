@@ -17,6 +17,7 @@ use crate::protocol::caps::{Caps, Flavour, flag};
 use crate::protocol::collations::Collations;
 use crate::protocol::greeting::Greeting;
 use crate::protocol::lenenc::put_lenenc_bytes;
+use crate::protocol::packets::status;
 use crate::protocol::packets::{ERR_HEADER, ErrPacket, OK_HEADER};
 use crate::session_state::TrackedState;
 use crate::wire::{PacketIo, Stream};
@@ -75,6 +76,10 @@ pub struct ServerInfo {
     pub capabilities: u64,
     /// The server's collations, once learned (see [`learn_collations`]).
     pub collations: Option<Arc<Collations>>,
+    /// The greeting's status flags that describe a new session's defaults
+    /// (see [`status::SESSION_DEFAULTS`]): global autocommit and the
+    /// global sql_mode's NO_BACKSLASH_ESCAPES / ANSI_QUOTES.
+    pub session_status: u16,
 }
 
 impl ServerInfo {
@@ -128,6 +133,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         collation: hs.collation,
         capabilities: server_caps,
         collations: None,
+        session_status: hs.status & status::SESSION_DEFAULTS,
     };
     let thread_id = hs.connection_id;
     let nonce = hs.scramble.clone();

@@ -20,7 +20,6 @@ use crate::protocol::caps::{self, Caps, flag};
 use crate::protocol::errors;
 use crate::protocol::greeting::{Greeting, response_ext_caps};
 use crate::protocol::packets::ErrPacket;
-use crate::protocol::packets::status;
 use crate::wire::packet_io::Packet;
 use crate::wire::{PacketIo, Stream, WireError};
 
@@ -97,7 +96,7 @@ pub async fn login(
         scramble: nonce.to_vec(),
         capabilities: offer,
         collation: server.collation,
-        status: status::AUTOCOMMIT,
+        status: shared.pool.session_status(),
         auth_plugin: greeting_plugin.as_str().as_bytes().to_vec(),
     };
     let mut buf = BytesMut::with_capacity(96);

@@ -96,6 +96,10 @@ pub struct ClientView<'a> {
     pub expect_columns: Option<u64>,
     /// The command asked for a cursor (EXECUTE with a cursor type).
     pub cursor: bool,
+    /// Leave the reply's end in the client's buffer: the session flushes it
+    /// after its follow-up (a statement that may change global variables:
+    /// a login that follows the reply must see the new defaults).
+    pub defer_flush: bool,
 }
 
 /// Writes one translated control packet.
@@ -371,7 +375,9 @@ pub async fn relay(
         }
     }
     out.bytes += client.wbuf.len() as u64;
-    client.flush().await.map_err(RelayError::Client)?;
+    if !view.defer_flush {
+        client.flush().await.map_err(RelayError::Client)?;
+    }
     Ok(out)
 }
 

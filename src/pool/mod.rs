@@ -53,6 +53,11 @@ pub struct Pool {
     /// values, and is reset (COM_RESET_CONNECTION re-reads them) before the
     /// next client gets it, as a new direct connection would see them.
     globals_epoch: std::sync::atomic::AtomicU64,
+    /// A new server session's status flags (global autocommit, the global
+    /// sql_mode's NO_BACKSLASH_ESCAPES / ANSI_QUOTES) in the low 16 bits,
+    /// with the [`Pool::globals_epoch`] they were read in above them: the
+    /// greeting and login OK a client gets, as the server's own would say.
+    session_defaults: std::sync::atomic::AtomicU64,
 }
 
 /// The pool's reloadable durations and sizes.
@@ -111,12 +116,13 @@ impl Pool {
             keys: Keys::new(params.len()),
             credentials: ArcSwap::from_pointee(params),
             credential_writes: std::sync::Mutex::new(()),
-            server: RwLock::new(Arc::new(server)),
             mode: cfg.pool.mode,
             inflight: cfg.pool.inflight,
             timings: ArcSwap::from_pointee(Timings::from_config(cfg)),
             health: health::Health::new(cfg.backend.address.clone()),
             globals_epoch: std::sync::atomic::AtomicU64::new(0),
+            session_defaults: std::sync::atomic::AtomicU64::new(u64::from(server.session_status)),
+            server: RwLock::new(Arc::new(server)),
         })
     }
 
@@ -277,6 +283,28 @@ impl Pool {
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
+    /// The status flags a new server session starts with now (see
+    /// [`status::SESSION_DEFAULTS`](crate::protocol::packets::status::SESSION_DEFAULTS)).
+    pub fn session_status(&self) -> u16 {
+        (self
+            .session_defaults
+            .load(std::sync::atomic::Ordering::Acquire)
+            & 0xffff) as u16
+    }
+
+    /// Records a new session's status flags as read in globals epoch
+    /// `epoch`; a reading from before the latest `SET GLOBAL` is ignored.
+    pub fn learn_session_status(&self, epoch: u64, flags: u16) {
+        use std::sync::atomic::Ordering;
+        let flags = flags & crate::protocol::packets::status::SESSION_DEFAULTS;
+        let _ = self
+            .session_defaults
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                (epoch >= old >> 16 && epoch == self.globals_epoch())
+                    .then_some(epoch << 16 | u64::from(flags))
+            });
+    }
+
     async fn dial_once(&self, pool: usize, deadline: Instant) -> Result<BackendConn, BackendError> {
         let Some(p) = self.params(pool) else {
             return Err(BackendError::Protocol(format!("no pool key {pool}")));
@@ -289,6 +317,7 @@ impl Pool {
             match backend::connect(&p).await {
                 Ok((mut conn, mut info)) => {
                     conn.globals_epoch = epoch;
+                    self.learn_session_status(epoch, info.session_status);
                     let current = self.server_info();
                     let same = current.same_greeting(&info);
                     if !same || current.collations.is_none() {

@@ -23,6 +23,14 @@ pub mod status {
     pub const AUTOCOMMIT: u16 = 0x0002;
     /// Another result set follows.
     pub const MORE_RESULTS_EXISTS: u16 = 0x0008;
+    /// The session's sql_mode has NO_BACKSLASH_ESCAPES.
+    pub const NO_BACKSLASH_ESCAPES: u16 = 0x0200;
+    /// The session's sql_mode has ANSI_QUOTES (MariaDB).
+    pub const ANSI_QUOTES: u16 = 0x8000;
+    /// The flags a new server session starts with, from the globals
+    /// (`THD::init`): what a greeting, a login OK and the OK of
+    /// COM_RESET_CONNECTION / COM_CHANGE_USER report before any statement.
+    pub const SESSION_DEFAULTS: u16 = AUTOCOMMIT | NO_BACKSLASH_ESCAPES | ANSI_QUOTES;
     /// A read-only cursor is open on the statement.
     pub const CURSOR_EXISTS: u16 = 0x0040;
     /// The last row of a cursor was sent.

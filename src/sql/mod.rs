@@ -13,11 +13,13 @@
 //!          ├─ blocks (routine and compound bodies: BEGIN … END nesting)
 //!          └─ observe (anywhere in a statement: @x :=, INTO @x,
 //!                      GET_LOCK(…), CONNECTION_ID(), …)
+//! diagnostics: does a statement keep the server's warning list
 //! effects: the public result types and `analyze`
 //! ```
 
 mod blocks;
 mod ddl;
+mod diagnostics;
 pub mod effects;
 pub mod lexer;
 mod observe;
@@ -28,8 +30,10 @@ mod statement;
 #[cfg(test)]
 mod tests;
 
+pub use diagnostics::keeps_diagnostics;
 pub use effects::{
     Analysis, Effect, Func, FuncKind, KillTarget, Kind, MAX_STATEMENTS, Scope, Statement,
     TableName, analyze,
 };
 pub use lexer::LexOptions;
+pub use set::may_set_global;

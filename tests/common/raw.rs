@@ -569,6 +569,10 @@ pub struct RawConn {
     pub version: String,
     /// The greeting's scramble (COM_CHANGE_USER answers it).
     pub scramble: Vec<u8>,
+    /// The greeting's status flags.
+    pub greeting_status: u16,
+    /// The status flags of the OK that ended the login.
+    pub login_status: u16,
 }
 
 async fn read_exact(s: &mut TcpStream, buf: &mut [u8], what: &str) -> io::Result<()> {
@@ -726,12 +730,12 @@ impl RawConn {
         write_packet(&mut stream, 1, &p)
             .await
             .expect("send handshake response");
-        loop {
+        let login_status = loop {
             let (s, reply) = read_packet(&mut stream, "login reply")
                 .await
                 .expect("login reply");
             match reply.first() {
-                Some(0x00) => break,
+                Some(0x00) => break parse_ok(&reply).expect("login OK").status,
                 Some(0xFF) => return Err(parse_err(&reply).expect("ERR")),
                 Some(0xFE) => {
                     // Auth switch: plugin name NUL, then the new nonce.
@@ -751,13 +755,15 @@ impl RawConn {
                 }
                 _ => panic!("unexpected login reply: {reply:02x?}"),
             }
-        }
+        };
         Ok(RawConn {
             stream,
             caps,
             conn_id: greeting.conn_id,
             version: greeting.version,
             scramble: greeting.scramble,
+            greeting_status: greeting.status,
+            login_status,
         })
     }
 
@@ -1030,6 +1036,17 @@ impl RawConn {
         password: &str,
         db: Option<&str>,
     ) -> (u8, Vec<u8>) {
+        self.change_user_with(user, password, db, 45).await
+    }
+
+    /// [`Self::change_user`] asking for login collation `collation`.
+    pub async fn change_user_with(
+        &mut self,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+        collation: u16,
+    ) -> (u8, Vec<u8>) {
         let auth = native(&self.scramble, password);
         let mut p = vec![0x11];
         p.extend_from_slice(user.as_bytes());
@@ -1038,7 +1055,7 @@ impl RawConn {
         p.extend_from_slice(&auth);
         p.extend_from_slice(db.unwrap_or("").as_bytes());
         p.push(0);
-        p.extend_from_slice(&45u16.to_le_bytes());
+        p.extend_from_slice(&collation.to_le_bytes());
         p.extend_from_slice(b"mysql_native_password\0");
         self.send_command(&p).await;
         loop {
@@ -1079,6 +1096,7 @@ struct Greeting {
     version: String,
     scramble: Vec<u8>,
     caps: u32,
+    status: u16,
 }
 
 fn parse_greeting(p: &[u8]) -> Greeting {
@@ -1096,7 +1114,8 @@ fn parse_greeting(p: &[u8]) -> Greeting {
     let lo = u16::from_le_bytes([p[at], p[at + 1]]);
     at += 2;
     at += 1; // collation
-    at += 2; // status
+    let status = u16::from_le_bytes([p[at], p[at + 1]]);
+    at += 2;
     let hi = u16::from_le_bytes([p[at], p[at + 1]]);
     at += 2;
     let auth_len = p[at] as usize;
@@ -1109,6 +1128,7 @@ fn parse_greeting(p: &[u8]) -> Greeting {
         version,
         scramble,
         caps: u32::from(lo) | u32::from(hi) << 16,
+        status,
     }
 }
 

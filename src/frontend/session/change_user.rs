@@ -1,14 +1,15 @@
 //! COM_CHANGE_USER: full re-authentication against the configured users or
 //! the server's (`frontend::users`, with auth switch when needed), then a
-//! clean session: the old backend connection is closed, statements, pins
-//! and session state are dropped, and the new user's credential pool is
-//! used from then on.
+//! clean session: the old backend connection is reset (what it held ends
+//! before the answer) and let go, statements, pins and session state are
+//! dropped, and the new user's credential pool is used from then on.
 //!
 //! A failed attempt leaves the connection as the server does: the session
-//! is reset all the same (the server resets it before authenticating), but
-//! the user, the schema and the character set stay; the error comes after
-//! the server's one-second delay, and a fourth attempt after three failures
-//! is refused with "Unknown command" without looking at it.
+//! is reset all the same (the server resets it before authenticating, so
+//! the character set is the server's default), but the user and the schema
+//! stay; the error comes after the server's one-second delay, and a fourth
+//! attempt after three failures is refused with "Unknown command" without
+//! looking at it.
 
 use std::time::Duration;
 
@@ -16,23 +17,16 @@ use super::{End, Session};
 use crate::frontend::handshake::HandshakeError;
 use crate::frontend::users;
 use crate::protocol::caps::flag;
+use crate::protocol::collations::LoginCollation;
 use crate::protocol::errors;
 use crate::protocol::lenenc::Reader;
 use crate::protocol::packets::ErrPacket;
-use crate::protocol::packets::status;
 use crate::session_state::TrackedState;
 
 /// What the server waits before answering a failed attempt.
 const FAILURE_DELAY: Duration = Duration::from_secs(1);
 /// Failed attempts after which the server refuses further ones.
 const MAX_FAILURES: u8 = 3;
-/// The variables that keep their value through a failed attempt.
-const CHARSET_VARS: [&str; 4] = [
-    "character_set_client",
-    "character_set_connection",
-    "character_set_results",
-    "collation_connection",
-];
 use crate::wire::packet_io::Packet;
 
 /// The fields of a COM_CHANGE_USER request.
@@ -84,13 +78,27 @@ impl Session {
         let mut seq = pkt.last_seq.wrapping_add(1);
         if self.failed_change_user >= MAX_FAILURES {
             return self
-                .change_user_failed(seq, errors::server_unknown_command())
+                .change_user_failed(seq, errors::server_unknown_command(), None)
                 .await;
         }
         let Some(req) = parse(&pkt.payload, self.caps.base()) else {
             return self
-                .change_user_failed(seq, errors::server_unknown_command())
+                .change_user_failed(seq, errors::server_unknown_command(), None)
                 .await;
+        };
+        // The server reads the collation before authenticating: one that
+        // cannot be a client character set (ucs2, utf16, utf32) fails the
+        // attempt with its 1231, one it does not know gives its defaults.
+        let server = self.shared.pool.server_info();
+        // `known`: a collation the server switches to (and restores at a
+        // later COM_RESET_CONNECTION, even when this attempt fails).
+        let (requested, known) = match (req.collation, &server.collations) {
+            (Some(c), Some(table)) => match table.login(c, u16::from(server.collation)) {
+                Ok(LoginCollation::Known(id)) => (Some(id), Some(id)),
+                Ok(l) => (Some(l.id()), None),
+                Err(e) => return self.change_user_failed(seq, e, None).await,
+            },
+            (c, _) => (c, c),
         };
         let name = String::from_utf8_lossy(req.user).into_owned();
         let ip = self
@@ -113,13 +121,13 @@ impl Session {
         let user =
             match users::authenticate_user(&shared, &mut self.client, &mut seq, attempt).await {
                 Ok(Ok(u)) => u,
-                Ok(Err(e)) => return self.change_user_failed(seq, e).await,
+                Ok(Err(e)) => return self.change_user_failed(seq, e, known).await,
                 Err(HandshakeError::Wire(e)) => return Err(End::Client(e)),
                 Err(HandshakeError::Refused(r)) => return Err(End::Fatal(r)),
             };
-        // A clean session for the new user: the old backend (with its
-        // transaction, variables and temporary tables) is closed.
-        self.backend = None;
+        // A clean session for the new user: the old backend's transaction,
+        // locks, variables and temporary tables end before the answer.
+        self.let_go_reset().await;
         self.drop_statements();
         self.pins.clear_state();
         self.inv.clear();
@@ -131,7 +139,7 @@ impl Session {
         if let Ok(mut u) = self.handle.user.lock() {
             *u = name;
         }
-        let collation = match req.collation {
+        let collation = match requested {
             Some(c) if !TrackedState::for_collation(c).vars.is_empty() => c,
             _ => self.initial.0,
         };
@@ -141,7 +149,7 @@ impl Session {
         let multi = self.state.multi_statements;
         self.state = super::initial_state(self.initial);
         self.state.multi_statements = multi;
-        self.status = status::AUTOCOMMIT;
+        self.status = self.shared.pool.session_status();
         self.found_rows = 0;
         self.tickets = shared.config.load().pool.high_prio_tickets;
         if !req.schema.is_empty() {
@@ -157,33 +165,34 @@ impl Session {
         Ok(false)
     }
 
-    /// A refused COM_CHANGE_USER: the session is reset as the server resets
-    /// it, keeping the user, the schema and the character set; the error
-    /// follows the server's delay and the connection stays usable.
-    async fn change_user_failed(&mut self, seq: u8, e: ErrPacket) -> Result<bool, End> {
+    /// A refused COM_CHANGE_USER, as the server leaves it: the session was
+    /// reset before the attempt (`THD::change_user`), so the character set
+    /// is the server's default and the session's variables are gone; the
+    /// user and the schema stay. `read` is the collation the server read
+    /// from the request before refusing it (it becomes the one a later
+    /// COM_RESET_CONNECTION restores). The error follows the server's
+    /// delay and the connection stays usable.
+    async fn change_user_failed(
+        &mut self,
+        seq: u8,
+        e: ErrPacket,
+        read: Option<u16>,
+    ) -> Result<bool, End> {
         self.failed_change_user = self.failed_change_user.saturating_add(1);
-        // Closing the backend ends its transaction, variables, temporary
-        // tables and locks.
-        self.backend = None;
+        // The server resets the session before it authenticates.
+        self.let_go_reset().await;
         self.drop_statements();
         self.pins.clear_state();
         self.inv.clear();
         let schema = self.state.schema.take();
         let multi = self.state.multi_statements;
-        let old = std::mem::replace(&mut self.state, super::initial_state(self.initial));
+        let server_default = u16::from(self.shared.pool.server_info().collation);
+        self.state = super::initial_state((server_default, multi));
         self.state.schema = schema;
-        self.state.multi_statements = multi;
-        for name in CHARSET_VARS {
-            match old.vars.get(name) {
-                Some(v) => {
-                    self.state.vars.insert(name.to_string(), v.clone());
-                }
-                None => {
-                    self.state.vars.remove(name);
-                }
-            }
+        if let Some(c) = read.filter(|c| !TrackedState::for_collation(*c).vars.is_empty()) {
+            self.initial = (c, self.initial.1);
         }
-        self.status = status::AUTOCOMMIT;
+        self.status = self.shared.pool.session_status();
         self.found_rows = 0;
         tokio::time::sleep(FAILURE_DELAY).await;
         self.send_err(seq, &e).await?;

@@ -260,6 +260,13 @@ impl Session {
             self.lost_backend(seq, &e, was_pinned).await?;
             return Ok(None);
         }
+        // A statement that may change globals: its reply reaches the client
+        // only once the new defaults are known (see `follow_up`).
+        let defer_flush = match (&self.executing, payload.first()) {
+            (Some(e), _) => crate::sql::may_set_global(&e.key.sql),
+            (None, Some(&COM_QUERY)) => crate::sql::may_set_global(&payload[1..]),
+            _ => false,
+        };
         let server = self.shared.pool.server_info();
         let view = ClientView {
             server_version: &server.version,
@@ -270,6 +277,7 @@ impl Session {
             max_packet: self.shared.config.load().frontend.max_allowed_packet,
             expect_columns: self.expect_columns.take(),
             cursor: std::mem::take(&mut self.expect_cursor),
+            defer_flush,
         };
         // A KILL CONNECTION of this session (the only thing that wakes it)
         // ends the statement too: a long one, or a stored-program loop whose
@@ -425,12 +433,15 @@ impl Session {
                     co.backend.state.vars.remove("collation_connection");
                 }
                 self.follow_up(&mut co.backend, fu, &out).await;
+                if defer_flush {
+                    self.client.flush().await.map_err(End::Client)?;
+                }
                 self.inv.calc_found_rows |= found_rows_held;
                 self.sync_inventory_pins();
                 // The diagnostics area (SHOW WARNINGS / ERRORS, @@warning_count,
                 // GET DIAGNOSTICS) lives on the backend that ran the statement:
                 // hold it for the client's next statement (see serve()).
-                let keeps = self.diagnostic_stmt && self.pins.has(PinReason::Diagnostics);
+                let keeps = self.diagnostic_stmt;
                 if out.warnings > 0 || out.error.is_some() || keeps {
                     self.pin(PinReason::Diagnostics);
                 } else {
@@ -513,7 +524,17 @@ impl Session {
         out: &crate::frontend::relay::Outcome,
     ) {
         if fu.globals_changed {
-            self.shared.pool.globals_changed();
+            let pool = &self.shared.pool;
+            pool.globals_changed();
+            // What a new session starts with now (the next login's greeting
+            // says it, as the server's would).
+            let epoch = pool.globals_epoch();
+            if let Ok(Some(row)) = backend
+                .query_row("SELECT @@global.autocommit, @@global.sql_mode")
+                .await
+            {
+                pool.learn_session_status(epoch, new_session_status(&row));
+            }
         }
         if fu.verify_locks && !self.inv.locks.is_empty() {
             let names: Vec<Vec<u8>> = self.inv.locks.iter().cloned().collect();
@@ -535,7 +556,13 @@ impl Session {
             // The count reads a table, which clears the diagnostics area:
             // with warnings or an error to keep, count after a later
             // statement and stay pinned meanwhile.
-            if out.warnings > 0 || out.error.is_some() {
+            if self.pins.has(PinReason::SessionMode) {
+                // The backend is this session's for life: nobody else can
+                // see what stored code left, and the count (a SELECT) would
+                // change what the server's next statement sees (the row
+                // number of its warnings). It is reset before it is shared.
+                backend.marks.needs_reset = true;
+            } else if out.warnings > 0 || out.error.is_some() {
                 self.inv.user_vars_unverified = true;
             } else {
                 match count_user_variables(backend).await {
@@ -909,4 +936,54 @@ pub(super) async fn sync(
 
 pub(super) fn queue_timeout_err(msg: &str) -> ErrPacket {
     ErrPacket::new(errors::ER_QUERY_INTERRUPTED, "70100", msg)
+}
+
+/// The status flags of a new server session from `@@global.autocommit` and
+/// `@@global.sql_mode` (the server's `THD::init`).
+fn new_session_status(row: &[Option<String>]) -> u16 {
+    let mut flags = 0;
+    if row.first().and_then(|v| v.as_deref()) == Some("1") {
+        flags |= status::AUTOCOMMIT;
+    }
+    let mode = row.get(1).and_then(|v| v.as_deref()).unwrap_or("");
+    for m in mode.split(',') {
+        match m {
+            "NO_BACKSLASH_ESCAPES" => flags |= status::NO_BACKSLASH_ESCAPES,
+            "ANSI_QUOTES" => flags |= status::ANSI_QUOTES,
+            _ => {}
+        }
+    }
+    flags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(autocommit: &str, mode: &str) -> Vec<Option<String>> {
+        vec![Some(autocommit.into()), Some(mode.into())]
+    }
+
+    #[test]
+    fn new_session_status_follows_the_globals() {
+        assert_eq!(
+            new_session_status(&row("1", "STRICT_TRANS_TABLES")),
+            status::AUTOCOMMIT
+        );
+        assert_eq!(new_session_status(&row("0", "")), 0);
+        // ANSI expands to ANSI_QUOTES in the stored value; a mode whose
+        // name only contains the word does not count.
+        assert_eq!(
+            new_session_status(&row(
+                "0",
+                "REAL_AS_FLOAT,PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,ANSI"
+            )),
+            status::ANSI_QUOTES
+        );
+        assert_eq!(
+            new_session_status(&row("1", "NO_BACKSLASH_ESCAPES_X,NO_BACKSLASH_ESCAPES")),
+            status::AUTOCOMMIT | status::NO_BACKSLASH_ESCAPES
+        );
+        assert_eq!(new_session_status(&[None, None]), 0);
+    }
 }

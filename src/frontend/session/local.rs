@@ -76,28 +76,6 @@ pub fn classify(sql: &[u8]) -> Option<Local> {
     }
 }
 
-/// Statements that read the diagnostics area without clearing it.
-pub fn is_diagnostic(sql: &[u8]) -> bool {
-    if sql.len() > 2 * SHORT {
-        return false;
-    }
-    [
-        &b"show warnings"[..],
-        b"show errors",
-        b"show count(*) warnings",
-        b"show count(*) errors",
-        b"get diagnostics",
-        b"get current diagnostics",
-        // Reading the counts leaves the area as it is (no table is used).
-        b"select @@warning_count",
-        b"select @@error_count",
-        b"select @@session.warning_count",
-        b"select @@session.error_count",
-    ]
-    .iter()
-    .any(|p| matches(sql, p, false))
-}
-
 /// Replaces each `CONNECTION_ID()` call (as the lexer found them: not in
 /// strings, identifiers or comments) with the proxy's id; `None` when the
 /// statement does not call it, or when the call would be stored rather
@@ -366,16 +344,6 @@ mod tests {
         assert_eq!(&r[8..20], b"found_rows()");
         assert_eq!(&r[20..], &def[20..]);
         assert!(renamed_column(&[3, b'd'], b"x").is_none());
-    }
-
-    #[test]
-    fn diagnostic_statements() {
-        assert!(is_diagnostic(b"SHOW WARNINGS LIMIT 1,1"));
-        assert!(is_diagnostic(b"show  count(*)  errors"));
-        assert!(is_diagnostic(b"GET DIAGNOSTICS @n = NUMBER"));
-        assert!(is_diagnostic(b"select @@warning_count"));
-        assert!(is_diagnostic(b"SELECT @@error_count, @@warning_count"));
-        assert!(!is_diagnostic(b"SELECT 1"));
     }
 
     #[test]

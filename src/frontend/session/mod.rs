@@ -203,7 +203,7 @@ impl Session {
             inv: Inventory::default(),
             schema_gone: false,
             backend: None,
-            status: status::AUTOCOMMIT,
+            status: shared.pool.session_status(),
             tickets,
             shared,
             stmts: HashMap::new(),
@@ -414,7 +414,7 @@ impl Session {
         self.stmt_wait = None;
         let cmd = pkt.payload.first().copied();
         self.last_is_rollback = cmd == Some(COM_QUERY) && is_rollback(&pkt.payload[1..]);
-        self.diagnostic_stmt = cmd == Some(COM_QUERY) && local::is_diagnostic(&pkt.payload[1..]);
+        self.diagnostic_stmt = cmd == Some(COM_QUERY) && self.keeps_diagnostics(&pkt.payload[1..]);
         let quit = self.dispatch(pkt).await;
         self.handle
             .pins
@@ -586,7 +586,11 @@ impl Session {
         Ok(false)
     }
 
-    async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
+    /// Lets go of the held backend after a COM_RESET_CONNECTION on it (its
+    /// transaction, locks, temporary tables and variables end before the
+    /// client hears back, as they would on its own server connection);
+    /// a backend that cannot be reset is closed.
+    async fn let_go_reset(&mut self) {
         if let Some(mut b) = self.backend.take() {
             let baseline =
                 TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
@@ -594,6 +598,10 @@ impl Session {
                 b.return_idle();
             }
         }
+    }
+
+    async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
+        self.let_go_reset().await;
         // The server keeps the schema and the multi-statements option.
         let schema = self.state.schema.take();
         let multi = self.state.multi_statements;
@@ -603,7 +611,7 @@ impl Session {
         self.inv.clear();
         self.pins.clear_state();
         self.drop_statements();
-        self.status = status::AUTOCOMMIT;
+        self.status = self.shared.pool.session_status();
         self.send_ok(seq).await
     }
 
@@ -650,6 +658,17 @@ impl Session {
                 Ok(())
             }
         }
+    }
+
+    /// True when the session holds a backend for its diagnostics area and
+    /// `sql` leaves that area as it is on the server (it reads it, or uses
+    /// no table): the hold goes on through it.
+    fn keeps_diagnostics(&self, sql: &[u8]) -> bool {
+        self.pins.has(PinReason::Diagnostics)
+            && crate::sql::keeps_diagnostics(
+                sql,
+                crate::session_state::authority::lex_options(&self.state),
+            )
     }
 
     /// Returns a pinned backend to its group when nothing pins it any more.

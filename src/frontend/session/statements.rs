@@ -475,6 +475,7 @@ impl Session {
             let intercept = (attempt == 0).then_some(errors::ER_NEED_REPREPARE);
             self.expect_columns = (seen_columns > 0).then_some(seen_columns);
             self.executing = Some(entry.clone());
+            self.diagnostic_stmt = self.keeps_diagnostics(&entry.key.sql);
             self.expect_cursor = exec.wants_cursor();
             let Some((next, out)) = self
                 .exchange(co, &payload, seq, Shape::Query, intercept)

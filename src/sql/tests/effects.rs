@@ -583,3 +583,46 @@ fn set_forms() {
         check(sql, D, &[Set], effects);
     }
 }
+
+#[test]
+fn the_global_prefilter_never_misses_a_global_assignment() {
+    let global = |sql: &str| {
+        run(sql, D).statements.iter().any(|s| {
+            s.effects.iter().any(|e| {
+                matches!(
+                    e,
+                    Effect::SetVariable {
+                        scope: Scope::Global,
+                        ..
+                    } | Effect::SetTransaction {
+                        scope: Scope::Global
+                    }
+                )
+            })
+        })
+    };
+    for sql in [
+        "SET GLOBAL autocommit = 0",
+        "set global sql_mode='ANSI'",
+        "SET @@global.max_connections = 10",
+        "SET @@GLOBAL.wait_timeout = 5, SESSION x = 1",
+        "SET PERSIST max_connections = 10",
+        "SET GLOBAL TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        "/* maintenance */ SeT gLoBaL x = 1",
+        "SELECT 1; SET GLOBAL x = 1",
+    ] {
+        assert!(global(sql), "analyze: {sql}");
+        assert!(may_set_global(sql.as_bytes()), "prefilter: {sql}");
+    }
+    for sql in [
+        "SELECT 1",
+        "SET SESSION autocommit = 0",
+        "SET @@session.sql_mode = ''",
+        "UPDATE t SET a = 1",
+    ] {
+        assert!(!global(sql), "analyze: {sql}");
+        assert!(!may_set_global(sql.as_bytes()), "prefilter: {sql}");
+    }
+    // A word that only contains it passes the filter (harmless).
+    assert!(may_set_global(b"SELECT * FROM globals"));
+}
