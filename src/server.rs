@@ -453,7 +453,9 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     let timeout = Duration::from_millis(shared.config.load().frontend.handshake_timeout_ms);
     let mut pending = shared.admission.enter(peer.ip());
     let login = tokio::select! {
-        r = tokio::time::timeout(timeout, handshake::login(&shared, io, id, peer)) => r,
+        // Boxed: the login's state is freed once the session runs (an idle
+        // session's future stays small).
+        r = tokio::time::timeout(timeout, Box::pin(handshake::login(&shared, io, id, peer))) => r,
         _ = &mut pending.evicted => {
             debug!("handshake closed to make room for newer ones");
             shared.metrics.rejected("handshake_evicted");
@@ -494,7 +496,7 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     let write_timeout =
         Duration::from_millis(shared.config.load().frontend.client_write_timeout_ms);
     login.io.set_write_timeout(write_timeout);
-    let (session, ok_seq, schema) = Session::new(shared.clone(), login, id, peer.ip());
+    let (mut session, ok_seq, schema) = Session::new(shared.clone(), login, id, peer.ip());
     match session.run(ok_seq, schema).await {
         Ok(()) | Err(End::ClientGone) => debug!("client left"),
         Err(e) => debug!(reason = %e, "session ended"),

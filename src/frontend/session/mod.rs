@@ -279,14 +279,16 @@ impl Session {
 
     /// Finishes the login (verifying the schema it named), then serves
     /// commands until the client leaves.
-    pub async fn run(mut self, ok_seq: u8, schema: Option<Vec<u8>>) -> Result<(), End> {
+    pub async fn run(&mut self, ok_seq: u8, schema: Option<Vec<u8>>) -> Result<(), End> {
         if let Some(db) = schema {
             self.state.schema = Some(db.clone());
             if !self.schema_known(&db) {
                 // Bring a backend to the login schema; a missing schema fails
                 // the login as the server would.
                 let mut pkt_seq = ok_seq;
-                match self.verify_schema().await {
+                // Boxed, as the cold paths below: an idle session's future
+                // holds only the state of waiting for a command.
+                match Box::pin(self.verify_schema()).await {
                     Ok(()) => {
                         if let Ok(mut k) = self.shared.known_schemas.lock() {
                             k.insert(db, Instant::now());
@@ -343,7 +345,9 @@ impl Session {
         loop {
             let max = self.max_packet();
             let pinned = self.pins.any();
-            self.release_diagnostics_hold().await?;
+            if self.pins.has(PinReason::Diagnostics) {
+                Box::pin(self.release_diagnostics_hold()).await?;
+            }
             let wake = self.handle.wake.clone();
             self.client.release_idle_buffers();
             let pkt = tokio::select! {
@@ -365,12 +369,12 @@ impl Session {
                     Box::pin(self.large_query(l, max)).await?;
                     continue;
                 }
-                Ok(Incoming::Large(l)) => self.client.complete_large(l, max).await,
+                Ok(Incoming::Large(l)) => Box::pin(self.client.complete_large(l, max)).await,
                 Err(e) => Err(e),
             };
             let pkt = match pkt {
                 Ok(p) => p,
-                Err(e) => return Err(self.read_failed(e).await),
+                Err(e) => return Err(Box::pin(self.read_failed(e)).await),
             };
             // Boxed: the (large) state of a running command is allocated per
             // command instead of living in every idle session's future.
