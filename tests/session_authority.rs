@@ -510,6 +510,22 @@ async fn greeting_status_follows_the_globals() {
     // The three cases differ: the check above could not pass by accident.
     assert_ne!(seen[0], seen[2], "{seen:?}");
     assert_ne!(seen[1], seen[2], "{seen:?}");
+    // The same through a prepared statement.
+    let mut ps = RawConn::connect(&via_addr, "app", "secret", Some("test"), false).await;
+    let stmt = ps
+        .prepare("SET GLOBAL autocommit = 0")
+        .await
+        .expect("prepare");
+    let r = ps.execute(stmt.id, 0, &[], false).await;
+    assert!(matches!(r, Response::Ok(_)), "{}", common::raw::brief(&r));
+    let via = RawConn::connect(&via_addr, "app", "secret", Some("test"), false).await;
+    let direct = RawConn::connect(&direct_addr, "app", "secret", Some("test"), false).await;
+    assert_eq!(flags(&via), flags(&direct), "after a prepared SET GLOBAL");
+    assert_eq!(via.greeting_status & 2, 0, "autocommit off in the greeting");
+    admin
+        .query_drop("SET GLOBAL autocommit = 1")
+        .await
+        .expect("restore");
 }
 
 /// COM_CHANGE_USER ends what the old session held before it answers: a

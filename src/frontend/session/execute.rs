@@ -262,7 +262,7 @@ impl Session {
         }
         // A statement that may change globals: its reply reaches the client
         // only once the new defaults are known (see `follow_up`).
-        let defer_flush = match (&self.executing, payload.first()) {
+        let defer_flush = match (&executing, payload.first()) {
             (Some(e), _) => crate::sql::may_set_global(&e.key.sql),
             (None, Some(&COM_QUERY)) => crate::sql::may_set_global(&payload[1..]),
             _ => false,
