@@ -166,3 +166,45 @@ async fn show_warnings_sees_the_previous_statement() {
         .expect("count");
     assert_eq!(via, dir);
 }
+
+/// The server closes a connection that stays silent past its session's
+/// `wait_timeout`, or past `idle_transaction_timeout` inside a
+/// transaction (which is then rolled back); through myplex the client's
+/// connection is closed the same way, silently, while a client within its
+/// timeouts keeps its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_clients_are_closed_after_their_wait_timeout() {
+    use common::raw::RawConn;
+    use std::time::Duration;
+    let db = MariaDb::shared();
+    db.sql("CREATE TABLE IF NOT EXISTS test.idle_t (a INT) ENGINE=InnoDB; DELETE FROM test.idle_t");
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let mut got = Vec::new();
+    for addr in [p.addr.to_string(), db.addr()] {
+        let login = || RawConn::connect(&addr, "app", "secret", Some("test"), false);
+        let mut quiet = login().await;
+        quiet.query_ok("SET SESSION wait_timeout = 1").await;
+        let mut in_trx = login().await;
+        in_trx
+            .query_ok("SET SESSION idle_transaction_timeout = 1")
+            .await;
+        in_trx.query_ok("BEGIN").await;
+        in_trx.query_ok("INSERT INTO idle_t VALUES (1)").await;
+        let mut patient = login().await;
+        patient.query_ok("SET SESSION idle_transaction_timeout = 1").await;
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        // Closed without a word: the next read finds the end of the stream.
+        let quiet_closed = tokio::time::timeout(Duration::from_secs(5), quiet.try_read("closed"))
+            .await
+            .expect("the connection is closed, not left hanging");
+        let trx_closed = tokio::time::timeout(Duration::from_secs(5), in_trx.try_read("closed"))
+            .await
+            .expect("the connection is closed, not left hanging");
+        // Outside a transaction only wait_timeout counts (28800 here).
+        let alive = patient.query_one("SELECT 'still here'").await;
+        let rows = patient.query_one("SELECT COUNT(*) FROM idle_t").await;
+        got.push((quiet_closed, trx_closed, alive, rows));
+    }
+    assert_eq!(got[0], got[1], "through the proxy, then direct");
+    assert_eq!(got[1], (None, None, "still here".to_string(), "0".to_string()));
+}

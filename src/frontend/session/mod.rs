@@ -13,6 +13,7 @@ pub mod admin_local;
 pub mod bulk;
 pub mod change_user;
 mod execute;
+mod idle;
 use execute::{queue_timeout_err, sync};
 pub mod kill;
 mod large;
@@ -56,6 +57,10 @@ pub enum End {
     /// Another session ran KILL CONNECTION on this one.
     #[error("killed")]
     Killed,
+    /// The client stayed silent past its session's `wait_timeout` (see
+    /// [`idle`]).
+    #[error("idle past wait_timeout")]
+    WaitTimeout,
 }
 
 /// A logged-in client.
@@ -350,11 +355,15 @@ impl Session {
             }
             let wake = self.handle.wake.clone();
             self.client.release_idle_buffers();
+            let idle = self.wait_timeout();
             let pkt = tokio::select! {
                 biased;
                 r = self.client.read_command(max, Some(0), large::PREFIX) => r,
                 _ = shutdown.wait(), if !pinned => return Err(End::Shutdown),
                 _ = wake.notified() => None.ok_or(WireError::Closed),
+                _ = tokio::time::sleep(idle.unwrap_or_default()), if idle.is_some() => {
+                    return Err(End::WaitTimeout);
+                }
             };
             if self
                 .handle
@@ -662,6 +671,23 @@ impl Session {
                 Ok(())
             }
         }
+    }
+
+    /// How long the server would let this client stay silent (see
+    /// [`idle`]).
+    fn wait_timeout(&self) -> Option<Duration> {
+        let globals = self
+            .shared
+            .templates
+            .server_vars
+            .as_deref()
+            .map(|v| v as &dyn idle::Globals);
+        idle::limit(
+            &self.state.vars,
+            globals,
+            self.caps.has(flag::INTERACTIVE),
+            self.status & status::IN_TRANS != 0,
+        )
     }
 
     /// True when the session holds a backend for its diagnostics area and

@@ -1,0 +1,121 @@
+//! The server's idle-client timeouts, kept by the session. A server closes
+//! a connection that sends nothing for its session's `wait_timeout`
+//! (`interactive_timeout` for a CLIENT_INTERACTIVE login), or, inside a
+//! transaction, for `idle_transaction_timeout` when that is set
+//! (`THD::get_net_wait_timeout`). Under pooling the server never sees the
+//! client idle (and closing a pooled backend would not reach the client),
+//! so the session closes the client connection itself, silently, as the
+//! server does: the client's next command finds it gone (2006/2013), which
+//! drivers with auto-reconnect act on.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The global values a session starts from (read from the server at
+/// start), by variable name.
+pub trait Globals {
+    /// The global value of `name`, if known.
+    fn global(&self, name: &str) -> Option<&str>;
+}
+
+impl Globals for super::admin_local::ServerVars {
+    fn global(&self, name: &str) -> Option<&str> {
+        self.vars.get(name)?.global.as_deref()
+    }
+}
+
+/// How long the server would let this client stay silent: `vars` are the
+/// session's variables set away from their defaults, `interactive` the
+/// login's CLIENT_INTERACTIVE, `in_trans` an open transaction. `None` when
+/// nothing says (no value could be read).
+pub fn limit(
+    vars: &BTreeMap<String, String>,
+    globals: Option<&dyn Globals>,
+    interactive: bool,
+    in_trans: bool,
+) -> Option<Duration> {
+    let value = |name: &str| -> Option<u64> {
+        match vars.get(name) {
+            Some(v) => v.parse().ok(),
+            None => globals?.global(name)?.parse().ok(),
+        }
+    };
+    if in_trans {
+        // The read-only and read-write variants need to know which kind the
+        // transaction is; with either set, the server's own timeout on the
+        // pinned backend applies and the proxy keeps to wait_timeout.
+        let specific = [
+            "idle_readonly_transaction_timeout",
+            "idle_write_transaction_timeout",
+        ]
+        .iter()
+        .any(|n| value(n).is_some_and(|s| s > 0));
+        if let Some(s) = value("idle_transaction_timeout").filter(|&s| s > 0 && !specific) {
+            return Some(Duration::from_secs(s));
+        }
+    }
+    let secs = match vars.get("wait_timeout") {
+        Some(v) => v.parse().ok()?,
+        None if interactive => value("interactive_timeout")?,
+        None => value("wait_timeout")?,
+    };
+    Some(Duration::from_secs(secs.max(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct G(&'static [(&'static str, &'static str)]);
+    impl Globals for G {
+        fn global(&self, name: &str) -> Option<&str> {
+            self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+        }
+    }
+
+    const SERVER: G = G(&[
+        ("wait_timeout", "28800"),
+        ("interactive_timeout", "600"),
+        ("idle_transaction_timeout", "0"),
+        ("idle_readonly_transaction_timeout", "0"),
+        ("idle_write_transaction_timeout", "0"),
+    ]);
+
+    fn vars(v: &[(&str, &str)]) -> BTreeMap<String, String> {
+        v.iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_session_value_then_the_login_default() {
+        let s = |secs| Some(Duration::from_secs(secs));
+        assert_eq!(limit(&vars(&[]), Some(&SERVER), false, false), s(28800));
+        assert_eq!(limit(&vars(&[]), Some(&SERVER), true, false), s(600));
+        assert_eq!(
+            limit(&vars(&[("wait_timeout", "5")]), Some(&SERVER), true, false),
+            s(5)
+        );
+        // Unknown globals: nothing to enforce.
+        assert_eq!(limit(&vars(&[]), None, false, false), None);
+        assert_eq!(
+            limit(&vars(&[("wait_timeout", "7")]), None, false, true),
+            s(7)
+        );
+    }
+
+    #[test]
+    fn an_idle_transaction_has_its_own_timeout() {
+        let s = |secs| Some(Duration::from_secs(secs));
+        let v = vars(&[("idle_transaction_timeout", "3"), ("wait_timeout", "50")]);
+        assert_eq!(limit(&v, Some(&SERVER), false, true), s(3));
+        assert_eq!(limit(&v, Some(&SERVER), false, false), s(50));
+        // A read-only/read-write variant set: the kind is unknown here.
+        let v = vars(&[
+            ("idle_transaction_timeout", "3"),
+            ("idle_write_transaction_timeout", "2"),
+            ("wait_timeout", "50"),
+        ]);
+        assert_eq!(limit(&v, Some(&SERVER), false, true), s(50));
+    }
+}
