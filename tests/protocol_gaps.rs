@@ -710,6 +710,38 @@ async fn failed_change_user_leaves_the_connection_as_the_server_does() {
     }
 }
 
+/// A change of user naming a schema that does not exist fails as the
+/// server fails it (1049, counted as a failed attempt, the previous user
+/// and schema kept), and a successful change does not forget earlier
+/// failures: bad, unknown schema, good, bad → a good fifth attempt is
+/// refused (1047: three failures).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_user_to_a_missing_schema_and_the_failure_count() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).start().await;
+    let mut got = Vec::new();
+    for mut c in [via(&p, true).await, direct(db, true).await] {
+        c.query_ok("USE mysql").await;
+        let mut seen = Vec::new();
+        for (password, schema) in [
+            ("wrong", "test"),
+            (APP_PASSWORD, "no_such_schema_cu"),
+            (APP_PASSWORD, "test"),
+            ("wrong", "test"),
+            (APP_PASSWORD, "test"),
+        ] {
+            let (_, reply) = c.change_user(APP_USER, password, Some(schema)).await;
+            let outcome = parse_err(&reply).map(|e| e.code).unwrap_or(0);
+            let after = c.query_rows("SELECT CURRENT_USER(), DATABASE()").await;
+            seen.push((outcome, after));
+        }
+        got.push(seen);
+    }
+    assert_eq!(got[0], got[1], "through the proxy, then direct");
+    let codes: Vec<u16> = got[1].iter().map(|(c, _)| *c).collect();
+    assert_eq!(codes, [1045, 1049, 0, 1045, 1047], "direct: {:?}", got[1]);
+}
+
 // ---------------------------------------------------------------------------
 // max_allowed_packet
 // ---------------------------------------------------------------------------

@@ -622,6 +622,110 @@ async fn warnings_outlive_statements_that_use_no_table() {
     assert_eq!(got[0], got[1], "through the proxy, then direct");
 }
 
+/// With NO_BACKSLASH_ESCAPES or ANSI_QUOTES as the server's global
+/// sql_mode (the client never set it), the proxy reads statements as the
+/// server does: `'C:\'` ends the string there, so what follows is code
+/// whose state (a user variable, a lock) pins the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_sql_mode_quoting_is_how_the_proxy_reads_sql() {
+    let db = binlog_server();
+    for (mode, leak, lock) in [
+        (
+            "NO_BACKSLASH_ESCAPES",
+            "SELECT 'C:\\', @leak := 'A-secret' # '",
+            "SELECT 'C:\\', GET_LOCK('nbe', 0) # '",
+        ),
+        (
+            "ANSI_QUOTES",
+            "SELECT 1 AS \"C:\\\", @leak := 'A-secret' # \"",
+            "SELECT 1 AS \"C:\\\", GET_LOCK('nbe', 0) # \"",
+        ),
+    ] {
+        db.sql(&format!("SET GLOBAL sql_mode = '{mode}'"));
+        // Started after the change: its greeting says the new defaults.
+        let p = one_backend(&db).await;
+        let addr = p.addr.to_string();
+        let mut a = RawConn::connect(&addr, "app", "secret", Some("test"), false).await;
+        for sql in [leak, lock] {
+            assert!(
+                matches!(a.query(sql).await, Response::Rows(_)),
+                "{mode}: {sql}"
+            );
+        }
+        // A holds state: B waits for the one backend (1317), or, if the
+        // proxy let it go, would read A's variable and take A's lock.
+        let mut b = raw(&p).await;
+        let seen = b.query("SELECT @leak, GET_LOCK('nbe', 0)").await;
+        match &seen {
+            Response::Err(e) => assert_eq!(e.code, 1317, "{mode}: {e:?}"),
+            other => panic!(
+                "{mode}: another client got the backend holding A's state: {}",
+                common::raw::brief(other)
+            ),
+        }
+        assert_eq!(
+            a.query_one("SELECT RELEASE_LOCK('nbe')").await,
+            "1",
+            "{mode}"
+        );
+        a.quit().await;
+        drop(p);
+    }
+    db.sql("SET GLOBAL sql_mode = DEFAULT");
+}
+
+/// A warning of an earlier statement of a multi-statement stays in the
+/// server's list when the last statement uses no table: the backend is
+/// held for it and cleared before anyone else gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_of_an_earlier_statement_never_reach_another_client() {
+    let db = binlog_server();
+    let p = one_backend(&db).await;
+    let mut a = conn(&p).await;
+    a.query_drop("SELECT CAST('secret-of-A' AS SIGNED); SELECT 2")
+        .await
+        .expect("multi");
+    let own: Vec<(String, u32, String)> = a.query("SHOW WARNINGS").await.expect("own");
+    assert_eq!(own.len(), 1, "A sees its own warning, as direct: {own:?}");
+    a.query_drop("DO CAST('do-secret' AS SIGNED); DO 1")
+        .await
+        .expect("do");
+    // Past the hold (100 ms here), another client gets the backend.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut b = conn(&p).await;
+    let rows: Vec<(String, u32, String)> = b.query("SHOW WARNINGS").await.expect("show");
+    assert!(rows.is_empty(), "A's warnings reached B: {rows:?}");
+}
+
+/// A client that got a warning and then keeps sending statements that use
+/// no table keeps its backend only for `pool.diagnostics_hold_ms`: others
+/// get it after that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_after_a_warning_does_not_keep_the_backend() {
+    let db = binlog_server();
+    let p = one_backend(&db).await;
+    let mut a = conn(&p).await;
+    a.query_drop("SELECT CAST('x' AS SIGNED)")
+        .await
+        .expect("warn");
+    let poll = async {
+        for _ in 0..60 {
+            a.query_drop("SELECT NOW()").await.expect("poll");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    };
+    let other = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut b = conn(&p).await;
+        code(&mut b, "SELECT 2").await
+    };
+    let ((), got) = tokio::join!(poll, other);
+    assert_eq!(
+        got, 0,
+        "the other client waited out the queue timeout (1317)"
+    );
+}
+
 /// `SELECT FOUND_ROWS()` after selects with and without LIMIT offsets gives
 /// what the server gives directly (the proxy counts offsets as the server
 /// does, or holds the backend when it cannot know), and the column is named

@@ -191,7 +191,9 @@ async fn idle_clients_are_closed_after_their_wait_timeout() {
         in_trx.query_ok("BEGIN").await;
         in_trx.query_ok("INSERT INTO idle_t VALUES (1)").await;
         let mut patient = login().await;
-        patient.query_ok("SET SESSION idle_transaction_timeout = 1").await;
+        patient
+            .query_ok("SET SESSION idle_transaction_timeout = 1")
+            .await;
         tokio::time::sleep(Duration::from_millis(2500)).await;
         // Closed without a word: the next read finds the end of the stream.
         let quiet_closed = tokio::time::timeout(Duration::from_secs(5), quiet.try_read("closed"))
@@ -206,5 +208,8 @@ async fn idle_clients_are_closed_after_their_wait_timeout() {
         got.push((quiet_closed, trx_closed, alive, rows));
     }
     assert_eq!(got[0], got[1], "through the proxy, then direct");
-    assert_eq!(got[1], (None, None, "still here".to_string(), "0".to_string()));
+    assert_eq!(
+        got[1],
+        (None, None, "still here".to_string(), "0".to_string())
+    );
 }

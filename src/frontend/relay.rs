@@ -40,7 +40,10 @@ pub struct Outcome {
     pub intercepted: bool,
     /// Insert id of the last OK that carried one.
     pub last_insert_id: Option<u64>,
-    /// Warning count of the last OK / terminator.
+    /// The largest warning count of the response's OKs / terminators: a
+    /// multi-statement whose first statement warned leaves its warnings in
+    /// the server's list even when the last reports none (a table-less
+    /// last statement keeps the list).
     pub warnings: u16,
     /// Rows of the last result set, when there was one.
     pub rows: Option<u64>,
@@ -202,7 +205,7 @@ pub async fn relay(
                     return Err(RelayError::Malformed { sent });
                 };
                 out.status = Some(st);
-                out.warnings = warnings;
+                out.warnings = out.warnings.max(warnings);
                 out.results += 1;
                 if st & status::SESSION_STATE_CHANGED != 0 {
                     out.state_unreported = true;
@@ -214,7 +217,7 @@ pub async fn relay(
                     return Err(RelayError::Malformed { sent });
                 };
                 out.status = Some(ok.status);
-                out.warnings = ok.warnings;
+                out.warnings = out.warnings.max(ok.warnings);
                 out.results += 1;
                 if ok.header == 0 && ok.last_insert_id != 0 {
                     out.last_insert_id = Some(ok.last_insert_id);
@@ -230,7 +233,7 @@ pub async fn relay(
                 };
                 if t.done() {
                     out.status = Some(st);
-                    out.warnings = warnings;
+                    out.warnings = out.warnings.max(warnings);
                 }
                 let start = client.wbuf.len();
                 copy_eof(client, backend.chunk_bytes(h), &mut seq, view);

@@ -94,16 +94,21 @@ pub fn release(marks: BackendMarks) -> Release {
     }
 }
 
-/// Options of the session that change how its SQL is lexed.
-pub fn lex_options(state: &TrackedState) -> crate::sql::LexOptions {
+/// Options of the session that change how its SQL is lexed: from the
+/// sql_mode it set, or from the server's status flags (`status`, the last
+/// the session saw), which also say it when the mode is a global default the
+/// client never set (a global NO_BACKSLASH_ESCAPES read as off would let
+/// `'C:\', GET_LOCK(…) # '` hide a lock from the lexer).
+pub fn lex_options(state: &TrackedState, status: u16) -> crate::sql::LexOptions {
+    use crate::protocol::packets::status as st;
     let mode = state.vars.get("sql_mode").map(String::as_str).unwrap_or("");
     let has = |flag: &str| {
         mode.split(',')
             .any(|m| m.eq_ignore_ascii_case(flag) || (flag == "ANSI_QUOTES" && m == "ANSI"))
     };
     crate::sql::LexOptions {
-        ansi_quotes: has("ANSI_QUOTES"),
-        no_backslash_escapes: has("NO_BACKSLASH_ESCAPES"),
+        ansi_quotes: has("ANSI_QUOTES") || status & st::ANSI_QUOTES != 0,
+        no_backslash_escapes: has("NO_BACKSLASH_ESCAPES") || status & st::NO_BACKSLASH_ESCAPES != 0,
     }
 }
 
@@ -137,12 +142,12 @@ fn consumes_one_shot(kind: Kind) -> bool {
 pub fn after_query(
     inv: &mut Inventory,
     marks: &mut BackendMarks,
-    state: &mut TrackedState,
     schema: &[u8],
     analysis: &Analysis,
     reply: &Reply,
     tracker: &ApplyEffects,
     sql: &[u8],
+    lex: crate::sql::LexOptions,
 ) -> Followup {
     let mut fu = Followup::default();
     let stmts = &analysis.statements;
@@ -184,7 +189,7 @@ pub fn after_query(
             if let Effect::DynamicSql { text } = e
                 && st.kind == Kind::ExecuteImmediate
             {
-                let inner = crate::sql::analyze(text, lex_options(state));
+                let inner = crate::sql::analyze(text, lex);
                 if inner.incomplete || inner.statements.iter().any(is_opaque) {
                     marks.needs_reset = true;
                     fu.count_user_vars = true;
@@ -630,7 +635,6 @@ mod tests {
     struct Run {
         inv: Inventory,
         marks: BackendMarks,
-        state: TrackedState,
     }
 
     impl Run {
@@ -638,7 +642,6 @@ mod tests {
             Self {
                 inv: Inventory::default(),
                 marks: BackendMarks::default(),
-                state: TrackedState::for_collation(45),
             }
         }
 
@@ -647,12 +650,12 @@ mod tests {
             after_query(
                 &mut self.inv,
                 &mut self.marks,
-                &mut self.state,
                 b"test",
                 &a,
                 &reply,
                 &tracker,
                 sql.as_bytes(),
+                LexOptions::default(),
             )
         }
 

@@ -27,23 +27,64 @@ const TABLE_WORDS: [&[u8]; 7] = [
     b"setval",
 ];
 
-/// True when every statement of `sql` leaves the diagnostics area as it
-/// was: it only reads it (`SHOW WARNINGS`, `SHOW COUNT(*) ERRORS`,
-/// `GET DIAGNOSTICS`), or it is a `SELECT`, `SET`, `DO` or `VALUES` that
-/// names no table. Text that cannot be read reliably does not keep it.
-pub fn keeps_diagnostics(sql: &[u8], opts: LexOptions) -> bool {
+/// What a query does to the diagnostics area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiagnosticsUse {
+    /// Every statement only reads it (`SHOW WARNINGS`, `SHOW COUNT(*)
+    /// ERRORS`, `GET DIAGNOSTICS`, `SELECT @@warning_count`).
+    Reads,
+    /// It is kept: every statement reads it or is a `SELECT`, `SET`, `DO`
+    /// or `VALUES` that names no table.
+    Keeps,
+    /// It may be cleared (or the text cannot be read reliably).
+    Clears,
+}
+
+/// What the statements of `sql` do to the diagnostics area.
+pub fn keeps_diagnostics(sql: &[u8], opts: LexOptions) -> DiagnosticsUse {
     let a = analyze(sql, opts);
-    !a.incomplete
-        && a.statements.iter().all(|s| {
-            let text = &sql[s.span.clone()];
-            let tokens: Vec<Token> = Lexer::new(text, opts).collect();
-            match s.kind {
-                Kind::Show => reads_diagnostics(text, &tokens),
-                Kind::GetDiagnostics => true,
-                Kind::Select | Kind::Set | Kind::Do | Kind::Values => !tokens.iter().any(|t| {
-                    t.kind == TokenKind::Word && TABLE_WORDS.iter().any(|w| t.is_word(text, w))
-                }),
-                _ => false,
+    if a.incomplete {
+        return DiagnosticsUse::Clears;
+    }
+    let mut all = DiagnosticsUse::Reads;
+    for s in &a.statements {
+        let text = &sql[s.span.clone()];
+        let tokens: Vec<Token> = Lexer::new(text, opts).collect();
+        let names_table = tokens
+            .iter()
+            .any(|t| t.kind == TokenKind::Word && TABLE_WORDS.iter().any(|w| t.is_word(text, w)));
+        let this = match s.kind {
+            Kind::Show if reads_diagnostics(text, &tokens) => DiagnosticsUse::Reads,
+            Kind::GetDiagnostics => DiagnosticsUse::Reads,
+            Kind::Select if reads_counts(text, &tokens) => DiagnosticsUse::Reads,
+            Kind::Select | Kind::Set | Kind::Do | Kind::Values if !names_table => {
+                DiagnosticsUse::Keeps
+            }
+            _ => return DiagnosticsUse::Clears,
+        };
+        if this == DiagnosticsUse::Keeps {
+            all = DiagnosticsUse::Keeps;
+        }
+    }
+    all
+}
+
+/// `SELECT` of nothing but `@@warning_count` / `@@error_count` (any scope
+/// prefix), separated by commas.
+fn reads_counts(text: &[u8], tokens: &[Token]) -> bool {
+    let items = &tokens[1.min(tokens.len())..];
+    !items.is_empty()
+        && items.len() % 2 == 1
+        && items.iter().enumerate().all(|(i, t)| {
+            if i % 2 == 1 {
+                return t.is_symbol(text, b",");
+            }
+            t.kind == TokenKind::SysVar && {
+                let name = t.text(text);
+                let name = name.rsplit(|&c| c == b'.').next().unwrap_or(name);
+                let name = name.strip_prefix(b"@@").unwrap_or(name);
+                name.eq_ignore_ascii_case(b"warning_count")
+                    || name.eq_ignore_ascii_case(b"error_count")
             }
         })
 }
@@ -65,7 +106,11 @@ mod tests {
     use super::*;
 
     fn keeps(sql: &str) -> bool {
-        keeps_diagnostics(sql.as_bytes(), LexOptions::default())
+        keeps_diagnostics(sql.as_bytes(), LexOptions::default()) != DiagnosticsUse::Clears
+    }
+
+    fn reads(sql: &str) -> bool {
+        keeps_diagnostics(sql.as_bytes(), LexOptions::default()) == DiagnosticsUse::Reads
     }
 
     #[test]
@@ -80,8 +125,16 @@ mod tests {
             "GET CURRENT DIAGNOSTICS CONDITION 1 @m = MESSAGE_TEXT",
             "SELECT @@warning_count",
             "SELECT @@session.error_count, @@warning_count",
+            "SHOW WARNINGS; select @@ERROR_COUNT",
         ] {
-            assert!(keeps(sql), "{sql}");
+            assert!(reads(sql), "{sql}");
+        }
+        for sql in [
+            "SELECT @@warning_count + 1",
+            "SELECT @@warning_count, 1",
+            "SELECT 1",
+        ] {
+            assert!(keeps(sql) && !reads(sql), "{sql}");
         }
     }
 

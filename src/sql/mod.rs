@@ -30,7 +30,7 @@ mod statement;
 #[cfg(test)]
 mod tests;
 
-pub use diagnostics::keeps_diagnostics;
+pub use diagnostics::{DiagnosticsUse, keeps_diagnostics};
 pub use effects::{
     Analysis, Effect, Func, FuncKind, KillTarget, Kind, MAX_STATEMENTS, Scope, Statement,
     TableName, analyze,

@@ -131,7 +131,55 @@ impl Session {
         self.drop_statements();
         self.pins.clear_state();
         self.inv.clear();
-        self.pool = self.shared.pool.rekey(self.pool, user.pool);
+        // Kept to go back to when the new schema does not exist.
+        let before = (
+            self.pool,
+            self.user.clone(),
+            self.handle
+                .user
+                .lock()
+                .map(|u| u.clone())
+                .unwrap_or_default(),
+            self.state.schema.clone(),
+        );
+        self.switch_user(self.shared.pool.rekey(self.pool, user.pool), user, name);
+        let collation = match requested {
+            Some(c) if !TrackedState::for_collation(c).vars.is_empty() => c,
+            _ => self.initial.0,
+        };
+        // What a later COM_RESET_CONNECTION restores: a collation the
+        // server knows (an unknown one leaves the previous one).
+        if let Some(c) = known.filter(|c| !TrackedState::for_collation(*c).vars.is_empty()) {
+            self.initial = (c, self.initial.1);
+        }
+        // The server keeps the multi-statements option across a change of
+        // user.
+        let multi = self.state.multi_statements;
+        self.state = super::initial_state((collation, multi));
+        self.status = self.shared.pool.session_status();
+        self.found_rows = 0;
+        self.tickets = shared.config.load().pool.high_prio_tickets;
+        if !req.schema.is_empty() {
+            self.state.schema = Some(req.schema.to_vec());
+            if let Err(e) = self.verify_schema().await {
+                // The server checks the schema as part of the
+                // authentication: the attempt fails, the previous user and
+                // schema stay.
+                let (pool, user, name, schema) = before;
+                self.switch_user(pool, user, name);
+                self.state.schema = schema;
+                return self.change_user_failed(seq, e, known).await;
+            }
+        }
+        // The server never forgets failed attempts on a connection.
+        self.send_ok(seq).await?;
+        Ok(false)
+    }
+
+    /// Makes `user` (of pool key `pool`, logged in as `name`) the session's
+    /// user, also for what other sessions see of it (KILL USER).
+    fn switch_user(&mut self, pool: usize, user: std::sync::Arc<super::super::User>, name: String) {
+        self.pool = pool;
         self.user = user;
         self.handle
             .pool
@@ -139,30 +187,6 @@ impl Session {
         if let Ok(mut u) = self.handle.user.lock() {
             *u = name;
         }
-        let collation = match requested {
-            Some(c) if !TrackedState::for_collation(c).vars.is_empty() => c,
-            _ => self.initial.0,
-        };
-        self.initial = (collation, self.initial.1);
-        // The server keeps the multi-statements option across a change of
-        // user.
-        let multi = self.state.multi_statements;
-        self.state = super::initial_state(self.initial);
-        self.state.multi_statements = multi;
-        self.status = self.shared.pool.session_status();
-        self.found_rows = 0;
-        self.tickets = shared.config.load().pool.high_prio_tickets;
-        if !req.schema.is_empty() {
-            self.state.schema = Some(req.schema.to_vec());
-            if let Err(e) = self.verify_schema().await {
-                self.state.schema = None;
-                self.send_err(seq, &e).await?;
-                return Ok(false);
-            }
-        }
-        self.failed_change_user = 0;
-        self.send_ok(seq).await?;
-        Ok(false)
     }
 
     /// A refused COM_CHANGE_USER, as the server leaves it: the session was

@@ -235,7 +235,7 @@ impl Session {
             .backend_thread
             .store(co.backend.thread_id, std::sync::atomic::Ordering::Release);
         // Lexed with the session's sql_mode as it was before the statement.
-        let lex = authority::lex_options(&self.state);
+        let lex = authority::lex_options(&self.state, self.status);
         let lexable = authority::lexable_charset(&self.state);
         // A prepared statement's effects are those of its text.
         let executing = self.executing.take().filter(|_| {
@@ -377,7 +377,7 @@ impl Session {
                         &payload[1..],
                         &analysis,
                         lex,
-                        authority::lex_options(&self.state),
+                        authority::lex_options(&self.state, self.status),
                     )
                 {
                     analysis = std::borrow::Cow::Owned(a);
@@ -415,12 +415,12 @@ impl Session {
                 let fu = authority::after_query(
                     &mut self.inv,
                     &mut co.backend.marks,
-                    &mut self.state,
                     &schema_before,
                     &analysis,
                     &reply,
                     &fx,
                     sql,
+                    lex,
                 );
                 for n in &fu.defaulted {
                     self.state.vars.remove(n);
@@ -442,6 +442,9 @@ impl Session {
                 // GET DIAGNOSTICS) lives on the backend that ran the statement:
                 // hold it for the client's next statement (see serve()).
                 let keeps = self.diagnostic_stmt;
+                if out.warnings > 0 || out.error.is_some() {
+                    self.diag_since = Some(Instant::now());
+                }
                 if out.warnings > 0 || out.error.is_some() || keeps {
                     self.pin(PinReason::Diagnostics);
                 } else {

@@ -267,11 +267,15 @@ fn kill_expression(stmt: &[u8], query_id: bool, opts: crate::sql::LexOptions) ->
 
 /// [`plan`] for a query's text, lexed with the session's options. Cheap
 /// for the common case: text without the letters "kill" is not lexed.
-pub fn plan_for(sql: &[u8], state: &crate::session_state::TrackedState) -> Option<KillPlan> {
+pub fn plan_for(
+    sql: &[u8],
+    state: &crate::session_state::TrackedState,
+    status: u16,
+) -> Option<KillPlan> {
     if !sql.windows(4).any(|w| w.eq_ignore_ascii_case(b"kill")) {
         return None;
     }
-    let opts = crate::session_state::authority::lex_options(state);
+    let opts = crate::session_state::authority::lex_options(state, status);
     plan(sql, &crate::sql::analyze(sql, opts), opts)
 }
 
@@ -399,7 +403,7 @@ impl Session {
         if self.kills.by_name.is_empty() {
             return Ok(None);
         }
-        let opts = crate::session_state::authority::lex_options(&self.state);
+        let opts = crate::session_state::authority::lex_options(&self.state, self.status);
         let a = crate::sql::analyze(sql, opts);
         if let [stmt] = a.statements.as_slice() {
             let named = stmt.effects.iter().find_map(|e| match e {
@@ -682,7 +686,7 @@ impl Session {
     /// proxy id. `None` when an error was sent to the client.
     async fn kill_id_of(&mut self, seq: u8, expr: &str) -> Result<Option<u64>, End> {
         let q = format!("SELECT CAST(({expr}) AS UNSIGNED)");
-        let opts = crate::session_state::authority::lex_options(&self.state);
+        let opts = crate::session_state::authority::lex_options(&self.state, self.status);
         let q = match super::local::replace_connection_id(q.as_bytes(), self.id, opts) {
             Some(r) => String::from_utf8(r).unwrap_or(q),
             None => q,

@@ -32,7 +32,7 @@ impl Session {
         self.last_is_rollback = false;
         self.diagnostic_stmt = false;
         // A KILL must never reach the server with a server thread id.
-        if kill::plan_for(&l.prefix[1..], &self.state).is_some() {
+        if kill::plan_for(&l.prefix[1..], &self.state, self.status).is_some() {
             let last = self.drain(&mut l, max).await?;
             let e = kill::refused("KILL in a statement of 16 MiB or more");
             return self.send_err(last.wrapping_add(1), &e).await;

@@ -117,6 +117,11 @@ pub struct Session {
     last_is_rollback: bool,
     /// The current command reads the diagnostics area (keeps it).
     diagnostic_stmt: bool,
+    /// When the statement whose warnings or error the held backend keeps
+    /// ran: the hold goes on through statements that keep the list only
+    /// for `pool.diagnostics_hold_ms` after it (a client polling with
+    /// `SELECT NOW()` must not keep a backend for ever).
+    diag_since: Option<Instant>,
     /// Columns the executing prepared statement had when prepared.
     expect_columns: Option<u64>,
     /// The text of the prepared statement being executed: what the
@@ -225,6 +230,7 @@ impl Session {
             txn_started: None,
             last_is_rollback: false,
             diagnostic_stmt: false,
+            diag_since: None,
             expect_columns: None,
             executing: None,
             expect_cursor: false,
@@ -484,7 +490,7 @@ impl Session {
                 if let Some(quit) = self.sql_prepared_kill(seq, sql).await? {
                     return Ok(quit);
                 }
-                if let Some(plan) = kill::plan_for(sql, &self.state) {
+                if let Some(plan) = kill::plan_for(sql, &self.state, self.status) {
                     return match plan {
                         kill::KillPlan::Run(k) => self.kill(seq, k).await,
                         kill::KillPlan::Prepare { name, kill, sql } => {
@@ -508,7 +514,7 @@ impl Session {
                 } else if let Some(rewritten) = local::replace_connection_id(
                     sql,
                     self.id,
-                    crate::session_state::authority::lex_options(&self.state),
+                    crate::session_state::authority::lex_options(&self.state, self.status),
                 ) {
                     self.forward(&pkt.with_query(&rewritten), Shape::Query)
                         .await?;
@@ -552,7 +558,7 @@ impl Session {
             COM_STMT_PREPARE => {
                 // A prepared KILL would run with a server thread id: the
                 // proxy carries it out itself.
-                match kill::plan_for(&pkt.payload[1..], &self.state) {
+                match kill::plan_for(&pkt.payload[1..], &self.state, self.status) {
                     Some(kill::KillPlan::Run(k)) => self.prepare_kill(seq, k).await?,
                     Some(kill::KillPlan::Refuse(what)) => {
                         self.send_err(seq, &kill::refused(what)).await?;
@@ -691,14 +697,25 @@ impl Session {
     }
 
     /// True when the session holds a backend for its diagnostics area and
-    /// `sql` leaves that area as it is on the server (it reads it, or uses
-    /// no table): the hold goes on through it.
+    /// `sql` leaves that area as it is on the server: it only reads it, or
+    /// it uses no table and the list is younger than
+    /// `pool.diagnostics_hold_ms` (see `diag_since`). The hold goes on
+    /// through it.
     fn keeps_diagnostics(&self, sql: &[u8]) -> bool {
-        self.pins.has(PinReason::Diagnostics)
-            && crate::sql::keeps_diagnostics(
-                sql,
-                crate::session_state::authority::lex_options(&self.state),
-            )
+        use crate::sql::DiagnosticsUse;
+        if !self.pins.has(PinReason::Diagnostics) {
+            return false;
+        }
+        let lex = crate::session_state::authority::lex_options(&self.state, self.status);
+        match crate::sql::keeps_diagnostics(sql, lex) {
+            DiagnosticsUse::Reads => true,
+            DiagnosticsUse::Keeps => {
+                let hold =
+                    Duration::from_millis(self.shared.config.load().pool.diagnostics_hold_ms);
+                self.diag_since.is_some_and(|t| t.elapsed() < hold)
+            }
+            DiagnosticsUse::Clears => false,
+        }
     }
 
     /// Returns a pinned backend to its group when nothing pins it any more.

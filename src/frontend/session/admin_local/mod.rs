@@ -333,7 +333,7 @@ impl super::Session {
             interactive: self.caps.has(flag::INTERACTIVE),
             ignore_space: self.caps.has(flag::IGNORE_SPACE),
         };
-        let opts = crate::session_state::authority::lex_options(&self.state);
+        let opts = crate::session_state::authority::lex_options(&self.state, self.status);
         let Some(a) = answer(sql, opts, &vars, &view) else {
             return Ok(false);
         };
