@@ -1085,3 +1085,37 @@ async fn racing_first_prepares_leave_no_untracked_server_statements() {
          (Prepared_stmt_count); the extra ones are untracked and never closed"
     );
 }
+
+/// A COM_STMT_PREPARE that warns reports its warning count in the
+/// prepare-OK and its EOFs, and SHOW WARNINGS then lists the warning, as
+/// on the server, also when the statement's text was prepared before by
+/// another client (the proxy's registry entry is shared).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_warnings_are_reported() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(4).start().await;
+    for deprecate in [false, true] {
+        let mut got = Vec::new();
+        for mut c in [via(&p, deprecate).await, direct(db, deprecate).await] {
+            let mut seen = Vec::new();
+            for _ in 0..2 {
+                let s = c.prepare("SELECT 1 AS ' '").await.expect("prepare");
+                let shown = c.query_rows("SHOW WARNINGS").await;
+                seen.push((s.warnings, s.eofs.clone(), shown));
+                c.close_stmt(s.id).await;
+            }
+            got.push(seen);
+        }
+        assert_eq!(
+            got[0],
+            got[1],
+            "{}: through the proxy, then direct",
+            mode(deprecate)
+        );
+        assert!(
+            got[1][0].0 > 0,
+            "the statement warns directly: {:?}",
+            got[1]
+        );
+    }
+}

@@ -726,6 +726,41 @@ async fn polling_after_a_warning_does_not_keep_the_backend() {
     );
 }
 
+/// `SET character_set_server` (DBD::MariaDB runs it at every connect) is a
+/// plain setting: replayed with its coupled collation, it neither pins the
+/// session nor reaches another client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn character_set_server_is_replayed_not_pinned() {
+    let db = binlog_server();
+    let p = one_backend(&db).await;
+    let mut direct = Conn::from_url(db.url("app", "secret", "test"))
+        .await
+        .expect("direct");
+    let mut a = conn(&p).await;
+    let probe = "SELECT @@character_set_server, @@collation_server, @@character_set_database";
+    for set in [
+        "SET SESSION character_set_server = 'utf8mb4'",
+        "SET SESSION collation_server = 'utf8mb4_unicode_ci'",
+        "SET NAMES latin1",
+    ] {
+        for c in [&mut a, &mut direct] {
+            c.query_drop(set).await.expect(set);
+        }
+        // Another client gets the one backend at once, with its own values.
+        let mut b = conn(&p).await;
+        let fresh: Option<(String, String, String)> = b.query_first(probe).await.expect("b");
+        let mut d2 = Conn::from_url(db.url("app", "secret", "test"))
+            .await
+            .expect("direct 2");
+        let want: Option<(String, String, String)> = d2.query_first(probe).await.expect("d2");
+        assert_eq!(fresh, want, "after {set}: B sees a fresh session");
+        drop(b);
+        let got: Option<(String, String, String)> = a.query_first(probe).await.expect("a");
+        let mine: Option<(String, String, String)> = direct.query_first(probe).await.expect("d");
+        assert_eq!(got, mine, "after {set}: A keeps its own values");
+    }
+}
+
 /// `SELECT FOUND_ROWS()` after selects with and without LIMIT offsets gives
 /// what the server gives directly (the proxy counts offsets as the server
 /// does, or holds the backend when it cannot know), and the column is named

@@ -54,8 +54,10 @@ const REPLAYABLE: &[&str] = &[
     "character_set_connection",
     "character_set_filesystem",
     "character_set_results",
+    "character_set_server",
     "check_constraint_checks",
     "collation_connection",
+    "collation_server",
     "column_compression_threshold",
     "column_compression_zlib_level",
     "column_compression_zlib_strategy",
@@ -205,6 +207,8 @@ pub fn coupled(name: &str) -> &'static [&'static str] {
         "max_join_size" => &["sql_big_selects"],
         "collation_connection" => &["character_set_connection"],
         "character_set_connection" => &["collation_connection"],
+        "collation_server" => &["character_set_server"],
+        "character_set_server" => &["collation_server"],
         _ => &[],
     }
 }

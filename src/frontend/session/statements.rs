@@ -176,7 +176,10 @@ impl Session {
     }
 
     /// Sends a prepare reply from the registry with the client's id.
-    fn write_prepare_reply(&mut self, seq: u8, entry: &StmtEntry, client_id: u32) {
+    /// Writes the reply to a COM_STMT_PREPARE from the registry's entry,
+    /// with this client's statement id and the warning count of this
+    /// prepare (`warnings`; the entry may come from another client's).
+    fn write_prepare_reply(&mut self, seq: u8, entry: &StmtEntry, client_id: u32, warnings: u16) {
         let deprecate = self.caps.deprecate_eof();
         let mut seq = seq;
         let params_end = 1 + usize::from(entry.num_params);
@@ -186,6 +189,9 @@ impl Session {
                 if ok.len() >= 5 {
                     ok[1..5].copy_from_slice(&client_id.to_le_bytes());
                 }
+                if ok.len() >= 12 {
+                    ok[10..12].copy_from_slice(&warnings.to_le_bytes());
+                }
                 seq = self.client.write_packet(seq, &ok);
             } else {
                 seq = self.client.write_packet(seq, p);
@@ -194,7 +200,7 @@ impl Session {
             let end_of_columns = entry.num_columns > 0 && i + 1 == entry.response.len();
             if !deprecate && (end_of_params || end_of_columns) {
                 let mut b = BytesMut::with_capacity(8);
-                eof_payload(&mut b, 0, self.status);
+                eof_payload(&mut b, warnings, self.status);
                 seq = self.client.write_packet(seq, &b);
             }
         }
@@ -245,6 +251,12 @@ impl Session {
         let cap = self.stmt_cap();
         match prepare_within_limit(&mut co.backend, &key.sql, cap).await {
             Ok(Ok(p)) => {
+                // The prepare-OK's warning count (bytes 10..12).
+                let warnings = p
+                    .packets
+                    .first()
+                    .and_then(|ok| ok.get(10..12))
+                    .map_or(0, |w| u16::from_le_bytes([w[0], w[1]]));
                 let entry = match self.shared.registry.lock() {
                     Ok(mut r) => r.upsert(key, p.params, p.columns, p.packets),
                     Err(_) => {
@@ -260,7 +272,15 @@ impl Session {
                 }
                 let id = self.register(entry.clone());
                 self.last_prepared = Some(id);
-                self.write_prepare_reply(seq, &entry, id);
+                self.write_prepare_reply(seq, &entry, id, warnings);
+                if warnings > 0 {
+                    // The prepare's warnings are the server's list now:
+                    // held for the client's SHOW WARNINGS, cleared before
+                    // anyone else gets the backend.
+                    co.backend.marks.diagnostics = true;
+                    self.diag_since = Some(tokio::time::Instant::now());
+                    self.pin(PinReason::Diagnostics);
+                }
                 self.finish(co.slot, co.backend);
                 self.client.flush().await?;
                 Ok(())
