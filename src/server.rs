@@ -286,23 +286,12 @@ async fn probe_trackers(conn: &mut backend::BackendConn) -> Option<ClientTracker
         .await
         .ok()??;
     let get = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
-    let on = |v: String| v == "1" || v.eq_ignore_ascii_case("on");
-    let vars = get(2);
-    Some(ClientTrackers {
-        schema: on(get(0)),
-        state_change: on(get(1)),
-        system_variables: if vars.trim() == "*" {
-            None
-        } else {
-            Some(
-                vars.split(',')
-                    .map(|s| s.trim().to_ascii_lowercase())
-                    .filter(|s| !s.is_empty())
-                    .collect(),
-            )
-        },
-        transaction_info: !get(3).eq_ignore_ascii_case("off"),
-    })
+    Some(ClientTrackers::from_values(
+        &get(0),
+        &get(1),
+        &get(2),
+        &get(3),
+    ))
 }
 
 /// Accepts clients on `listener` until shutdown, then waits for sessions to

@@ -270,3 +270,27 @@ async fn kill_stops_a_running_loop() {
     }
     killer.query_drop("SELECT 1").await.expect("pool intact");
 }
+
+/// COM_PROCESS_INFO (`mysql_list_processes()`) is answered by the server:
+/// the same result set shape as direct (the rows are the server's threads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_info_is_forwarded() {
+    use common::raw::{RawConn, Response};
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).start().await;
+    let mut shapes = Vec::new();
+    for addr in [p.addr.to_string(), db.addr()] {
+        let mut c = RawConn::connect(&addr, "app", "secret", Some("test"), false).await;
+        c.send_command(&[0x0A]).await;
+        let r = c.read_response("COM_PROCESS_INFO", false).await;
+        let Response::Rows(rs) = r else {
+            panic!("{addr}: expected the process list");
+        };
+        let names: Vec<String> = rs.column_defs().into_iter().map(|d| d.name).collect();
+        assert!(!rs.rows.is_empty(), "{addr}: at least its own thread");
+        shapes.push(names);
+        assert_eq!(c.query_one("SELECT 'usable'").await, "usable");
+        c.quit().await;
+    }
+    assert_eq!(shapes[0], shapes[1], "through the proxy, then direct");
+}

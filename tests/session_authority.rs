@@ -826,3 +826,46 @@ async fn reading_the_counts_keeps_the_warnings() {
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0].1, 1196);
 }
+
+/// A client's own `session_track_*` settings decide which session-state
+/// entries its OKs carry (the backend keeps myplex's trackers), in
+/// transaction and in session mode: the raw OK bytes equal direct ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_own_tracker_settings_shape_its_oks() {
+    use common::raw::{BASE_CAPS, DEPRECATE_EOF, SESSION_TRACK};
+    let db = binlog_server();
+    for mode in [
+        myplex::config::PoolMode::Transaction,
+        myplex::config::PoolMode::Session,
+    ] {
+        let p = Proxy::builder(&db)
+            .groups(1)
+            .max_backend(2)
+            .with(move |c| c.pool.mode = mode)
+            .start()
+            .await;
+        let mut got = Vec::new();
+        for addr in [p.addr.to_string(), db.addr()] {
+            let caps = BASE_CAPS | DEPRECATE_EOF | SESSION_TRACK;
+            let mut c = RawConn::try_connect_with(&addr, "app", "secret", Some("test"), caps, 45)
+                .await
+                .expect("login");
+            let mut oks = Vec::new();
+            for sql in [
+                "SET SESSION session_track_state_change = ON",
+                "SET @tracked = 1",
+                "SET SESSION session_track_system_variables = 'time_zone'",
+                "SET SESSION time_zone = '+01:00', sql_mode = 'ANSI'",
+                "SET SESSION session_track_state_change = OFF",
+                "SET @tracked = 2",
+            ] {
+                let mut payload = vec![0x03];
+                payload.extend_from_slice(sql.as_bytes());
+                oks.push(c.command_reply(&payload, sql).await.map(|(_, b)| b));
+            }
+            got.push(oks);
+            c.quit().await;
+        }
+        assert_eq!(got[0], got[1], "{mode:?}: through the proxy, then direct");
+    }
+}

@@ -82,6 +82,69 @@ pub struct ClientTrackers {
 }
 
 impl ClientTrackers {
+    /// From the four `session_track_*` values as the server reports them.
+    pub fn from_values(
+        schema: &str,
+        state_change: &str,
+        system_variables: &str,
+        txn: &str,
+    ) -> Self {
+        let mut t = Self::default();
+        for (name, value) in [
+            ("session_track_schema", schema),
+            ("session_track_state_change", state_change),
+            ("session_track_system_variables", system_variables),
+            ("session_track_transaction_info", txn),
+        ] {
+            t.set(name, value);
+        }
+        t
+    }
+
+    /// Applies a new value of tracker variable `name` (as the server's
+    /// tracker reports it); other names are ignored.
+    pub fn set(&mut self, name: &str, value: &str) {
+        let on = value == "1" || value.eq_ignore_ascii_case("on");
+        match name {
+            "session_track_schema" => self.schema = on,
+            "session_track_state_change" => self.state_change = on,
+            "session_track_system_variables" => {
+                self.system_variables = if value.trim() == "*" {
+                    None
+                } else {
+                    Some(
+                        value
+                            .split(',')
+                            .map(|s| s.trim().to_ascii_lowercase())
+                            .filter(|s| !s.is_empty())
+                            .collect(),
+                    )
+                }
+            }
+            "session_track_transaction_info" => {
+                self.transaction_info = !value.eq_ignore_ascii_case("off") && value != "0"
+            }
+            _ => {}
+        }
+    }
+
+    /// These settings after the tracker-variable changes `block` reports;
+    /// `None` when it reports none.
+    fn after(&self, block: &[u8]) -> Option<Self> {
+        let mut out: Option<Self> = None;
+        for e in entries(block) {
+            if let Some(Change::SystemVariable { name, value }) = e.change()
+                && name.len() > 14
+                && name[..14].eq_ignore_ascii_case(b"session_track_")
+            {
+                let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+                out.get_or_insert_with(|| self.clone())
+                    .set(&name, &String::from_utf8_lossy(value));
+            }
+        }
+        out
+    }
+
     fn keeps(&self, e: &Entry<'_>) -> bool {
         match e.kind {
             TRACK_SCHEMA => self.schema,
@@ -100,12 +163,16 @@ impl ClientTrackers {
 
     /// Filters `block` to the entries this client would have seen. Returns
     /// `None` when nothing was removed (the block can be forwarded as is).
+    /// A block that changes the trackers themselves is filtered with the new
+    /// settings, as the server reports the statement that changed them.
     pub fn filter(&self, block: &[u8]) -> Option<BytesMut> {
-        if entries(block).all(|e| self.keeps(&e)) {
+        let changed = self.after(block);
+        let t = changed.as_ref().unwrap_or(self);
+        if entries(block).all(|e| t.keeps(&e)) {
             return None;
         }
         let mut out = BytesMut::new();
-        for e in entries(block).filter(|e| self.keeps(e)) {
+        for e in entries(block).filter(|e| t.keeps(e)) {
             out.put_u8(e.kind);
             put_lenenc_bytes(&mut out, e.data);
         }

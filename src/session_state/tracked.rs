@@ -33,6 +33,8 @@ pub struct ApplyEffects {
     pub state_changed: bool,
     /// The client changed a `session_track_*` variable.
     pub trackers_touched: bool,
+    /// The `session_track_*` variables changed, with their new values.
+    pub tracker_values: Vec<(String, String)>,
     /// Variables the proxy may not replay, with the value reported
     /// ([`VarClass::Pinning`]).
     pub pinning_vars: Vec<(String, String)>,
@@ -171,7 +173,10 @@ impl TrackedState {
                         }
                         VarClass::Replayable => {}
                         VarClass::ServerOwned => {}
-                        VarClass::Trackers => fx.trackers_touched = true,
+                        VarClass::Trackers => {
+                            fx.trackers_touched = true;
+                            fx.tracker_values.push((name, value));
+                        }
                         VarClass::Pinning => fx.pinning_vars.push((name, value)),
                     }
                 }

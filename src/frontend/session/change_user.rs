@@ -131,6 +131,7 @@ impl Session {
         self.drop_statements();
         self.pins.clear_state();
         self.inv.clear();
+        self.own_trackers = None;
         // Kept to go back to when the new schema does not exist.
         let before = (
             self.pool,
@@ -208,6 +209,7 @@ impl Session {
         self.drop_statements();
         self.pins.clear_state();
         self.inv.clear();
+        self.own_trackers = None;
         let schema = self.state.schema.take();
         let multi = self.state.multi_statements;
         let server_default = u16::from(self.shared.pool.server_info().collation);

@@ -271,7 +271,10 @@ impl Session {
         let view = ClientView {
             server_version: &server.version,
             caps: self.caps,
-            trackers: &self.shared.trackers,
+            trackers: self
+                .own_trackers
+                .as_deref()
+                .unwrap_or(&self.shared.trackers),
             status: self.status,
             intercept,
             max_packet: self.shared.config.load().frontend.max_allowed_packet,
@@ -362,6 +365,13 @@ impl Session {
                 });
                 let schema_before = self.state.schema.clone().unwrap_or_default();
                 let mut fx = self.state.apply_block_with(&out.state, keep_vars);
+                // The client's own tracker settings decide what its OKs
+                // report from now on (the backend keeps myplex's).
+                for (name, value) in &fx.tracker_values {
+                    self.own_trackers
+                        .get_or_insert_with(|| Box::new(self.shared.trackers.clone()))
+                        .set(name, value);
+                }
                 // Without DEPRECATE_EOF a result set's EOF can only flag a
                 // change (SERVER_SESSION_STATE_CHANGED), not say what it was.
                 fx.state_changed |= out.state_unreported;
@@ -537,6 +547,10 @@ impl Session {
                 .await
             {
                 pool.learn_session_status(epoch, new_session_status(&row));
+            }
+            // And the limits a new connection gets (max_allowed_packet).
+            if let Err(e) = backend.learn_limits(&self.shared.limits).await {
+                debug!(error = %e, "could not read the server's limits after SET GLOBAL");
             }
         }
         if fu.verify_locks && !self.inv.locks.is_empty() {

@@ -117,6 +117,9 @@ pub struct Session {
     last_is_rollback: bool,
     /// The current command reads the diagnostics area (keeps it).
     diagnostic_stmt: bool,
+    /// The client's own `session_track_*` settings once it changed one
+    /// (`None`: the server's defaults, `Shared::trackers`).
+    own_trackers: Option<Box<crate::protocol::session_track::ClientTrackers>>,
     /// When the statement whose warnings or error the held backend keeps
     /// ran: the hold goes on through statements that keep the list only
     /// for `pool.diagnostics_hold_ms` after it (a client polling with
@@ -231,6 +234,7 @@ impl Session {
             last_is_rollback: false,
             diagnostic_stmt: false,
             diag_since: None,
+            own_trackers: None,
             expect_columns: None,
             executing: None,
             expect_cursor: false,
@@ -525,8 +529,9 @@ impl Session {
             COM_INIT_DB => self.forward(&pkt, Shape::Query).await?,
             COM_FIELD_LIST => self.forward(&pkt, Shape::FieldList).await?,
             COM_STATISTICS => self.forward(&pkt, Shape::Single).await?,
-            // OK/EOF or the server's error (privileges), relayed as sent.
-            COM_REFRESH | COM_DEBUG => self.forward(&pkt, Shape::Query).await?,
+            // OK/EOF, a result set (the process list) or the server's error
+            // (privileges), relayed as sent.
+            COM_REFRESH | COM_DEBUG | COM_PROCESS_INFO => self.forward(&pkt, Shape::Query).await?,
             COM_SET_OPTION => {
                 match pkt
                     .payload
@@ -630,6 +635,7 @@ impl Session {
         self.inv.clear();
         self.pins.clear_state();
         self.drop_statements();
+        self.own_trackers = None;
         self.status = self.shared.pool.session_status();
         self.send_ok(seq).await
     }
