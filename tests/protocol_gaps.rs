@@ -804,6 +804,25 @@ async fn oversize(addr: &str, size: usize) -> (Option<(u8, Vec<u8>)>, bool) {
     (reply, closed)
 }
 
+/// When the proxy's idea of the server's `max_allowed_packet` is above
+/// what a backend connection enforces (a `SET GLOBAL` made on the server
+/// directly), the server's 1153 reaches the client and ends its session, as
+/// it ends a direct connection, instead of leaving the session on a backend
+/// the server closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_refusing_a_packet_ends_the_session() {
+    let db = MariaDb::start_with_args(&["--max-allowed-packet=16M"]);
+    let p = Proxy::builder(&db).start().await;
+    let stmts = p.shared.limits.max_prepared_stmt_count().unwrap_or(16382);
+    p.shared.limits.set(64 << 20, stmts);
+    for round in 0..3 {
+        let (reply, closed) = oversize(&p.addr.to_string(), 16 << 20).await;
+        let (_, err) = reply.unwrap_or_else(|| panic!("round {round}: no reply"));
+        assert_eq!(parse_err(&err).map(|e| e.code), Some(1153), "round {round}");
+        assert!(closed, "round {round}: the session outlived its backend");
+    }
+}
+
 /// With the server's `max_allowed_packet` at 16 MiB and the proxy's own
 /// limit at 64 MiB: a command just below 16 MiB is served; one of 16 MiB
 /// and one of 40 MiB get the server's ERR 1153 with its sequence id, and

@@ -326,6 +326,17 @@ impl Session {
                 if let Some(code) = out.error {
                     self.shared.metrics.error(code, true);
                 }
+                if out.error == Some(errors::ER_NET_PACKET_TOO_LARGE) {
+                    // The server closes a connection after a packet past
+                    // its max_allowed_packet: so does the session, once the
+                    // client has the error, as it would directly.
+                    self.client.flush().await.map_err(End::Client)?;
+                    drop(co);
+                    return Err(End::Fatal(
+                        "the server closed its connection after a packet past max_allowed_packet"
+                            .into(),
+                    ));
+                }
                 if let Some(st) = out.status {
                     // Per-statement flags (cursor, last row, metadata) are not
                     // the session's: the next command starts without them.
