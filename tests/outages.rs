@@ -130,10 +130,13 @@ async fn unreachable_backend_is_named_and_readyz_answers_at_once() {
     gate.close();
 }
 
-/// The server ends a session idle in a transaction
-/// (`idle_transaction_timeout`); the mariadb CLI must get a well-formed
-/// error from the proxy (a client-range code such as 2013 in an ERR is
-/// reported by libmariadb as 2027 "malformed packet").
+/// The server ends a session idle in a read-only transaction
+/// (`idle_readonly_transaction_timeout`, which myplex leaves to the server:
+/// it cannot tell the transaction's kind); the mariadb CLI must get a
+/// well-formed error from the proxy (a client-range code such as 2013 in an
+/// ERR is reported by libmariadb as 2027 "malformed packet"). With
+/// `idle_transaction_timeout` myplex closes the client itself, as the server
+/// would (tests/session_values.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_backend_error_is_well_formed_for_the_mariadb_cli() {
     let db = MariaDb::shared();
@@ -150,7 +153,7 @@ async fn lost_backend_error_is_well_formed_for_the_mariadb_cli() {
                 "-psecret",
                 "--force",
                 "-e",
-                "SET SESSION idle_transaction_timeout=1; BEGIN; SELECT 1; SELECT SLEEP(0); DO 0;",
+                "SET SESSION idle_readonly_transaction_timeout=1; BEGIN; SELECT 1; SELECT SLEEP(0); DO 0;",
             ])
             .output()
             .expect("run mariadb")
@@ -161,7 +164,7 @@ async fn lost_backend_error_is_well_formed_for_the_mariadb_cli() {
     // No idle time in that batch: it must simply work.
     assert!(out.status.success(), "{text}");
     let script =
-        "SET SESSION idle_transaction_timeout=1;\nBEGIN;\nSELECT 1;\n\\! sleep 2.5\nSELECT 2;\n";
+        "SET SESSION idle_readonly_transaction_timeout=1;\nBEGIN;\nSELECT 1;\n\\! sleep 2.5\nSELECT 2;\n";
     let port = p.addr.port().to_string();
     let out = tokio::task::spawn_blocking(move || {
         use std::io::Write;
