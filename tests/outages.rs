@@ -163,8 +163,7 @@ async fn lost_backend_error_is_well_formed_for_the_mariadb_cli() {
     let text = String::from_utf8_lossy(&out.stderr).to_string();
     // No idle time in that batch: it must simply work.
     assert!(out.status.success(), "{text}");
-    let script =
-        "SET SESSION idle_readonly_transaction_timeout=1;\nBEGIN;\nSELECT 1;\n\\! sleep 2.5\nSELECT 2;\n";
+    let script = "SET SESSION idle_readonly_transaction_timeout=1;\nBEGIN;\nSELECT 1;\n\\! sleep 2.5\nSELECT 2;\n";
     let port = p.addr.port().to_string();
     let out = tokio::task::spawn_blocking(move || {
         use std::io::Write;

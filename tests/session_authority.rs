@@ -869,3 +869,36 @@ async fn a_clients_own_tracker_settings_shape_its_oks() {
         assert_eq!(got[0], got[1], "{mode:?}: through the proxy, then direct");
     }
 }
+
+/// A backend reset before it is shared (here: after a temporary table was
+/// dropped) keeps its schema, but the server then reports the *global*
+/// character set as `character_set_database`; the next client naming that
+/// schema must see the schema's, as a new direct connection does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_backend_reports_the_schemas_character_set() {
+    let db = binlog_server();
+    db.sql("CREATE DATABASE csdb CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci");
+    let p = one_backend(&db).await;
+    let probe = "SELECT @@character_set_database, @@collation_database, DATABASE()";
+    let via = p.url("app", "secret", "csdb");
+    let mut direct = Conn::from_url(db.url("app", "secret", "csdb"))
+        .await
+        .expect("direct");
+    let want: Option<(String, String, String)> = direct.query_first(probe).await.expect("d");
+    assert_eq!(
+        want.as_ref().map(|w| w.0.as_str()),
+        Some("utf8mb4"),
+        "the schema's character set, not the server's"
+    );
+    for round in 0..3 {
+        let mut a = Conn::from_url(via.clone()).await.expect("a");
+        a.query_drop("CREATE TEMPORARY TABLE tt (x INT)")
+            .await
+            .expect("create");
+        a.query_drop("DROP TEMPORARY TABLE tt").await.expect("drop");
+        drop(a);
+        let mut b = Conn::from_url(via.clone()).await.expect("b");
+        let got: Option<(String, String, String)> = b.query_first(probe).await.expect("b");
+        assert_eq!(got, want, "round {round}");
+    }
+}

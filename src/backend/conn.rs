@@ -534,6 +534,17 @@ impl BackendConn {
         self.state = baseline.clone();
         self.stmts.clear();
         self.exec(&self.after_reset_sql()).await?;
+        // The reset keeps the schema but takes the database character set
+        // and collation from the globals (`character_set_database` reads
+        // the server's default, not the schema's): selecting the schema
+        // again reads them from it, as a new connection naming it would.
+        if let Some(db) = &schema {
+            let mut p = vec![command::COM_INIT_DB];
+            p.extend_from_slice(db);
+            if let InternalReply::Err(e) = self.internal(&p, Shape::Query).await? {
+                return Err(BackendError::Server(e));
+            }
+        }
         self.state = baseline.clone();
         self.state.schema = schema;
         self.state.multi_statements = multi;
