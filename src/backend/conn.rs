@@ -180,6 +180,9 @@ pub struct Prepared {
     /// packets a connection without DEPRECATE_EOF receives: a client without
     /// it gets EOFs carrying its own session's status.
     pub packets: Vec<Vec<u8>>,
+    /// The prepare-OK's warning count: this prepare's, which the packets
+    /// (shared through the registry) need not carry for another client.
+    pub warnings: u16,
 }
 
 impl BackendConn {
@@ -378,7 +381,12 @@ impl BackendConn {
                 }
                 Class::PrepareOk { params, columns } => {
                     let id = crate::prepared::execute::stmt_id(&pkt.payload).unwrap_or(0);
-                    head = Some((id, params, columns));
+                    // [00][id:4][columns:2][params:2][filler][warnings:2]
+                    let warnings = pkt
+                        .payload
+                        .get(10..12)
+                        .map_or(0, |w| u16::from_le_bytes([w[0], w[1]]));
+                    head = Some((id, params, columns, warnings));
                 }
                 Class::Malformed => {
                     return Err(BackendError::Protocol("malformed prepare reply".into()));
@@ -387,13 +395,14 @@ impl BackendConn {
             }
             packets.push(pkt.payload.to_vec());
         }
-        let (id, params, columns) =
+        let (id, params, columns, warnings) =
             head.ok_or_else(|| BackendError::Protocol("prepare reply without OK".into()))?;
         Ok(Ok(Prepared {
             id,
             params,
             columns,
             packets,
+            warnings,
         }))
     }
 

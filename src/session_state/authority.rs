@@ -94,6 +94,40 @@ pub fn release(marks: BackendMarks) -> Release {
     }
 }
 
+/// True when a statement of `analysis` changes a global variable
+/// (`SET GLOBAL`, `SET @@global.`, `SET GLOBAL TRANSACTION`): what makes
+/// pooled backends stale (see [`Followup::globals_changed`]).
+pub fn sets_globals(analysis: &Analysis) -> bool {
+    analysis.statements.iter().any(|s| {
+        s.effects.iter().any(|e| {
+            matches!(
+                e,
+                Effect::SetVariable {
+                    scope: Scope::Global,
+                    ..
+                } | Effect::SetTransaction {
+                    scope: Scope::Global
+                }
+            )
+        })
+    })
+}
+
+/// The server status flags an sql_mode value sets (`NO_BACKSLASH_ESCAPES`,
+/// `ANSI_QUOTES`, which `ANSI` includes), as the server sets them.
+pub fn sql_mode_status(mode: &str) -> u16 {
+    use crate::protocol::packets::status as st;
+    mode.split(',').fold(0, |flags, m| {
+        if m.eq_ignore_ascii_case("NO_BACKSLASH_ESCAPES") {
+            flags | st::NO_BACKSLASH_ESCAPES
+        } else if m.eq_ignore_ascii_case("ANSI_QUOTES") || m.eq_ignore_ascii_case("ANSI") {
+            flags | st::ANSI_QUOTES
+        } else {
+            flags
+        }
+    })
+}
+
 /// Options of the session that change how its SQL is lexed: from the
 /// sql_mode it set, or from the server's status flags (`status`, the last
 /// the session saw), which also say it when the mode is a global default the
@@ -102,13 +136,10 @@ pub fn release(marks: BackendMarks) -> Release {
 pub fn lex_options(state: &TrackedState, status: u16) -> crate::sql::LexOptions {
     use crate::protocol::packets::status as st;
     let mode = state.vars.get("sql_mode").map(String::as_str).unwrap_or("");
-    let has = |flag: &str| {
-        mode.split(',')
-            .any(|m| m.eq_ignore_ascii_case(flag) || (flag == "ANSI_QUOTES" && m == "ANSI"))
-    };
+    let flags = status | sql_mode_status(mode);
     crate::sql::LexOptions {
-        ansi_quotes: has("ANSI_QUOTES") || status & st::ANSI_QUOTES != 0,
-        no_backslash_escapes: has("NO_BACKSLASH_ESCAPES") || status & st::NO_BACKSLASH_ESCAPES != 0,
+        ansi_quotes: flags & st::ANSI_QUOTES != 0,
+        no_backslash_escapes: flags & st::NO_BACKSLASH_ESCAPES != 0,
     }
 }
 
@@ -271,7 +302,7 @@ pub fn after_query(
     {
         fu.count_user_vars = true;
     }
-    if tracker.trackers_touched && !set_by_text_prefix("session_track_") {
+    if !tracker.tracker_values.is_empty() && !set_by_text_prefix("session_track_") {
         inv.trackers = true;
         marks.needs_reset = true;
     }

@@ -31,9 +31,8 @@ pub struct ApplyEffects {
     /// The state-change tracker fired (something in the session changed;
     /// it does not say what).
     pub state_changed: bool,
-    /// The client changed a `session_track_*` variable.
-    pub trackers_touched: bool,
-    /// The `session_track_*` variables changed, with their new values.
+    /// The `session_track_*` variables the client changed, with their new
+    /// values.
     pub tracker_values: Vec<(String, String)>,
     /// Variables the proxy may not replay, with the value reported
     /// ([`VarClass::Pinning`]).
@@ -173,10 +172,7 @@ impl TrackedState {
                         }
                         VarClass::Replayable => {}
                         VarClass::ServerOwned => {}
-                        VarClass::Trackers => {
-                            fx.trackers_touched = true;
-                            fx.tracker_values.push((name, value));
-                        }
+                        VarClass::Trackers => fx.tracker_values.push((name, value)),
                         VarClass::Pinning => fx.pinning_vars.push((name, value)),
                     }
                 }
@@ -473,7 +469,7 @@ mod tests {
                 ("timestamp".to_string(), "1.000000".to_string())
             ]
         );
-        assert!(fx.trackers_touched);
+        assert!(!fx.tracker_values.is_empty());
         assert!(!s.vars.contains_key("sql_log_bin"));
     }
 

@@ -36,4 +36,3 @@ pub use effects::{
     TableName, analyze,
 };
 pub use lexer::LexOptions;
-pub use set::may_set_global;

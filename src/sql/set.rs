@@ -9,25 +9,6 @@ use super::lexer::{Token, TokenKind};
 use super::reader::{Reader, lower};
 use super::statement::{Ctx, unit};
 
-/// A cheap test run before a statement is sent: false when its text cannot
-/// change a global variable (no `GLOBAL` or `PERSIST` anywhere in it, as a
-/// word, in `@@global.` or inside a comment). True says nothing for sure;
-/// [`super::analyze`] tells after the reply.
-pub fn may_set_global(sql: &[u8]) -> bool {
-    sql.iter().enumerate().any(|(i, &c)| {
-        let rest = &sql[i..];
-        match c | 0x20 {
-            b'g' => rest
-                .get(..6)
-                .is_some_and(|w| w.eq_ignore_ascii_case(b"global")),
-            b'p' => rest
-                .get(..7)
-                .is_some_and(|w| w.eq_ignore_ascii_case(b"persist")),
-            _ => false,
-        }
-    })
-}
-
 fn scope_keyword(sql: &[u8], t: Option<Token>) -> Option<Scope> {
     let t = t?;
     if t.is_word(sql, b"global") || t.is_word(sql, b"persist") || t.is_word(sql, b"persist_only") {

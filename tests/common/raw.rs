@@ -876,6 +876,14 @@ impl RawConn {
         self.read_response(sql, false).await
     }
 
+    /// COM_QUERY whose single-packet reply (an OK or ERR) comes back as
+    /// the raw payload, or `None` when the connection closed.
+    pub async fn query_reply(&mut self, sql: &str) -> Option<Vec<u8>> {
+        let mut p = vec![COM_QUERY];
+        p.extend_from_slice(sql.as_bytes());
+        self.command_reply(&p, sql).await.map(|(_, b)| b)
+    }
+
     /// COM_QUERY read to the end of a multi-result answer: every response
     /// while the server flags more results (an ERR ends it).
     pub async fn query_multi(&mut self, sql: &str) -> Vec<Response> {

@@ -260,13 +260,13 @@ impl Session {
             self.lost_backend(seq, &e, was_pinned).await?;
             return Ok(None);
         }
-        // A statement that may change globals: its reply reaches the client
-        // only once the new defaults are known (see `follow_up`).
-        let defer_flush = match (&executing, payload.first()) {
-            (Some(e), _) => crate::sql::may_set_global(&e.key.sql),
-            (None, Some(&COM_QUERY)) => crate::sql::may_set_global(&payload[1..]),
-            _ => false,
+        let mut analysis = match &executing {
+            Some(e) => e.analysis(lex),
+            None => std::borrow::Cow::Owned(command_analysis(payload, &lex)),
         };
+        // A statement that changes globals: its reply reaches the client
+        // only once the new defaults are known (see `follow_up`).
+        let defer_flush = authority::sets_globals(&analysis);
         let server = self.shared.pool.server_info();
         let view = ClientView {
             server_version: &server.version,
@@ -360,10 +360,6 @@ impl Session {
                         self.pins.remove(PinReason::Transaction);
                     }
                 }
-                let mut analysis = match &executing {
-                    Some(e) => e.analysis(lex),
-                    None => std::borrow::Cow::Owned(command_analysis(payload, &lex)),
-                };
                 if !lexable || streamed {
                     // Only a prefix of a streamed query was read: what the
                     // rest did is unknown (fail closed).
@@ -462,11 +458,9 @@ impl Session {
                 // The diagnostics area (SHOW WARNINGS / ERRORS, @@warning_count,
                 // GET DIAGNOSTICS) lives on the backend that ran the statement:
                 // hold it for the client's next statement (see serve()).
-                let keeps = self.diagnostic_stmt;
                 if out.warnings > 0 || out.error.is_some() {
-                    self.diag_since = Some(Instant::now());
-                }
-                if out.warnings > 0 || out.error.is_some() || keeps {
+                    self.hold_diagnostics();
+                } else if self.diagnostic_stmt {
                     self.pin(PinReason::Diagnostics);
                 } else {
                     self.pins.remove(PinReason::Diagnostics);
@@ -974,14 +968,7 @@ fn new_session_status(row: &[Option<String>]) -> u16 {
         flags |= status::AUTOCOMMIT;
     }
     let mode = row.get(1).and_then(|v| v.as_deref()).unwrap_or("");
-    for m in mode.split(',') {
-        match m {
-            "NO_BACKSLASH_ESCAPES" => flags |= status::NO_BACKSLASH_ESCAPES,
-            "ANSI_QUOTES" => flags |= status::ANSI_QUOTES,
-            _ => {}
-        }
-    }
-    flags
+    flags | authority::sql_mode_status(mode)
 }
 
 #[cfg(test)]

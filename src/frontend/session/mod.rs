@@ -702,6 +702,14 @@ impl Session {
         )
     }
 
+    /// The statement just run left a warning list (or an error) on the
+    /// held backend: it is held for the client's next statements (see
+    /// `keeps_diagnostics` and `release_diagnostics_hold`).
+    fn hold_diagnostics(&mut self) {
+        self.diag_since = Some(Instant::now());
+        self.pin(PinReason::Diagnostics);
+    }
+
     /// True when the session holds a backend for its diagnostics area and
     /// `sql` leaves that area as it is on the server: it only reads it, or
     /// it uses no table and the list is younger than

@@ -175,7 +175,6 @@ impl Session {
         Ok(())
     }
 
-    /// Sends a prepare reply from the registry with the client's id.
     /// Writes the reply to a COM_STMT_PREPARE from the registry's entry,
     /// with this client's statement id and the warning count of this
     /// prepare (`warnings`; the entry may come from another client's).
@@ -251,12 +250,7 @@ impl Session {
         let cap = self.stmt_cap();
         match prepare_within_limit(&mut co.backend, &key.sql, cap).await {
             Ok(Ok(p)) => {
-                // The prepare-OK's warning count (bytes 10..12).
-                let warnings = p
-                    .packets
-                    .first()
-                    .and_then(|ok| ok.get(10..12))
-                    .map_or(0, |w| u16::from_le_bytes([w[0], w[1]]));
+                let warnings = p.warnings;
                 let entry = match self.shared.registry.lock() {
                     Ok(mut r) => r.upsert(key, p.params, p.columns, p.packets),
                     Err(_) => {
@@ -275,11 +269,9 @@ impl Session {
                 self.write_prepare_reply(seq, &entry, id, warnings);
                 if warnings > 0 {
                     // The prepare's warnings are the server's list now:
-                    // held for the client's SHOW WARNINGS, cleared before
-                    // anyone else gets the backend.
+                    // cleared before anyone else gets the backend.
                     co.backend.marks.diagnostics = true;
-                    self.diag_since = Some(tokio::time::Instant::now());
-                    self.pin(PinReason::Diagnostics);
+                    self.hold_diagnostics();
                 }
                 self.finish(co.slot, co.backend);
                 self.client.flush().await?;

@@ -585,7 +585,7 @@ fn set_forms() {
 }
 
 #[test]
-fn the_global_prefilter_never_misses_a_global_assignment() {
+fn global_assignments_are_seen() {
     let global = |sql: &str| {
         run(sql, D).statements.iter().any(|s| {
             s.effects.iter().any(|e| {
@@ -612,7 +612,6 @@ fn the_global_prefilter_never_misses_a_global_assignment() {
         "SELECT 1; SET GLOBAL x = 1",
     ] {
         assert!(global(sql), "analyze: {sql}");
-        assert!(may_set_global(sql.as_bytes()), "prefilter: {sql}");
     }
     for sql in [
         "SELECT 1",
@@ -621,8 +620,5 @@ fn the_global_prefilter_never_misses_a_global_assignment() {
         "UPDATE t SET a = 1",
     ] {
         assert!(!global(sql), "analyze: {sql}");
-        assert!(!may_set_global(sql.as_bytes()), "prefilter: {sql}");
     }
-    // A word that only contains it passes the filter (harmless).
-    assert!(may_set_global(b"SELECT * FROM globals"));
 }
