@@ -93,6 +93,10 @@ pub struct PacketIo {
     /// dropped even when its remaining capacity looks small (a `BytesMut`
     /// advanced to its end reports only what is left after the cursor).
     big_read: bool,
+    /// When bytes were last handed to the socket (taken before the write,
+    /// so it never falls after the peer has them): the end of a
+    /// statement's latency.
+    sent_at: Option<tokio::time::Instant>,
 }
 
 impl PacketIo {
@@ -107,7 +111,14 @@ impl PacketIo {
             compress_after_flush: false,
             write_timeout: None,
             big_read: false,
+            sent_at: None,
         }
+    }
+
+    /// When bytes were last handed to the socket, if ever: stamped before
+    /// the write, so a peer receiving them sees a later time than this.
+    pub fn sent_at(&self) -> Option<tokio::time::Instant> {
+        self.sent_at
     }
 
     /// Switches protocol compression on once the next flush has gone out
@@ -285,6 +296,7 @@ impl PacketIo {
     /// Sends what is queued, then `body` straight from where it is (through
     /// the compression layer when the hop is compressed).
     pub async fn flush_then_write(&mut self, body: &[u8]) -> Result<(), WireError> {
+        self.sent_at = Some(tokio::time::Instant::now());
         if self.zlib.is_some() {
             self.wbuf.extend_from_slice(body);
             return self.flush().await;
@@ -302,6 +314,9 @@ impl PacketIo {
 
     /// Sends everything queued.
     pub async fn flush(&mut self) -> Result<(), WireError> {
+        if !self.wbuf.is_empty() {
+            self.sent_at = Some(tokio::time::Instant::now());
+        }
         if let Some(z) = self.zlib.as_mut() {
             if !self.wbuf.is_empty() {
                 z.encode(&self.wbuf)?;
@@ -348,6 +363,7 @@ impl PacketIo {
             return Ok(next);
         }
         self.flush().await?;
+        self.sent_at = Some(tokio::time::Instant::now());
         let mut seq = seq;
         let mut rest = payload;
         loop {

@@ -89,9 +89,12 @@ impl Session {
             .pins
             .store(self.pins.bits(), std::sync::atomic::Ordering::Relaxed);
         if let Some(wait) = self.stmt_wait {
-            self.shared
-                .metrics
-                .statement(self.group.id, COM_QUERY, wait, started.elapsed());
+            self.shared.metrics.statement(
+                self.group.id,
+                COM_QUERY,
+                wait,
+                self.answered_in(started),
+            );
         }
         Ok(())
     }

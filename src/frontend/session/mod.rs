@@ -430,6 +430,16 @@ impl Session {
         r.await.unwrap_or_else(|e: End| e)
     }
 
+    /// A command's latency: from its read to the moment its last reply
+    /// bytes went to the socket (bookkeeping after the reply, such as a
+    /// backend's release, is not the client's wait).
+    fn answered_in(&self, started: Instant) -> std::time::Duration {
+        match self.client.sent_at() {
+            Some(t) if t >= started => t - started,
+            _ => started.elapsed(),
+        }
+    }
+
     /// Handles one command; returns true when the client quit.
     async fn command(&mut self, pkt: Packet) -> Result<bool, End> {
         let started = Instant::now();
@@ -444,11 +454,9 @@ impl Session {
             .store(self.pins.bits(), std::sync::atomic::Ordering::Relaxed);
         if let (Some(wait), Some(cmd)) = (self.stmt_wait, cmd) {
             let group = self.group.id;
-            self.shared
-                .metrics
-                .statement(group, cmd, wait, started.elapsed());
+            let total = self.answered_in(started);
+            self.shared.metrics.statement(group, cmd, wait, total);
             let slow = self.shared.config.load().log.slow_statement_ms;
-            let total = started.elapsed();
             if slow > 0 && total.as_millis() >= u128::from(slow) {
                 self.shared.slow_log.note(crate::slow_log::SlowStatement {
                     client: self.id,
