@@ -39,7 +39,18 @@ impl Gate {
     }
 
     async fn open(&self) {
-        let listener = TcpListener::bind(self.addr()).await.expect("bind gate");
+        // The closed gate's listener goes when its aborted task is dropped.
+        let mut tries = 0;
+        let listener = loop {
+            match TcpListener::bind(self.addr()).await {
+                Ok(l) => break l,
+                Err(_) if tries < 50 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("bind gate: {e}"),
+            }
+        };
         let target = self.target.clone();
         let tasks = self.tasks.clone();
         let accept = tokio::spawn(async move {
@@ -132,40 +143,41 @@ async fn unreachable_backend_is_named_and_readyz_answers_at_once() {
 
 /// The server ends a session idle in a read-only transaction
 /// (`idle_readonly_transaction_timeout`, which myplex leaves to the server:
-/// it cannot tell the transaction's kind); the mariadb CLI must get a
-/// well-formed error from the proxy (a client-range code such as 2013 in an
-/// ERR is reported by libmariadb as 2027 "malformed packet"). With
-/// `idle_transaction_timeout` myplex closes the client itself, as the server
-/// would (tests/session_values.rs).
+/// it cannot tell the transaction's kind). The mariadb CLI must see what it
+/// sees direct: the server resets the connection, the CLI's next write
+/// fails and it reports 2006 "server has gone away" (with a plain close it
+/// would report 2013; with an ERR carrying a client-range code, 2027
+/// "malformed packet"). With `idle_transaction_timeout` myplex closes the
+/// client itself, as the server would (tests/session_values.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_backend_error_is_well_formed_for_the_mariadb_cli() {
+async fn a_backend_the_server_times_out_ends_the_client_as_direct() {
     let db = MariaDb::shared();
     let p = Proxy::builder(db).start().await;
-    let port = p.addr.port().to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(mariadb_bin("mariadb"))
-            .args([
-                "--no-defaults",
-                "--protocol=TCP",
-                "--host=127.0.0.1",
-                &format!("--port={port}"),
-                "-uapp",
-                "-psecret",
-                "--force",
-                "-e",
-                "SET SESSION idle_readonly_transaction_timeout=1; BEGIN; SELECT 1; SELECT SLEEP(0); DO 0;",
-            ])
-            .output()
-            .expect("run mariadb")
-    })
-    .await
-    .expect("join");
-    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    let batch =
+        "SET SESSION idle_readonly_transaction_timeout=1; BEGIN; SELECT 1; SELECT SLEEP(0); DO 0;";
+    let out = app_cli(p.addr.port(), &["--force", "-e", batch], "").await;
     // No idle time in that batch: it must simply work.
-    assert!(out.status.success(), "{text}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let script = "SET SESSION idle_readonly_transaction_timeout=1;\nBEGIN;\nSELECT 1;\n\\! sleep 2.5\nSELECT 2;\n";
-    let port = p.addr.port().to_string();
-    let out = tokio::task::spawn_blocking(move || {
+    let mut seen = Vec::new();
+    for port in [p.addr.port(), db.port] {
+        let out = app_cli(port, &[], script).await;
+        seen.push(String::from_utf8_lossy(&out.stderr).to_string());
+    }
+    assert_eq!(seen[0], seen[1], "through myplex, then direct");
+    assert!(seen[1].contains("ERROR 2006"), "{}", seen[1]);
+}
+
+/// Runs the mariadb CLI as `app` against `port` with `args`, `stdin` on its
+/// standard input.
+async fn app_cli(port: u16, args: &[&str], stdin: &str) -> std::process::Output {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let stdin = stdin.to_string();
+    tokio::task::spawn_blocking(move || {
         use std::io::Write;
         let mut child = std::process::Command::new(mariadb_bin("mariadb"))
             .args([
@@ -176,6 +188,7 @@ async fn lost_backend_error_is_well_formed_for_the_mariadb_cli() {
                 "-uapp",
                 "-psecret",
             ])
+            .args(&args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -185,15 +198,82 @@ async fn lost_backend_error_is_well_formed_for_the_mariadb_cli() {
             .stdin
             .take()
             .expect("stdin")
-            .write_all(script.as_bytes())
-            .expect("write script");
+            .write_all(stdin.as_bytes())
+            .expect("write stdin");
         child.wait_with_output().expect("wait")
     })
     .await
-    .expect("join");
-    let text = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!text.contains("2027"), "malformed packet: {text}");
-    assert!(text.contains("ERROR 1158 (08S01)"), "{text}");
+    .expect("join")
+}
+
+/// A backend held by an idle session (here for a user lock) that the
+/// server ends (an operator's KILL on the server) ends the client
+/// connection at once, with nothing said, as the server ends a direct one:
+/// the client does not learn it only at its next statement, and never from
+/// an error the proxy made up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_backend_killed_on_the_server_ends_the_idle_client() {
+    use common::raw::RawConn;
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let mut seen = Vec::new();
+    for addr in [p.addr.to_string(), db.addr()] {
+        let mut c = RawConn::connect(&addr, "app", "secret", Some("test"), false).await;
+        let got = c
+            .query_one("SELECT GET_LOCK('held_backend_killed', 0)")
+            .await;
+        assert_eq!(got, "1");
+        let thread = db.sql("SELECT IS_USED_LOCK('held_backend_killed')");
+        db.sql(&format!("KILL {}", thread.trim()));
+        let ending = tokio::time::timeout(Duration::from_secs(5), c.ending("killed"))
+            .await
+            .expect("the client connection ends with its backend");
+        seen.push(ending);
+    }
+    assert_eq!(seen[0], seen[1], "through myplex, then direct");
+    assert_eq!(seen[1].said, vec![], "nothing said: {:?}", seen[1]);
+    // The pool goes on without the killed backend.
+    let mut c = Conn::from_url(p.app_url()).await.expect("connect");
+    let v: Option<u32> = c.query_first("SELECT 7").await.expect("served");
+    assert_eq!(v, Some(7));
+}
+
+/// A backend lost mid-statement: a session that held state on it (here an
+/// open transaction) must not go on, and ends without a word, as a direct
+/// connection ends when the server goes away (the client library reports
+/// 2013 itself; an ERR from the proxy would read as the statement's error).
+/// A session that held nothing gets 1158 and keeps its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_cut_mid_statement_ends_only_sessions_holding_state() {
+    use common::raw::RawConn;
+    let db = MariaDb::shared();
+    let gate = Gate::new(db.addr()).await;
+    let p = Proxy::builder(db)
+        .groups(1)
+        .max_backend(4)
+        .with(|c| c.backend.address = gate.addr())
+        .start()
+        .await;
+    let addr = p.addr.to_string();
+    let mut holding = RawConn::connect(&addr, "app", "secret", Some("test"), false).await;
+    holding.query_ok("BEGIN").await;
+    let mut free = RawConn::connect(&addr, "app", "secret", Some("test"), false).await;
+    for c in [&mut holding, &mut free] {
+        c.send_raw(0, b"\x03SELECT SLEEP(3)").await.expect("send");
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    gate.close();
+    let ending = tokio::time::timeout(Duration::from_secs(5), holding.ending("cut"))
+        .await
+        .expect("the session holding state ends");
+    assert_eq!(ending.said, vec![], "no made-up error: {ending:?}");
+    let (_, err) = free.try_read("cut").await.expect("an error, not a close");
+    assert_eq!(err[0], 0xff, "{err:02x?}");
+    assert_eq!(u16::from_le_bytes([err[1], err[2]]), 1158, "{err:02x?}");
+    gate.open().await;
+    let alive = free.query_one("SELECT 'still here'").await;
+    assert_eq!(alive, "still here");
+    gate.close();
 }
 
 /// Every backend held by sessions idle inside a transaction: the queue

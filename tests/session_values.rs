@@ -195,11 +195,12 @@ async fn idle_clients_are_closed_after_their_wait_timeout() {
             .query_ok("SET SESSION idle_transaction_timeout = 1")
             .await;
         tokio::time::sleep(Duration::from_millis(2500)).await;
-        // Closed without a word: the next read finds the end of the stream.
-        let quiet_closed = tokio::time::timeout(Duration::from_secs(5), quiet.try_read("closed"))
+        // Ended without a word, with a reset (the client's next write
+        // fails: 2006, which auto-reconnect acts on).
+        let quiet_closed = tokio::time::timeout(Duration::from_secs(5), quiet.ending("closed"))
             .await
             .expect("the connection is closed, not left hanging");
-        let trx_closed = tokio::time::timeout(Duration::from_secs(5), in_trx.try_read("closed"))
+        let trx_closed = tokio::time::timeout(Duration::from_secs(5), in_trx.ending("closed"))
             .await
             .expect("the connection is closed, not left hanging");
         // Outside a transaction only wait_timeout counts (28800 here).
@@ -210,6 +211,17 @@ async fn idle_clients_are_closed_after_their_wait_timeout() {
     assert_eq!(got[0], got[1], "through the proxy, then direct");
     assert_eq!(
         got[1],
-        (None, None, "still here".to_string(), "0".to_string())
+        (
+            common::raw::Ending {
+                said: vec![],
+                reset: true
+            },
+            common::raw::Ending {
+                said: vec![],
+                reset: true
+            },
+            "still here".to_string(),
+            "0".to_string()
+        )
     );
 }

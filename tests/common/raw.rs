@@ -582,6 +582,15 @@ async fn read_exact(s: &mut TcpStream, buf: &mut [u8], what: &str) -> io::Result
     }
 }
 
+/// How a peer ended a connection ([`RawConn::ending`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    /// The packets it sent first, with their sequence ids.
+    pub said: Vec<(u8, Vec<u8>)>,
+    /// It reset the connection (a plain close otherwise).
+    pub reset: bool,
+}
+
 /// Reads one logical packet (joining 16 MiB chunks); `Err` on close.
 async fn read_packet(s: &mut TcpStream, what: &str) -> io::Result<(u8, Vec<u8>)> {
     let mut payload = Vec::new();
@@ -797,6 +806,21 @@ impl RawConn {
     /// Reads one packet with its sequence id; `None` when the peer closed.
     pub async fn try_read(&mut self, what: &str) -> Option<(u8, Vec<u8>)> {
         read_packet(&mut self.stream, what).await.ok()
+    }
+
+    /// How the peer ends the connection: what it sends before it goes, and
+    /// whether it goes with a close or a reset.
+    pub async fn ending(&mut self, what: &str) -> Ending {
+        let mut said = Vec::new();
+        loop {
+            match read_packet(&mut self.stream, what).await {
+                Ok(p) => said.push(p),
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    return Ending { said, reset: true };
+                }
+                Err(_) => return Ending { said, reset: false },
+            }
+        }
     }
 
     fn end_info(&self, p: &[u8]) -> EndInfo {

@@ -193,12 +193,16 @@ impl Session {
                 // The state could not be applied: the client sees the
                 // server's error; the backend is closed since it may be
                 // half-changed.
-                Ok(Some(e)) => Some(e),
-                Err(e) => Some(errors::backend_lost(&e.to_string())),
+                Ok(Some(e)) => Some((e, true)),
+                Err(e) => Some((errors::backend_lost(&e.to_string()), false)),
             };
-            if let Some(e) = failure {
+            if let Some((e, server_said)) = failure {
                 drop(backend);
                 drop(slot);
+                if server_said && was_pinned {
+                    self.send_err(seq, &e).await?;
+                    return Err(End::Fatal("session state could not be applied".into()));
+                }
                 self.lost_backend(seq, &e, was_pinned).await?;
                 return Ok(None);
             }
@@ -701,18 +705,22 @@ impl Session {
 
     /// Reports a lost backend. When it held session state (an open
     /// transaction, variables, temporary tables), that state is gone and the
-    /// client must not go on as if it were not: the connection is closed
-    /// after the error, as a server crash would.
+    /// client must not go on as if it were not: its connection ends without
+    /// a word, as a direct one ends when the server goes away (the client
+    /// library reports 2013 itself and its auto-reconnect can act; an ERR
+    /// from the proxy would look like a statement error). A session that
+    /// held nothing gets the error and goes on.
     pub(super) async fn lost_backend(
         &mut self,
         seq: u8,
         e: &ErrPacket,
         held_state: bool,
     ) -> Result<(), End> {
-        self.send_err(seq, e).await?;
         if held_state {
+            tracing::debug!(error = %e.message, "backend holding session state lost");
             return Err(End::Fatal("backend holding session state was lost".into()));
         }
+        self.send_err(seq, e).await?;
         self.pins.clear_state();
         Ok(())
     }

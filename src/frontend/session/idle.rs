@@ -4,12 +4,85 @@
 //! transaction, for `idle_transaction_timeout` when that is set
 //! (`THD::get_net_wait_timeout`). Under pooling the server never sees the
 //! client idle (and closing a pooled backend would not reach the client),
-//! so the session closes the client connection itself, silently, as the
-//! server does: the client's next command finds it gone (2006/2013), which
-//! drivers with auto-reconnect act on.
+//! so the session ends the client connection itself, silently and with a
+//! reset, as the server does: the client's next command fails to go out
+//! (2006), which drivers with auto-reconnect act on.
+//!
+//! It also keeps the other end of that bargain: a backend the session holds
+//! (pinned) that the server closes while the client is idle (KILL, the
+//! server's own idle timeouts, shutdown) ends the client connection at
+//! once, after relaying whatever the server said last, as a direct
+//! connection would end.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+use super::{End, Session};
+use crate::pool::group::Leased;
+use crate::wire::WireError;
+
+/// How long the server may take to close after it spoke unprompted.
+const LAST_WORDS: Duration = Duration::from_millis(200);
+
+/// Waits until the held backend (if any) speaks or closes while its client
+/// is idle; never returns when none is held. Cancel-safe (bytes read stay
+/// buffered).
+pub(super) async fn held_backend_stirs(held: &mut Option<Leased>) -> Result<(), WireError> {
+    match held {
+        Some(b) => b.io.watch_peer().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Session {
+    /// The client connection will end with a reset, not a close, as the
+    /// server ends a connection idle past its timeout: the client's next
+    /// write then fails (2006, which libmariadb's auto-reconnect retries),
+    /// where after a plain close the write passes and the read fails (2013).
+    pub(super) fn reset_on_close(&self) {
+        if let Some(tcp) = self.client.stream.tcp() {
+            let _ = tcp.set_zero_linger();
+        }
+    }
+
+    /// The held backend stirred while the client was idle (`stirred`: what
+    /// [`held_backend_stirs`] returned). A server only speaks unprompted
+    /// right before it closes (1053 at shutdown, a timeout's error): its
+    /// packets are relayed as they are, then the client connection is
+    /// closed, so the client sees what it would have seen direct.
+    pub(super) async fn held_backend_ended(&mut self, stirred: Result<(), WireError>) -> End {
+        let mut ended = stirred.err();
+        if let Some(mut b) = self.backend.take() {
+            if ended.is_none() {
+                let max = self.max_packet();
+                loop {
+                    match tokio::time::timeout(LAST_WORDS, b.io.read_packet(max)).await {
+                        Ok(Ok(p)) => {
+                            self.client.write_packet(p.seq, &p.payload);
+                        }
+                        Ok(Err(e)) => {
+                            ended = Some(e);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let _ = self.client.flush().await;
+            }
+            // Dropped, not returned: the server ended that session.
+            drop(b);
+        }
+        // A server that reset its end (its idle timeouts do) resets the
+        // client's too.
+        if let Some(WireError::Io(e)) = &ended
+            && e.kind() == std::io::ErrorKind::ConnectionReset
+        {
+            self.reset_on_close();
+        }
+        tracing::debug!("the server closed a pinned session's backend while the client was idle");
+        End::BackendEnded
+    }
+}
 
 /// The global values a session starts from (read from the server at
 /// start), by variable name.

@@ -61,6 +61,10 @@ pub enum End {
     /// [`idle`]).
     #[error("idle past wait_timeout")]
     WaitTimeout,
+    /// The server closed the backend holding this session's state while
+    /// the client was idle (see [`idle`]).
+    #[error("the server ended the held backend")]
+    BackendEnded,
 }
 
 /// A logged-in client.
@@ -372,7 +376,11 @@ impl Session {
                 _ = shutdown.wait(), if !pinned => return Err(End::Shutdown),
                 _ = wake.notified() => None.ok_or(WireError::Closed),
                 _ = tokio::time::sleep(idle.unwrap_or_default()), if idle.is_some() => {
+                    self.reset_on_close();
                     return Err(End::WaitTimeout);
+                }
+                r = idle::held_backend_stirs(&mut self.backend) => {
+                    return Err(Box::pin(self.held_backend_ended(r)).await);
                 }
             };
             if self
