@@ -255,6 +255,7 @@ fn relay_sockets(c: &mut Criterion) {
             expect_columns: None,
             cursor: false,
             defer_flush: false,
+            metadata: Default::default(),
         };
         let (mut backend_peer, backend_sock, mut client, mut client_peer) = rt.block_on(async {
             let (bp, bs) = tcp_pair().await;

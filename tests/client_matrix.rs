@@ -825,10 +825,7 @@ async fn every_client_sees_through_the_proxy_what_it_sees_directly() {
 /// cause. This is a ratchet, not an excuse list: a listed client that
 /// starts to match fails the test until it is removed, a client not listed
 /// must match, and a broken or missing client always fails.
-const OPEN_GAPS: &[(&str, &str)] = &[(
-    "perl-server-ps",
-    "DATETIME(6) column metadata differs on a re-execute (MariaDB metadata caching capability not carried)",
-)];
+const OPEN_GAPS: &[(&str, &str)] = &[];
 
 fn open_gap(client: &str) -> Option<&'static str> {
     OPEN_GAPS

@@ -319,7 +319,7 @@ pub fn write_rows<'a>(
 ) {
     let deprecate_eof = caps.deprecate_eof();
     let mut b = BytesMut::new();
-    crate::protocol::lenenc::put_lenenc_int(&mut b, defs.len() as u64);
+    crate::frontend::metadata_cache::put_column_count(&mut b, defs.len() as u64, caps);
     seq = io.write_packet(seq, &b);
     for def in defs {
         seq = io.write_packet(seq, &crate::protocol::caps::column_def_for(def, caps));

@@ -6,6 +6,7 @@ pub mod admission;
 pub mod auth;
 pub mod compress_status;
 pub mod handshake;
+pub mod metadata_cache;
 pub mod relay;
 pub mod session;
 pub mod throttle;

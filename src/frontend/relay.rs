@@ -3,8 +3,10 @@
 //! flavour (pool key), so terminators, EOF packets, progress reports and
 //! extended column metadata arrive as the client expects them; only
 //! session-state blocks in OK packets are filtered or stripped per the
-//! client's trackers, and a prepared statement whose result changed shape
-//! gets METADATA_CHANGED on its metadata EOF.
+//! client's trackers, a prepared statement whose result changed shape
+//! gets METADATA_CHANGED on its metadata EOF, and a client with MariaDB's
+//! cache-metadata capability gets its "metadata follows" byte and no
+//! definitions it already has (see [`super::metadata_cache`]).
 
 use bytes::BytesMut;
 
@@ -15,6 +17,7 @@ use crate::protocol::response::{Class, Shape, Tracker, end_status};
 use crate::protocol::session_track::ClientTrackers;
 
 use super::compress_status::StatusRewrite;
+use super::metadata_cache::{DefsHash, Metadata};
 use crate::wire::packet_io::{PumpError, Sink};
 use crate::wire::{PacketIo, WireError};
 
@@ -56,6 +59,9 @@ pub struct Outcome {
     /// Results completed (OK packets and result-set terminators): with
     /// an error, the number of statements of a multi-statement that ran.
     pub results: u32,
+    /// With [`Metadata::Cached`]: the hash of the column definitions the
+    /// client has for the statement after this response.
+    pub metadata: Option<u64>,
 }
 
 /// How relaying failed.
@@ -103,6 +109,21 @@ pub struct ClientView<'a> {
     /// after its follow-up (a statement that may change global variables:
     /// a login that follows the reply must see the new defaults).
     pub defer_flush: bool,
+    /// How column definitions reach the client (cache-metadata).
+    pub metadata: Metadata,
+}
+
+/// Column definitions of a [`Metadata::Cached`] result set, held in the
+/// client's buffer (not flushed) until the last one shows whether the
+/// client already has them.
+struct HeldDefs {
+    /// Where the definitions start in the client's write buffer; the
+    /// "metadata follows" byte is the one before.
+    defs_at: usize,
+    /// The client sequence id of the first definition.
+    seq: u8,
+    hash: DefsHash,
+    known: Option<u64>,
 }
 
 /// Writes one translated control packet.
@@ -158,8 +179,9 @@ pub async fn relay(
     // Only for clients on a compressed hop: see `compress_status`.
     let mut status_rewrite: Option<StatusRewrite> = None;
     let binary = view.expect_columns.is_some();
+    let mut held: Option<HeldDefs> = None;
     while !t.done() {
-        if backend.buffered_chunk().is_none() && !client.wbuf.is_empty() {
+        if backend.buffered_chunk().is_none() && !client.wbuf.is_empty() && held.is_none() {
             out.bytes += client.wbuf.len() as u64;
             client.flush().await.map_err(RelayError::Client)?;
             sent = true;
@@ -300,7 +322,26 @@ pub async fn relay(
                 if let (Some(rw), Class::ColumnDef { .. }) = (status_rewrite.as_mut(), class) {
                     rw.column(first);
                 }
+                if let Some(hd) = held.as_mut() {
+                    if h.continues() {
+                        // No definition is 16 MiB long.
+                        return Err(RelayError::Malformed { sent });
+                    }
+                    hd.hash.add(first);
+                }
                 copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+                if class == (Class::ColumnDef { last: true })
+                    && let Some(hd) = held.take()
+                {
+                    let now = hd.hash.finish();
+                    if hd.known == Some(now) {
+                        // The client has these: count byte 0, no definitions.
+                        client.wbuf.truncate(hd.defs_at);
+                        client.wbuf[hd.defs_at - 1] = 0;
+                        seq = hd.seq;
+                    }
+                    out.metadata = Some(now);
+                }
             }
             Class::ColumnCount => {
                 out.rows = Some(0);
@@ -317,7 +358,34 @@ pub async fn relay(
                     }
                     _ => None,
                 };
-                copy_chunk(client, backend.chunk_bytes(h), &mut seq);
+                match view.metadata {
+                    Metadata::Plain => copy_chunk(client, backend.chunk_bytes(h), &mut seq),
+                    mode => {
+                        if h.continues() {
+                            return Err(RelayError::Malformed { sent });
+                        }
+                        // The count with its "metadata follows" byte (1 until
+                        // the definitions show the client has them).
+                        framing::put_header(&mut client.wbuf, first.len() + 1, seq);
+                        client.wbuf.extend_from_slice(first);
+                        client.wbuf.extend_from_slice(&[1]);
+                        seq = seq.wrapping_add(1);
+                        if let Metadata::Cached { seed, known } = mode
+                            && out.results == 0
+                            && n.is_some_and(|n| n > 0)
+                        {
+                            // Bytes are held unflushed: a failure now must
+                            // end the session like one after bytes went out.
+                            sent = true;
+                            held = Some(HeldDefs {
+                                defs_at: client.wbuf.len(),
+                                seq,
+                                hash: DefsHash::new(seed),
+                                known,
+                            });
+                        }
+                    }
+                }
             }
             Class::Row => {
                 if let Some(r) = out.rows.as_mut() {
@@ -371,7 +439,7 @@ pub async fn relay(
                     PumpError::TooLarge => RelayError::Malformed { sent: true },
                 })?;
         }
-        if client.wbuf.len() >= FLUSH_AT {
+        if client.wbuf.len() >= FLUSH_AT && held.is_none() {
             out.bytes += client.wbuf.len() as u64;
             client.flush().await.map_err(RelayError::Client)?;
             sent = true;

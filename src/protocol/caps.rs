@@ -55,8 +55,11 @@ pub mod mariadb {
     pub const STMT_BULK_OPERATIONS: u64 = 1 << 34;
     /// Extended type information in column definitions (`json`, `uuid`…).
     pub const EXTENDED_TYPE_INFO: u64 = 1 << 35;
-    /// Result-set metadata skipped when unchanged: the proxy serves prepare
-    /// replies from its registry and cannot carry it; never offered.
+    /// Result-set metadata skipped when unchanged: every column count
+    /// carries a "metadata follows" byte, and an EXECUTE whose columns are
+    /// those the client last received sends none. Backends never ask for
+    /// it (their statements are shared); the proxy gives it to the client
+    /// (see `frontend::metadata_cache`).
     pub const CACHE_METADATA: u64 = 1 << 36;
 }
 
@@ -106,9 +109,12 @@ pub const CARRY: u32 = LONG_PASSWORD
     | DEPRECATE_EOF
     | REMEMBER_OPTIONS;
 
-/// MariaDB extended capabilities myplex can carry.
-pub const CARRY_EXT: u64 =
-    mariadb::PROGRESS | mariadb::STMT_BULK_OPERATIONS | mariadb::EXTENDED_TYPE_INFO;
+/// MariaDB extended capabilities myplex can carry (cache-metadata is the
+/// proxy's own toward the client, not part of any flavour).
+pub const CARRY_EXT: u64 = mariadb::PROGRESS
+    | mariadb::STMT_BULK_OPERATIONS
+    | mariadb::EXTENDED_TYPE_INFO
+    | mariadb::CACHE_METADATA;
 
 /// What the greeting offers when the backend has not been reached yet (its
 /// greeting is unknown): the MySQL-style profile myplex always could serve.
@@ -198,6 +204,12 @@ impl Caps {
     /// Column definitions carry MariaDB's extended type information.
     pub fn extended_type_info(self) -> bool {
         self.has(mariadb::EXTENDED_TYPE_INFO)
+    }
+
+    /// Column counts carry a "metadata follows" byte and an EXECUTE may
+    /// leave out column definitions the client already has.
+    pub fn cache_metadata(self) -> bool {
+        self.has(mariadb::CACHE_METADATA)
     }
 
     /// The flavour a backend connection serving this client must have.
@@ -309,8 +321,12 @@ mod tests {
         assert_eq!(offer & u64::from(MYSQL), 0, "bit 0 stays clear for MariaDB");
         assert_eq!(
             offer >> 32,
-            (mariadb::PROGRESS | mariadb::STMT_BULK_OPERATIONS | mariadb::EXTENDED_TYPE_INFO) >> 32,
-            "cache-metadata is not offered"
+            (mariadb::PROGRESS
+                | mariadb::STMT_BULK_OPERATIONS
+                | mariadb::EXTENDED_TYPE_INFO
+                | mariadb::CACHE_METADATA)
+                >> 32,
+            "every extended capability of 10.11 is offered"
         );
         assert_eq!(
             offer & 0xFFFF_FFFF,

@@ -42,6 +42,9 @@ pub struct Followup {
     pub count_user_vars: bool,
     /// The connection collation changed in a way the text does not show.
     pub probe_collation: bool,
+    /// It was `SET NAMES`: the collation read is the result character
+    /// set's too.
+    pub names_collation: bool,
     /// Replayable variables set back to DEFAULT: both the session and the
     /// backend are at the server's default now, which is represented by
     /// their absence (so two sessions at the default never differ).
@@ -606,11 +609,12 @@ fn apply_statement(
                     }
                 }
             }
-            Effect::SetNames => {
+            Effect::SetNames { names } => {
                 // The server reports the character sets, not the collation
                 // (with or without COLLATE): ask it.
                 explained = true;
                 fu.probe_collation = true;
+                fu.names_collation |= *names;
             }
             Effect::CalcFoundRows => {
                 marks.needs_reset = true;

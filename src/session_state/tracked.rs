@@ -23,6 +23,13 @@ pub struct TrackedState {
     pub multi_statements: bool,
     /// What `LAST_INSERT_ID()` returns (from the insert id of OK packets).
     pub last_insert_id: u64,
+    /// The collation of `character_set_results` (`None`: its character
+    /// set's default). A handshake and `SET NAMES x [COLLATE y]` set the
+    /// result character set to the connection collation itself (result
+    /// columns then carry it), `SET character_set_results` to the default,
+    /// and `SET collation_connection` leaves it. No tracker reports it: it
+    /// is learned from how the statement set the character sets.
+    pub results_collation: Option<String>,
 }
 
 /// What applying a tracker block reported.
@@ -134,6 +141,7 @@ impl TrackedState {
             }
             s.vars
                 .insert(CHARSET_VARS[3].to_string(), c.collation.to_string());
+            s.results_collation = Some(c.collation.to_string());
         }
         s
     }
@@ -150,7 +158,7 @@ impl TrackedState {
     /// that statement's temporary values).
     pub fn apply_block_with(&mut self, block: &[u8], keep_vars: bool) -> ApplyEffects {
         let mut fx = ApplyEffects::default();
-        let (mut cs_conn, mut coll_conn) = (false, false);
+        let (mut cs_conn, mut coll_conn, mut cs_results) = (false, false, false);
         let (mut join_size, mut big_selects) = (None, false);
         for e in entries(block) {
             match e.change() {
@@ -164,6 +172,7 @@ impl TrackedState {
                         VarClass::Replayable if keep_vars => {
                             cs_conn |= name == "character_set_connection";
                             coll_conn |= name == "collation_connection";
+                            cs_results |= name == "character_set_results";
                             big_selects |= name == "sql_big_selects";
                             if name == "max_join_size" {
                                 join_size = Some(value.clone());
@@ -179,6 +188,11 @@ impl TrackedState {
                 Some(Change::StateChanged) => fx.state_changed = true,
                 _ => {}
             }
+        }
+        if cs_results {
+            // The default collation, until SET NAMES tells its own
+            // ([`Self::set_names_collation`]).
+            self.results_collation = None;
         }
         if cs_conn && !coll_conn {
             // SET NAMES reports the character sets but not the collation it
@@ -207,6 +221,13 @@ impl TrackedState {
             .insert(CHARSET_VARS[3].to_string(), collation.to_ascii_lowercase());
     }
 
+    /// Records the collation a `SET NAMES` set (read from the server after
+    /// it): the connection's, and the result character set's too.
+    pub fn set_names_collation(&mut self, collation: &str) {
+        self.set_collation(collation);
+        self.results_collation = Some(collation.to_ascii_lowercase());
+    }
+
     /// What to send to a backend in state `backend` (logged in with
     /// `login`'s flavour) to bring it to `self`. Variables the backend has
     /// but the session lacks go back to the flavour's fresh-login value
@@ -226,28 +247,33 @@ impl TrackedState {
         }
         let charset_differs = CHARSET_VARS
             .iter()
-            .any(|n| self.vars.get(*n) != backend.vars.get(*n));
+            .any(|n| self.vars.get(*n) != backend.vars.get(*n))
+            || self.results_collation != backend.results_collation;
         let mut assigns: Vec<String> = Vec::new();
         let mut names = None;
         if charset_differs {
             let get = |i: usize| self.vars.get(CHARSET_VARS[i]);
-            match (get(0), get(1), get(2), get(3)) {
-                // SET NAMES … COLLATE sets the client and result character
-                // sets to the collation itself: result columns then carry
-                // it, as after a handshake that named it.
-                (Some(cl), Some(co), rs, Some(coll))
-                    if cl == co
-                        && coll.len() > cl.len()
-                        && coll.starts_with(cl.as_str())
-                        && coll.as_bytes()[cl.len()] == b'_' =>
-                {
-                    names = Some(format!("NAMES {} COLLATE {}", quote(cl), quote(coll)));
-                    if rs != Some(cl)
-                        && let Some(rs) = rs
+            match (&self.results_collation, get(2)) {
+                // Only SET NAMES … COLLATE gives the result character set a
+                // collation (result columns carry it, as after a handshake
+                // that named it); the client and connection follow.
+                (Some(rc), Some(rs)) if is_collation_of(rc, rs) => {
+                    names = Some(format!("NAMES {} COLLATE {}", quote(rs), quote(rc)));
+                    if let Some(cl) = get(0)
+                        && cl != rs
                     {
-                        assigns.push(assign(CHARSET_VARS[2], rs));
+                        assigns.push(assign(CHARSET_VARS[0], cl));
+                    }
+                    match (get(3), get(1)) {
+                        (Some(coll), _) if coll != rc => {
+                            assigns.push(assign(CHARSET_VARS[3], coll))
+                        }
+                        (None, Some(co)) if co != rs => assigns.push(assign(CHARSET_VARS[1], co)),
+                        _ => {}
                     }
                 }
+                // By name: each character set with its default collation,
+                // then the connection's own.
                 _ => {
                     for n in CHARSET_VARS {
                         if let Some(v) = self.vars.get(n) {
@@ -287,10 +313,19 @@ impl TrackedState {
     /// DEFAULT as a concrete value and would make the plan never converge).
     pub fn adopt(&mut self, target: &TrackedState) {
         self.vars.clone_from(&target.vars);
+        self.results_collation.clone_from(&target.results_collation);
         self.last_insert_id = target.last_insert_id;
         self.multi_statements = target.multi_statements;
         self.schema.clone_from(&target.schema);
     }
+}
+
+/// `collation` belongs to character set `charset` (`utf8mb4_unicode_ci`
+/// of `utf8mb4`).
+fn is_collation_of(collation: &str, charset: &str) -> bool {
+    collation.len() > charset.len()
+        && collation.starts_with(charset)
+        && collation.as_bytes()[charset.len()] == b'_'
 }
 
 /// `name=value`, quoting text values and passing numbers bare.
@@ -540,7 +575,7 @@ mod tests {
         sysvar(&mut b, "character_set_client", "utf8mb4");
         sysvar(&mut b, "character_set_results", "utf8mb4");
         assert!(s.apply_block(&b).charset_without_collation);
-        s.set_collation("utf8mb4_unicode_ci");
+        s.set_names_collation("utf8mb4_unicode_ci");
         let plan = s.sync_plan(&base, LoginDefaults::default());
         assert_eq!(
             plan.set_sql.as_deref(),
@@ -548,17 +583,65 @@ mod tests {
         );
         // Other variables follow in the same statement.
         s.vars.insert("sql_mode".into(), "ANSI".into());
-        s.vars
-            .insert("character_set_results".into(), "latin1".into());
+        assert_eq!(
+            s.sync_plan(&base, LoginDefaults::default())
+                .set_sql
+                .as_deref(),
+            Some("SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci', SESSION sql_mode='ANSI'")
+        );
+        // `SET character_set_results = latin1`: its default collation.
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "character_set_results", "latin1");
+        s.apply_block(&b);
+        assert_eq!(s.results_collation, None);
         assert_eq!(
             s.sync_plan(&base, LoginDefaults::default())
                 .set_sql
                 .as_deref(),
             Some(
-                "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci', SESSION \
-                 character_set_results='latin1', sql_mode='ANSI'"
+                "SET SESSION character_set_client='utf8mb4', character_set_connection='utf8mb4', \
+                 character_set_results='latin1', collation_connection='utf8mb4_unicode_ci', \
+                 sql_mode='ANSI'"
             )
         );
+    }
+
+    /// DBD::MariaDB's connect: `SET NAMES utf8mb4`, then `SET
+    /// collation_connection = utf8mb4_unicode_ci`. The result character set
+    /// keeps utf8mb4's default collation (result columns carry 45), unlike
+    /// a session whose handshake named utf8mb4_unicode_ci (224): the two
+    /// report the same variables but are not the same state.
+    #[test]
+    fn a_collation_set_after_set_names_leaves_the_results_alone() {
+        let base = TrackedState::for_collation(8);
+        let mut s = TrackedState::for_collation(8);
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "character_set_connection", "utf8mb4");
+        sysvar(&mut b, "character_set_client", "utf8mb4");
+        sysvar(&mut b, "character_set_results", "utf8mb4");
+        s.apply_block(&b);
+        s.set_names_collation("utf8mb4_general_ci");
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "collation_connection", "utf8mb4_unicode_ci");
+        sysvar(&mut b, "character_set_connection", "utf8mb4");
+        assert!(!s.apply_block(&b).charset_without_collation);
+        assert_eq!(s.results_collation.as_deref(), Some("utf8mb4_general_ci"));
+        assert_eq!(
+            s.sync_plan(&base, LoginDefaults::default())
+                .set_sql
+                .as_deref(),
+            Some(
+                "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci', \
+                 SESSION collation_connection='utf8mb4_unicode_ci'"
+            )
+        );
+        let login_224 = TrackedState::for_collation(224);
+        assert_eq!(login_224.vars, s.vars, "the same variables");
+        assert!(
+            !s.sync_plan(&login_224, LoginDefaults::default()).is_empty(),
+            "a backend of the 224 login must be brought to this session"
+        );
+        assert!(!login_224.sync_plan(&s, LoginDefaults::default()).is_empty());
     }
 
     #[test]

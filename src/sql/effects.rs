@@ -263,8 +263,8 @@ pub enum Effect {
         scope: Scope,
         to_default: bool,
     },
-    /// SET NAMES …, SET CHARACTER SET …, SET CHARSET ….
-    SetNames,
+    /// SET NAMES … (`names`), SET CHARACTER SET …, SET CHARSET ….
+    SetNames { names: bool },
     /// SET PASSWORD, SET ROLE, SET DEFAULT ROLE, or a SET list this
     /// analysis does not understand.
     SetOther,

@@ -92,7 +92,9 @@ fn set_element(r: &mut Reader, ctx: Ctx, sticky: Scope) -> bool {
                 || t.is_word(sql, b"charset")
                 || (t.is_word(sql, b"character") && r.peek_word(1, b"set")) =>
         {
-            r.emit(Effect::SetNames);
+            r.emit(Effect::SetNames {
+                names: t.is_word(sql, b"names"),
+            });
             r.skip_to_comma();
             true
         }

@@ -271,6 +271,16 @@ impl Session {
         // A statement that changes globals: its reply reaches the client
         // only once the new defaults are known (see `follow_up`).
         let defer_flush = authority::sets_globals(&analysis);
+        // Results of a procedure always carry their definitions.
+        let is_call = analysis
+            .statements
+            .first()
+            .is_some_and(|s| s.kind == crate::sql::Kind::Call);
+        let metadata = crate::frontend::metadata_cache::Metadata::for_response(
+            self.caps,
+            self.metadata_seed(),
+            self.expect_metadata.take().filter(|_| !is_call),
+        );
         let server = self.shared.pool.server_info();
         let view = ClientView {
             server_version: &server.version,
@@ -285,6 +295,7 @@ impl Session {
             expect_columns: self.expect_columns.take(),
             cursor: std::mem::take(&mut self.expect_cursor),
             defer_flush,
+            metadata,
         };
         // A KILL CONNECTION of this session (the only thing that wakes it)
         // ends the statement too: a long one, or a stored-program loop whose
@@ -453,6 +464,10 @@ impl Session {
                 } else {
                     co.backend.state.vars.remove("collation_connection");
                 }
+                co.backend
+                    .state
+                    .results_collation
+                    .clone_from(&self.state.results_collation);
                 self.follow_up(&mut co.backend, fu, &out).await;
                 if defer_flush {
                     self.client.flush().await.map_err(End::Client)?;
@@ -608,8 +623,13 @@ impl Session {
             && let Ok(Some(row)) = backend.query_row("SELECT @@collation_connection").await
             && let Some(Some(c)) = row.first()
         {
-            self.state.set_collation(c);
-            backend.state.set_collation(c);
+            if fu.names_collation {
+                self.state.set_names_collation(c);
+                backend.state.set_names_collation(c);
+            } else {
+                self.state.set_collation(c);
+                backend.state.set_collation(c);
+            }
         }
         // LAST_INSERT_ID() is replayed exactly: when a statement may have
         // changed it (the OK's insert id is not the same thing: an explicit

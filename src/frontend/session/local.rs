@@ -248,11 +248,13 @@ impl Session {
             return Ok(false);
         };
         let mut seq = seq;
-        seq = self.client.write_packet(seq, &[1]);
+        let mut b = BytesMut::with_capacity(16);
+        crate::frontend::metadata_cache::put_column_count(&mut b, 1, self.caps);
+        seq = self.client.write_packet(seq, &b);
+        b.clear();
         let def = crate::protocol::caps::column_def_for(&def, self.caps);
         seq = self.client.write_packet(seq, &def);
         let deprecate = self.caps.deprecate_eof();
-        let mut b = BytesMut::with_capacity(16);
         if !deprecate {
             eof_payload(&mut b, 0, self.status);
             seq = self.client.write_packet(seq, &b);

@@ -131,6 +131,9 @@ pub struct Session {
     diag_since: Option<Instant>,
     /// Columns the executing prepared statement had when prepared.
     expect_columns: Option<u64>,
+    /// The executing prepared statement's column definitions as the client
+    /// has them (cache-metadata; `Some(None)`: none yet).
+    expect_metadata: Option<Option<u64>>,
     /// The text of the prepared statement being executed: what the
     /// session-state authority reads for a COM_STMT_EXECUTE.
     executing: Option<std::sync::Arc<crate::prepared::StmtEntry>>,
@@ -240,6 +243,7 @@ impl Session {
             diag_since: None,
             own_trackers: None,
             expect_columns: None,
+            expect_metadata: None,
             executing: None,
             expect_cursor: false,
             cmd_started: Instant::now(),
@@ -446,6 +450,18 @@ impl Session {
             Some(t) if t >= started => t - started,
             _ => started.elapsed(),
         }
+    }
+
+    /// What column definitions depend on besides their bytes: the
+    /// session's `character_set_client` (cache-metadata resends them when
+    /// it changes, as the server does).
+    fn metadata_seed(&self) -> u64 {
+        let charset = self
+            .state
+            .vars
+            .get("character_set_client")
+            .map_or("", String::as_str);
+        crate::frontend::metadata_cache::seed(charset, self.initial.0)
     }
 
     /// Handles one command; returns true when the client quit.

@@ -52,6 +52,10 @@ pub(super) struct ClientStmt {
     /// Long data that could not be delivered: every EXECUTE reports it until
     /// COM_STMT_RESET, as the server does with a long-data error.
     long_data_err: Option<RawErr>,
+    /// For a client with cache-metadata: the hash of the column
+    /// definitions it last received for this statement
+    /// ([`crate::frontend::metadata_cache`]).
+    metadata: Option<u64>,
 }
 
 /// A cursor or long data of one client statement on the pinned backend.
@@ -209,6 +213,17 @@ impl Session {
         self.next_stmt = self.next_stmt.wrapping_add(1).max(1);
         let id = self.next_stmt;
         let columns = u64::from(entry.num_columns);
+        // The prepare reply sent the definitions: the client has them.
+        let metadata = (self.caps.cache_metadata() && entry.num_columns > 0).then(|| {
+            let defs = entry
+                .response
+                .iter()
+                .skip(1 + usize::from(entry.num_params));
+            crate::frontend::metadata_cache::hash_defs(
+                self.metadata_seed(),
+                defs.map(Vec::as_slice),
+            )
+        });
         self.stmts.insert(
             id,
             ClientStmt {
@@ -217,6 +232,7 @@ impl Session {
                 columns,
                 held: None,
                 long_data_err: None,
+                metadata,
             },
         );
         id
@@ -450,6 +466,7 @@ impl Session {
         }
         let types = cs.types.clone();
         let seen_columns = cs.columns;
+        let seen_metadata = cs.metadata;
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(());
         };
@@ -486,6 +503,7 @@ impl Session {
             }
             let intercept = (attempt == 0).then_some(errors::ER_NEED_REPREPARE);
             self.expect_columns = (seen_columns > 0).then_some(seen_columns);
+            self.expect_metadata = Some(seen_metadata);
             self.executing = Some(entry.clone());
             self.diagnostic_stmt = self.keeps_diagnostics(&entry.key.sql);
             self.expect_cursor = exec.wants_cursor();
@@ -530,6 +548,9 @@ impl Session {
                 Some(cs) => {
                     if let Some(n) = out.columns {
                         cs.columns = n;
+                    }
+                    if out.metadata.is_some() {
+                        cs.metadata = out.metadata;
                     }
                     cs.held.take()
                 }

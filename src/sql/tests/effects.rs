@@ -531,13 +531,19 @@ fn set_forms() {
             &[sv("keycache1.key_buffer_size", Default, false)],
         ),
         ("SET PERSIST x = 1", &[sv("x", Global, false)]),
-        ("SET NAMES utf8mb4 COLLATE utf8mb4_bin", &[Effect::SetNames]),
+        (
+            "SET NAMES utf8mb4 COLLATE utf8mb4_bin",
+            &[Effect::SetNames { names: true }],
+        ),
         (
             "SET NAMES 'utf8', @x = 1",
-            &[Effect::SetNames, uv("x", false)],
+            &[Effect::SetNames { names: true }, uv("x", false)],
         ),
-        ("SET CHARACTER SET utf8", &[Effect::SetNames]),
-        ("SET CHARSET latin1", &[Effect::SetNames]),
+        (
+            "SET CHARACTER SET utf8",
+            &[Effect::SetNames { names: false }],
+        ),
+        ("SET CHARSET latin1", &[Effect::SetNames { names: false }]),
         ("SET PASSWORD = PASSWORD('x')", &[Effect::SetOther]),
         ("SET PASSWORD FOR u@h = 'x'", &[Effect::SetOther]),
         ("SET ROLE r", &[Effect::SetOther]),

@@ -343,6 +343,9 @@ impl super::Session {
                     if n == "collation_connection" {
                         self.state.set_collation(&v);
                     } else {
+                        if n == "character_set_results" {
+                            self.state.results_collation = None;
+                        }
                         self.state.vars.insert(n, v);
                     }
                 }
