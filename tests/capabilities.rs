@@ -133,6 +133,8 @@ struct Wire {
     caps: u32,
     /// MariaDB extended capabilities negotiated.
     ext: u32,
+    /// The OK that ended the login.
+    login_ok: Vec<u8>,
     /// Plain bytes inflated from compressed frames, not yet consumed.
     plain: Vec<u8>,
     compressed: bool,
@@ -213,10 +215,10 @@ async fn login(addr: &str, ask: Ask, password: &str) -> Result<Wire, (u8, Vec<u8
     p.extend_from_slice(b"test\0");
     p.extend_from_slice(b"mysql_native_password\0");
     s.write_all(&frame(1, &p)).await.expect("send login");
-    loop {
+    let login_ok = loop {
         let (seq, reply) = read_plain(&mut s).await.expect("login reply");
         match reply.first() {
-            Some(0x00) => break,
+            Some(0x00) => break reply,
             Some(0xFE) => {
                 let nul = reply[1..].iter().position(|&b| b == 0).expect("plugin") + 1;
                 let mut nonce = reply[nul + 1..].to_vec();
@@ -229,11 +231,12 @@ async fn login(addr: &str, ask: Ask, password: &str) -> Result<Wire, (u8, Vec<u8
             }
             _ => return Err((seq, reply)),
         }
-    }
+    };
     Ok(Wire {
         s,
         caps,
         ext,
+        login_ok,
         plain: Vec::new(),
         compressed: caps & COMPRESS != 0,
     })
@@ -1282,5 +1285,27 @@ async fn result_collation_is_kept_apart_per_session() {
             let v = via.query(sql).await;
             same(&format!("{label} (round {round})"), &v, &d);
         }
+    }
+}
+
+/// The OK ending a login that named a schema reports it in a session-state
+/// block (SESSION_STATE_CHANGED set), as the server's does, for clients
+/// that track session state; the others get a plain OK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_ok_matches_direct() {
+    let db = MariaDb::shared();
+    let proxy = Proxy::builder(db).start().await;
+    for ask in [
+        Ask::new(BASE),
+        Ask::new(BASE | DEPRECATE_EOF),
+        Ask::new(BASE & !SESSION_TRACK),
+        Ask::new(BASE | DEPRECATE_EOF).collation(8),
+    ] {
+        let (direct, via) = pair(db, &proxy, ask).await;
+        same(
+            &format!("{ask:?}: login OK"),
+            std::slice::from_ref(&via.login_ok),
+            std::slice::from_ref(&direct.login_ok),
+        );
     }
 }

@@ -898,3 +898,48 @@ async fn a_reset_backend_reports_the_schemas_character_set() {
         assert_eq!(got, want, "round {round}");
     }
 }
+
+/// With autocommit off, a statement that fails may still have started a
+/// transaction (InnoDB registers it, and the duplicate-key check's lock,
+/// before the statement fails), and the ERR says nothing of it. The
+/// session keeps its backend: when it leaves at once, the transaction and
+/// its lock go with the backend (no other client inherits them — found
+/// with DBD::MariaDB's rt75353-innodb-lock-timeout.t); when it stays idle
+/// past the diagnostics hold, it still reads `@@in_transaction` as direct.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_statement_with_autocommit_off_keeps_its_transaction() {
+    let db = MariaDb::shared();
+    db.sql(
+        "CREATE TABLE IF NOT EXISTS test.ac0_err (id INT PRIMARY KEY) ENGINE=InnoDB;
+         INSERT IGNORE INTO test.ac0_err VALUES (1)",
+    );
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let mut seen = Vec::new();
+    for addr in [p.addr.to_string(), db.addr()] {
+        let failed = || async {
+            let mut c = RawConn::connect(&addr, "app", "secret", Some("test"), false).await;
+            c.query_ok("SET autocommit = 0").await;
+            let e = c.query("INSERT INTO ac0_err VALUES (1)").await.err();
+            assert_eq!(e.code, 1062, "{e:?}");
+            c
+        };
+        failed().await.quit().await;
+        // The lock left with the session: a direct writer does not wait.
+        let out = db.cli(
+            &["-N", "-B", "test"],
+            "SET SESSION innodb_lock_wait_timeout = 2; DELETE FROM ac0_err WHERE id = 1; INSERT INTO ac0_err VALUES (1);",
+        );
+        assert!(
+            out.status.success(),
+            "{addr}: the failed statement's lock outlived its session: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut c = failed().await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        seen.push(c.query_one("SELECT @@in_transaction").await);
+        c.query_ok("ROLLBACK").await;
+        c.quit().await;
+    }
+    assert_eq!(seen[0], seen[1], "through myplex, then direct");
+    assert_eq!(seen[1], "1");
+}

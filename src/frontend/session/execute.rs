@@ -374,6 +374,13 @@ impl Session {
                         }
                         self.pins.remove(PinReason::Transaction);
                     }
+                } else if out.error.is_some() && self.status & status::AUTOCOMMIT == 0 {
+                    // An error with autocommit off: the statement may have
+                    // started a transaction (InnoDB registers one, with its
+                    // locks, before the statement fails), and an ERR carries
+                    // no status to say so. Fail closed: the backend stays
+                    // with the session until a reply's status tells.
+                    self.pin(PinReason::Transaction);
                 }
                 if !lexable || streamed {
                     // Only a prefix of a streamed query was read: what the

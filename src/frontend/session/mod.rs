@@ -326,8 +326,46 @@ impl Session {
                 }
             }
         }
-        self.send_ok(ok_seq).await?;
+        Box::pin(self.send_login_ok(ok_seq)).await?;
         self.serve().await
+    }
+
+    /// The OK that ends the login. A login that named a schema reports it
+    /// in a session-state block, as the server does for a client that
+    /// tracks it (and a state change, when the client tracks those).
+    async fn send_login_ok(&mut self, seq: u8) -> Result<(), End> {
+        let trackers = self
+            .own_trackers
+            .as_deref()
+            .unwrap_or(&self.shared.trackers);
+        let mut state = BytesMut::new();
+        if let Some(db) = &self.state.schema
+            && self.caps.session_track()
+            && trackers.schema
+        {
+            let mut entry = BytesMut::new();
+            crate::protocol::lenenc::put_lenenc_bytes(&mut entry, db);
+            state.extend_from_slice(&[crate::protocol::session_track::TRACK_SCHEMA]);
+            crate::protocol::lenenc::put_lenenc_bytes(&mut state, &entry);
+            if trackers.state_change {
+                state.extend_from_slice(&[
+                    crate::protocol::session_track::TRACK_STATE_CHANGE,
+                    2,
+                    1,
+                    b'1',
+                ]);
+            }
+        }
+        let mut b = BytesMut::new();
+        OkPacket {
+            header: crate::protocol::packets::OK_HEADER,
+            status: self.status | status::SESSION_STATE_CHANGED,
+            session_state: &state,
+            ..Default::default()
+        }
+        .write(&mut b, true);
+        self.client.send_packet(seq, &b).await?;
+        Ok(())
     }
 
     fn schema_known(&self, db: &[u8]) -> bool {
