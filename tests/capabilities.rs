@@ -767,6 +767,25 @@ async fn script(direct: &mut Wire, via: &mut Wire, label: &str) {
             assert_eq!(d[0][1], 0, "{label}: the server left the definitions out");
         }
     }
+    // Stored-program code prepared as one statement: its results always
+    // carry their definitions (libmariadb crashed reading a 2-column result
+    // with the 1-column definitions of the previous one).
+    let sql = "BEGIN NOT ATOMIC SELECT 1 AS a, 2 AS b; SELECT 'xyz' AS c; END";
+    let (did, d) = direct.prepare(sql).await;
+    let (vid, v) = via.prepare(sql).await;
+    same(&format!("{label}: PREPARE {sql}"), &v, &d);
+    let bare = |id: u32| {
+        let mut p = vec![0x17];
+        p.extend_from_slice(&id.to_le_bytes());
+        p.push(0);
+        p.extend_from_slice(&1u32.to_le_bytes());
+        p
+    };
+    for round in 0..2 {
+        let d = direct.cmd(&bare(did), Kind::Execute).await;
+        let v = via.cmd(&bare(vid), Kind::Execute).await;
+        same(&format!("{label}: EXECUTE {sql} ({round})"), &v, &d);
+    }
 }
 
 /// Each flavour through the proxy answers like the server: classic EOFs,

@@ -225,3 +225,29 @@ async fn idle_clients_are_closed_after_their_wait_timeout() {
         )
     );
 }
+
+/// A pool's keepalive (COM_PING, answered by myplex) keeps a pinned
+/// session's backend alive past the server's `wait_timeout`, as each ping
+/// restarts the server's idle clock direct: the transaction survives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pings_keep_a_pinned_backend_alive() {
+    use common::raw::RawConn;
+    use std::time::Duration;
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let mut got = Vec::new();
+    for addr in [p.addr.to_string(), db.addr()] {
+        let mut c = RawConn::connect(&addr, "app", "secret", Some("test"), false).await;
+        c.query_ok("SET SESSION wait_timeout = 1").await;
+        c.query_ok("BEGIN").await;
+        for _ in 0..6 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let reply = c.command_reply(&[0x0e], "ping").await;
+            assert_eq!(reply.map(|(_, p)| p[0]), Some(0), "{addr}: ping answered");
+        }
+        got.push(c.query_one("SELECT @@in_transaction").await);
+        c.query_ok("ROLLBACK").await;
+    }
+    assert_eq!(got[0], got[1], "through the proxy, then direct");
+    assert_eq!(got[1], "1");
+}

@@ -56,6 +56,31 @@ impl Metadata {
     }
 }
 
+/// Whether the server may leave out the definitions of a prepared
+/// statement's results: a single plain statement that returns rows. Stored
+/// program code (`CALL`, `BEGIN NOT ATOMIC`, `IF`, `FOR` …) always sends
+/// them; anything else not recognised is treated the same (fail closed:
+/// definitions sent where the server might have left them out).
+pub fn cacheable(analysis: &crate::sql::Analysis) -> bool {
+    use crate::sql::Kind;
+    !analysis.incomplete
+        && analysis.statements.len() == 1
+        && analysis.statements.iter().all(|s| {
+            matches!(
+                s.kind,
+                Kind::Select
+                    | Kind::Insert
+                    | Kind::Update
+                    | Kind::Delete
+                    | Kind::Replace
+                    | Kind::Show
+                    | Kind::With
+                    | Kind::Values
+                    | Kind::Table
+            )
+        })
+}
+
 /// The seed for a session whose `character_set_client` is `charset` (the
 /// tracked value, or the login collation when it was never set).
 pub fn seed(charset: &str, login_collation: u16) -> u64 {
@@ -129,6 +154,19 @@ mod tests {
                 known: None
             }
         );
+    }
+
+    #[test]
+    fn only_plain_statements_may_leave_definitions_out() {
+        let opts = crate::sql::LexOptions::default();
+        let ok = |sql: &str| cacheable(&crate::sql::analyze(sql.as_bytes(), opts));
+        assert!(ok("SELECT a FROM t WHERE id = ?"));
+        assert!(ok("/* c */ WITH x AS (SELECT 1) SELECT * FROM x"));
+        assert!(ok("DELETE FROM t WHERE id = ? RETURNING id"));
+        assert!(!ok("CALL p(?)"));
+        assert!(!ok("BEGIN NOT ATOMIC SELECT 1 AS a; SELECT 2 AS b; END"));
+        assert!(!ok("IF 1 THEN SELECT 1; END IF"));
+        assert!(!ok("FOR i IN 1..2 DO SELECT i; END FOR"));
     }
 
     #[test]

@@ -346,7 +346,13 @@ pub async fn relay(
             Class::ColumnCount => {
                 out.rows = Some(0);
                 let n = crate::protocol::lenenc::Reader::new(first).lenenc_int();
-                if view.expect_columns.is_some() && n.is_some() && n != view.expect_columns {
+                // Only the first result set is the statement's own (a
+                // compound statement's later ones have shapes of their own).
+                if out.results == 0
+                    && view.expect_columns.is_some()
+                    && n.is_some()
+                    && n != view.expect_columns
+                {
                     metadata_changed = true;
                 }
                 out.columns = out

@@ -271,15 +271,14 @@ impl Session {
         // A statement that changes globals: its reply reaches the client
         // only once the new defaults are known (see `follow_up`).
         let defer_flush = authority::sets_globals(&analysis);
-        // Results of a procedure always carry their definitions.
-        let is_call = analysis
-            .statements
-            .first()
-            .is_some_and(|s| s.kind == crate::sql::Kind::Call);
+        // Only a plain statement's results may leave out definitions:
+        // those of stored-program code (CALL, BEGIN NOT ATOMIC, IF, FOR …)
+        // always carry them (the server's `thd->spcont`).
+        let plain = crate::frontend::metadata_cache::cacheable(&analysis);
         let metadata = crate::frontend::metadata_cache::Metadata::for_response(
             self.caps,
             self.metadata_seed(),
-            self.expect_metadata.take().filter(|_| !is_call),
+            self.expect_metadata.take().filter(|_| plain),
         );
         let server = self.shared.pool.server_info();
         let view = ClientView {

@@ -35,6 +35,24 @@ pub(super) async fn held_backend_stirs(held: &mut Option<Leased>) -> Result<(), 
 }
 
 impl Session {
+    /// A command the proxy answered itself reaches the held backend as a
+    /// COM_PING: the server's idle clock restarts as it would direct (a
+    /// pool's keepalive must keep a pinned backend's `wait_timeout` away).
+    /// A backend that does not answer has ended: so does the session.
+    pub(super) async fn keep_held_alive(&mut self) -> Result<(), End> {
+        let Some(b) = self.backend.as_mut() else {
+            return Ok(());
+        };
+        match b.ping().await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                tracing::debug!(error = %e, "the held backend did not answer a keepalive");
+                self.backend = None;
+                Err(End::BackendEnded)
+            }
+        }
+    }
+
     /// The client connection will end with a reset, not a close, as the
     /// server ends a connection idle past its timeout: the client's next
     /// write then fails (2006, which libmariadb's auto-reconnect retries),

@@ -511,6 +511,14 @@ impl Session {
         self.last_is_rollback = cmd == Some(COM_QUERY) && is_rollback(&pkt.payload[1..]);
         self.diagnostic_stmt = cmd == Some(COM_QUERY) && self.keeps_diagnostics(&pkt.payload[1..]);
         let quit = self.dispatch(pkt).await;
+        if matches!(quit, Ok(false))
+            && self.stmt_wait.is_none()
+            && cmd != Some(COM_PING)
+            && self.backend.is_some()
+        {
+            // Answered without the held backend: keep it alive.
+            Box::pin(self.keep_held_alive()).await?;
+        }
         self.handle
             .pins
             .store(self.pins.bits(), std::sync::atomic::Ordering::Relaxed);
@@ -541,7 +549,10 @@ impl Session {
         self.shared.metrics.bytes(0, pkt.payload.len() as u64);
         match cmd {
             COM_QUIT => return Ok(true),
-            COM_PING => self.send_ok(seq).await?,
+            COM_PING => {
+                Box::pin(self.keep_held_alive()).await?;
+                self.send_ok(seq).await?
+            }
             COM_QUERY => {
                 let sql = &pkt.payload[1..];
                 if self.user.admin
