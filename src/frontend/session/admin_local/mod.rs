@@ -339,11 +339,17 @@ impl super::Session {
         };
         match a {
             Answer::Set { vars, autocommit } => {
+                // SET NAMES sets the result character set and the
+                // connection collation together: results then carry it.
+                let names = vars.iter().any(|(n, _)| n == "character_set_results")
+                    && vars.iter().any(|(n, _)| n == "collation_connection");
                 for (n, v) in vars {
-                    if n == "collation_connection" {
+                    if n == "collation_connection" && names {
+                        self.state.set_names_collation(&v);
+                    } else if n == "collation_connection" {
                         self.state.set_collation(&v);
                     } else {
-                        if n == "character_set_results" {
+                        if n == "character_set_results" && !names {
                             self.state.results_collation = None;
                         }
                         self.state.vars.insert(n, v);
