@@ -35,16 +35,21 @@ pub(super) async fn held_backend_stirs(held: &mut Option<Leased>) -> Result<(), 
 }
 
 impl Session {
-    /// A command the proxy answered itself reaches the held backend as a
-    /// COM_PING: the server's idle clock restarts as it would direct (a
-    /// pool's keepalive must keep a pinned backend's `wait_timeout` away).
-    /// A backend that does not answer has ended: so does the session.
+    /// A keepalive for the held backend: the client's COM_PING goes to it
+    /// (as it would go to the server direct), and so does a COM_PING for a
+    /// command the proxy answered itself when the backend sat unused long
+    /// enough for the server's idle timeout to matter — so a pool's
+    /// keepalive keeps a pinned backend's `wait_timeout` away. A backend
+    /// that does not answer has ended: so does the session.
     pub(super) async fn keep_held_alive(&mut self) -> Result<(), End> {
         let Some(b) = self.backend.as_mut() else {
             return Ok(());
         };
         match b.ping().await {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.held_used = tokio::time::Instant::now();
+                Ok(())
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "the held backend did not answer a keepalive");
                 self.backend = None;

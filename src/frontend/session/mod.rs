@@ -141,6 +141,8 @@ pub struct Session {
     expect_cursor: bool,
     /// When the current command arrived.
     cmd_started: Instant,
+    /// When the held backend last served a command or a keepalive.
+    held_used: Instant,
     /// The current command was already sent to the backend as it arrived
     /// ([`large`]): `exchange` only relays the reply, and the text it sees
     /// is a prefix (its analysis is incomplete).
@@ -247,6 +249,7 @@ impl Session {
             executing: None,
             expect_cursor: false,
             cmd_started: Instant::now(),
+            held_used: Instant::now(),
             streamed: false,
             swallowed: None,
             failed_change_user: 0,
@@ -511,12 +514,17 @@ impl Session {
         self.last_is_rollback = cmd == Some(COM_QUERY) && is_rollback(&pkt.payload[1..]);
         self.diagnostic_stmt = cmd == Some(COM_QUERY) && self.keeps_diagnostics(&pkt.payload[1..]);
         let quit = self.dispatch(pkt).await;
-        if matches!(quit, Ok(false))
-            && self.stmt_wait.is_none()
+        if self.stmt_wait.is_some() {
+            self.held_used = Instant::now();
+        } else if matches!(quit, Ok(false))
             && cmd != Some(COM_PING)
             && self.backend.is_some()
+            && self.held_used.elapsed() >= self.keepalive_after()
         {
-            // Answered without the held backend: keep it alive.
+            // Answered without the held backend, which has been idle long
+            // enough for the server's own timeout to matter: keep it alive
+            // (not every time: a ping is not free of effects, e.g. on
+            // ROW_COUNT()).
             Box::pin(self.keep_held_alive()).await?;
         }
         self.handle
@@ -768,6 +776,14 @@ impl Session {
 
     /// How long the server would let this client stay silent (see
     /// [`idle`]).
+    /// How long the held backend may sit unused before a command the proxy
+    /// answers itself pings it: half the server's idle limit, at least 1 s.
+    fn keepalive_after(&self) -> Duration {
+        self.wait_timeout()
+            .map_or(Duration::from_secs(30), |d| d / 2)
+            .max(Duration::from_secs(1))
+    }
+
     fn wait_timeout(&self) -> Option<Duration> {
         let globals = self
             .shared
