@@ -261,7 +261,21 @@ async fn a_backend_cut_mid_statement_ends_only_sessions_holding_state() {
     for c in [&mut holding, &mut free] {
         c.send_raw(0, b"\x03SELECT SLEEP(3)").await.expect("send");
     }
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Both statements run on the server before the cut.
+    let t0 = Instant::now();
+    while db
+        .sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(3)'")
+        .trim()
+        .parse::<u32>()
+        .unwrap_or(0)
+        < 2
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "statements never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     gate.close();
     let ending = tokio::time::timeout(Duration::from_secs(5), holding.ending("cut"))
         .await

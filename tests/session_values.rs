@@ -238,9 +238,9 @@ async fn pings_keep_a_pinned_backend_alive() {
     let mut got = Vec::new();
     for addr in [p.addr.to_string(), db.addr()] {
         let mut c = RawConn::connect(&addr, "app", "secret", Some("test"), false).await;
-        c.query_ok("SET SESSION wait_timeout = 1").await;
+        c.query_ok("SET SESSION wait_timeout = 2").await;
         c.query_ok("BEGIN").await;
-        for _ in 0..6 {
+        for _ in 0..8 {
             tokio::time::sleep(Duration::from_millis(500)).await;
             let reply = c.command_reply(&[0x0e], "ping").await;
             assert_eq!(reply.map(|(_, p)| p[0]), Some(0), "{addr}: ping answered");
