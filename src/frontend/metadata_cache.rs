@@ -45,12 +45,19 @@ pub enum Metadata {
 
 impl Metadata {
     /// The mode for a response to a client with `caps`: `execute` carries
-    /// the statement's known hash for a prepared statement's EXECUTE that is
-    /// not a CALL (`None` otherwise).
-    pub fn for_response(caps: Caps, seed: u64, execute: Option<Option<u64>>) -> Metadata {
+    /// the statement's known hash for the EXECUTE of a [`cacheable`]
+    /// statement (`None` otherwise); `seed` is only asked for then.
+    pub fn for_response(
+        caps: Caps,
+        seed: impl FnOnce() -> u64,
+        execute: Option<Option<u64>>,
+    ) -> Metadata {
         match execute {
             _ if !caps.cache_metadata() => Metadata::Plain,
-            Some(known) => Metadata::Cached { seed, known },
+            Some(known) => Metadata::Cached {
+                seed: seed(),
+                known,
+            },
             None => Metadata::Always,
         }
     }
@@ -143,12 +150,12 @@ mod tests {
         let with = Caps(CACHE_METADATA);
         let without = Caps(0);
         assert_eq!(
-            Metadata::for_response(without, 1, Some(Some(2))),
+            Metadata::for_response(without, || 1, Some(Some(2))),
             Metadata::Plain
         );
-        assert_eq!(Metadata::for_response(with, 1, None), Metadata::Always);
+        assert_eq!(Metadata::for_response(with, || 1, None), Metadata::Always);
         assert_eq!(
-            Metadata::for_response(with, 1, Some(None)),
+            Metadata::for_response(with, || 1, Some(None)),
             Metadata::Cached {
                 seed: 1,
                 known: None

@@ -57,6 +57,13 @@ impl<'a> Entry<'a> {
     }
 }
 
+/// Appends one entry (`kind`, then `data` as a length-encoded string) to a
+/// session-state block.
+pub fn put_entry(out: &mut BytesMut, kind: u8, data: &[u8]) {
+    out.put_u8(kind);
+    put_lenenc_bytes(out, data);
+}
+
 /// Iterates the entries of a session-state block; stops at malformed input.
 pub fn entries(block: &[u8]) -> impl Iterator<Item = Entry<'_>> {
     let mut r = Reader::new(block);
@@ -173,8 +180,7 @@ impl ClientTrackers {
         }
         let mut out = BytesMut::new();
         for e in entries(block).filter(|e| t.keeps(e)) {
-            out.put_u8(e.kind);
-            put_lenenc_bytes(&mut out, e.data);
+            put_entry(&mut out, e.kind, e.data);
         }
         Some(out)
     }

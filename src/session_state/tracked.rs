@@ -221,6 +221,19 @@ impl TrackedState {
             .insert(CHARSET_VARS[3].to_string(), collation.to_ascii_lowercase());
     }
 
+    /// Takes `other`'s connection and result collations (a backend that ran
+    /// the session's statements has the session's; the trackers report
+    /// neither exactly).
+    pub fn take_collations_from(&mut self, other: &TrackedState) {
+        match other.vars.get(CHARSET_VARS[3]) {
+            Some(c) => self.set_collation(c),
+            None => {
+                self.vars.remove(CHARSET_VARS[3]);
+            }
+        }
+        self.results_collation.clone_from(&other.results_collation);
+    }
+
     /// Records the collation a `SET NAMES` set (read from the server after
     /// it): the connection's, and the result character set's too.
     pub fn set_names_collation(&mut self, collation: &str) {

@@ -274,11 +274,13 @@ impl Session {
         // Only a plain statement's results may leave out definitions:
         // those of stored-program code (CALL, BEGIN NOT ATOMIC, IF, FOR …)
         // always carry them (the server's `thd->spcont`).
-        let plain = crate::frontend::metadata_cache::cacheable(&analysis);
+        let execute = self.expect_metadata.take().filter(|_| {
+            self.caps.cache_metadata() && crate::frontend::metadata_cache::cacheable(&analysis)
+        });
         let metadata = crate::frontend::metadata_cache::Metadata::for_response(
             self.caps,
-            self.metadata_seed(),
-            self.expect_metadata.take().filter(|_| plain),
+            || self.metadata_seed(),
+            execute,
         );
         let server = self.shared.pool.server_info();
         let view = ClientView {
@@ -465,15 +467,7 @@ impl Session {
                     co.backend.state.vars.remove(n);
                 }
                 // The backend ran the same statements: same collation.
-                if let Some(c) = self.state.vars.get("collation_connection") {
-                    co.backend.state.set_collation(&c.clone());
-                } else {
-                    co.backend.state.vars.remove("collation_connection");
-                }
-                co.backend
-                    .state
-                    .results_collation
-                    .clone_from(&self.state.results_collation);
+                co.backend.state.take_collations_from(&self.state);
                 self.follow_up(&mut co.backend, fu, &out).await;
                 if defer_flush {
                     self.client.flush().await.map_err(End::Client)?;
@@ -629,13 +623,13 @@ impl Session {
             && let Ok(Some(row)) = backend.query_row("SELECT @@collation_connection").await
             && let Some(Some(c)) = row.first()
         {
-            if fu.names_collation {
-                self.state.set_names_collation(c);
-                backend.state.set_names_collation(c);
+            let set = if fu.names_collation {
+                TrackedState::set_names_collation
             } else {
-                self.state.set_collation(c);
-                backend.state.set_collation(c);
-            }
+                TrackedState::set_collation
+            };
+            set(&mut self.state, c);
+            set(&mut backend.state, c);
         }
         // LAST_INSERT_ID() is replayed exactly: when a statement may have
         // changed it (the OK's insert id is not the same thing: an explicit

@@ -346,17 +346,12 @@ impl Session {
             && self.caps.session_track()
             && trackers.schema
         {
-            let mut entry = BytesMut::new();
-            crate::protocol::lenenc::put_lenenc_bytes(&mut entry, db);
-            state.extend_from_slice(&[crate::protocol::session_track::TRACK_SCHEMA]);
-            crate::protocol::lenenc::put_lenenc_bytes(&mut state, &entry);
+            use crate::protocol::session_track::{TRACK_SCHEMA, TRACK_STATE_CHANGE, put_entry};
+            let mut name = BytesMut::new();
+            crate::protocol::lenenc::put_lenenc_bytes(&mut name, db);
+            put_entry(&mut state, TRACK_SCHEMA, &name);
             if trackers.state_change {
-                state.extend_from_slice(&[
-                    crate::protocol::session_track::TRACK_STATE_CHANGE,
-                    2,
-                    1,
-                    b'1',
-                ]);
+                put_entry(&mut state, TRACK_STATE_CHANGE, b"\x011");
             }
         }
         let mut b = BytesMut::new();
@@ -774,8 +769,6 @@ impl Session {
         }
     }
 
-    /// How long the server would let this client stay silent (see
-    /// [`idle`]).
     /// How long the held backend may sit unused before a command the proxy
     /// answers itself pings it: half the server's idle limit, at least 1 s.
     fn keepalive_after(&self) -> Duration {
@@ -784,6 +777,8 @@ impl Session {
             .max(Duration::from_secs(1))
     }
 
+    /// How long the server would let this client stay silent (see
+    /// [`idle`]).
     fn wait_timeout(&self) -> Option<Duration> {
         let globals = self
             .shared

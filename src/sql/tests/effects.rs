@@ -592,21 +592,7 @@ fn set_forms() {
 
 #[test]
 fn global_assignments_are_seen() {
-    let global = |sql: &str| {
-        run(sql, D).statements.iter().any(|s| {
-            s.effects.iter().any(|e| {
-                matches!(
-                    e,
-                    Effect::SetVariable {
-                        scope: Scope::Global,
-                        ..
-                    } | Effect::SetTransaction {
-                        scope: Scope::Global
-                    }
-                )
-            })
-        })
-    };
+    let global = |sql: &str| crate::session_state::authority::sets_globals(&run(sql, D));
     for sql in [
         "SET GLOBAL autocommit = 0",
         "set global sql_mode='ANSI'",
