@@ -98,7 +98,10 @@ const PROBES: &[&str] = &[
     // read in a later statement"): not probed. LAST_INSERT_ID() is exact.
     "SELECT LAST_INSERT_ID(), @@insert_id, @@last_insert_id",
     // Every user variable the catalogue sets.
-    "SELECT @lm_a, @lm_b, @lm_c, @lm_e, @lm_p",
+    "SELECT @lm_a, @lm_b, @lm_c, @lm_e, @lm_p, @lm_f",
+    // The active role (privileges) and the sequence value of this session.
+    "SELECT CURRENT_ROLE()",
+    "SELECT LASTVAL(leakdb.lm_seq), PREVIOUS VALUE FOR leakdb.lm_seq",
     "SELECT @@autocommit, DATABASE(), @@in_transaction, @@character_set_client, \
      @@character_set_connection, @@character_set_results, @@collation_connection",
     // Every session variable the catalogue touches.
@@ -120,6 +123,7 @@ const PROBES: &[&str] = &[
     // this very connection holds them (it never should).
     concat!(
         "SELECT IS_FREE_LOCK('lm_lock'), IS_FREE_LOCK('lm_lock2'), IS_FREE_LOCK('lm_lock_p'), ",
+        "IS_FREE_LOCK('lm_lock_f'), ",
         "IFNULL(IS_USED_LOCK('lm_lock') = ",
         self_id!(),
         ", 0), IFNULL(IS_USED_LOCK('lm_lock2') = ",
@@ -295,6 +299,27 @@ const DOCUMENTED: &[(&str, &str, &str)] = &[
         "A's undo",
         "GET_LOCK taken inside a CALLed procedure",
     ),
+    // A stored function's body is invisible: the backend is reset when the
+    // session lets go of it, which ends what the function left (its lock,
+    // its sequence value) for A too -- never handed to B.
+    (
+        "stored function taking GET_LOCK",
+        "A lost or changed its state",
+        "named locks and sequence values left by stored functions",
+    ),
+    (
+        "stored function taking GET_LOCK",
+        "A's undo",
+        "named locks and sequence values left by stored functions",
+    ),
+    (
+        "stored function using a sequence",
+        "A lost or changed its state",
+        "named locks and sequence values left by stored functions",
+    ),
+    // LASTVAL() holds until the session ends or resets: nothing A can run
+    // gives it up, so the session keeps its backend.
+    ("sequence ", "stuck pin", "NEXTVAL / SETVAL"),
     // ROW_COUNT() describes the previous statement of the backend
     // connection, which may have served another client since.
     (
@@ -377,6 +402,7 @@ const OWN_LOCKS: &str = concat!(
     self_id!()
 );
 const OWN_PROC_LOCK: &str = concat!("SELECT IS_USED_LOCK('lm_lock_p') = ", self_id!());
+const OWN_FUNC_LOCK: &str = concat!("SELECT IS_USED_LOCK('lm_lock_f') = ", self_id!());
 const ONE_SHOT_UNDO: &[&str] = &["START TRANSACTION", "COMMIT"];
 
 /// State that may pin (issue 8 §A, design §4): user variables, locks, temp
@@ -628,6 +654,71 @@ const PINNING: &[Base] = &[
         Some(OWN_PROC_LOCK),
         SOME_WRAPS,
     ),
+    pin(
+        "SET ROLE",
+        "SET ROLE lm_role",
+        &["SET ROLE NONE"],
+        Some("SELECT CURRENT_ROLE()"),
+        MOST_WRAPS,
+    ),
+    pin(
+        "CALL of an INVOKER procedure setting a role",
+        "CALL lm_proc_role()",
+        &["SET ROLE NONE"],
+        Some("SELECT CURRENT_ROLE()"),
+        SOME_WRAPS,
+    ),
+    pin(
+        "sequence NEXTVAL",
+        "SELECT NEXTVAL(lm_seq) > 0",
+        &[],
+        Some("SELECT LASTVAL(lm_seq) > 0"),
+        SOME_WRAPS,
+    ),
+    pin(
+        "sequence NEXT VALUE FOR",
+        "SELECT NEXT VALUE FOR lm_seq > 0",
+        &[],
+        Some("SELECT PREVIOUS VALUE FOR lm_seq > 0"),
+        PLAIN,
+    ),
+    pin(
+        "stored function taking GET_LOCK",
+        "SELECT lm_func_lock()",
+        &["SELECT RELEASE_LOCK('lm_lock_f')"],
+        Some(OWN_FUNC_LOCK),
+        SOME_WRAPS,
+    ),
+    pin(
+        "stored function setting a user variable",
+        "SELECT lm_func_var()",
+        &["SET @lm_f = NULL"],
+        Some("SELECT @lm_f"),
+        SOME_WRAPS,
+    ),
+    pin(
+        "stored function using a sequence",
+        "SELECT lm_func_seq() > 0",
+        &[],
+        Some("SELECT LASTVAL(lm_seq) > 0"),
+        PLAIN,
+    ),
+    pin(
+        "failing statement taking GET_LOCK",
+        "INSERT INTO lm_uk (id) VALUES (GET_LOCK('lm_lock', 0)), (1)",
+        &["SELECT RELEASE_LOCK('lm_lock')"],
+        Some(OWN_LOCK),
+        PLAIN,
+    ),
+    Base {
+        name: "failed prepare (binary protocol)",
+        sql: "SELECT lm_nosuchcol_secret FROM lm_t",
+        pins: false,
+        undo: &[],
+        witness: None,
+        wraps: PLAIN,
+        kind: Kind::Binary,
+    },
     pin(
         "CALL preparing a statement",
         "CALL lm_proc_prep()",
@@ -1074,6 +1165,17 @@ CREATE PROCEDURE leakdb.lm_proc_wait() SET SESSION wait_timeout = 99;
 CREATE PROCEDURE leakdb.lm_proc_mode() SET SESSION sql_mode = 'ANSI';
 CREATE PROCEDURE leakdb.lm_proc_noop() SELECT 1;
 CREATE PROCEDURE leakdb.lm_proc_insert() INSERT INTO leakdb.lm_t (id, v) VALUES (9, 9);
+CREATE TABLE leakdb.lm_uk (id INT PRIMARY KEY) ENGINE=InnoDB;
+INSERT INTO leakdb.lm_uk VALUES (1);
+CREATE SEQUENCE leakdb.lm_seq;
+CREATE FUNCTION leakdb.lm_func_lock() RETURNS INT NO SQL RETURN GET_LOCK('lm_lock_f', 0);
+CREATE FUNCTION leakdb.lm_func_var() RETURNS INT NO SQL RETURN (@lm_f := 1);
+CREATE FUNCTION leakdb.lm_func_seq() RETURNS INT NO SQL RETURN NEXTVAL(leakdb.lm_seq);
+CREATE PROCEDURE leakdb.lm_proc_role() SQL SECURITY INVOKER SET ROLE lm_role;
+DROP ROLE IF EXISTS lm_role;
+CREATE ROLE lm_role;
+GRANT SELECT ON leakdb.lm_t TO lm_role;
+GRANT lm_role TO 'app'@'%';
 ";
 
 /// One generated matrix entry.

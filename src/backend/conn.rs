@@ -165,6 +165,12 @@ pub struct BackendConn {
     /// The pool's globals generation its session values come from (login
     /// or last reset).
     pub globals_epoch: u64,
+    /// CURRENT_ROLE() right after login (`None` = no role): neither
+    /// COM_RESET_CONNECTION nor COM_CHANGE_USER restores it (measured on
+    /// MariaDB 10.11), so a connection whose role moved is closed.
+    pub login_role: Option<String>,
+    /// The pool's default-roles generation at login.
+    pub roles_epoch: u64,
 }
 
 /// A successful COM_STMT_PREPARE reply.
@@ -218,9 +224,13 @@ impl BackendConn {
                 Class::Ok | Class::Terminator => {
                     if let Some(ok) = OkPacket::parse(first).filter(|_| first.len() != 5) {
                         self.status = ok.status;
+                        self.marks.diagnostics |= ok.warnings > 0;
                         state.extend_from_slice(ok.session_state);
-                    } else if let Some((status, _)) = crate::protocol::response::end_status(first) {
+                    } else if let Some((status, warnings)) =
+                        crate::protocol::response::end_status(first)
+                    {
                         self.status = status;
+                        self.marks.diagnostics |= warnings > 0;
                     }
                     if t.done() {
                         reply = Some(InternalReply::Ok {
@@ -230,6 +240,9 @@ impl BackendConn {
                     }
                 }
                 Class::Err => {
+                    // Whatever asked, the error is in the diagnostics area
+                    // now: cleared before anyone else can read it.
+                    self.marks.diagnostics = true;
                     reply = Some(InternalReply::Err(ErrPacket::parse(first).unwrap_or_else(
                         || ErrPacket::new(2027, "HY000", "malformed error packet"),
                     )));
@@ -334,7 +347,16 @@ impl BackendConn {
                     }
                     rows.push(cells);
                 }
-                Class::Err => err = ErrPacket::parse(&pkt.payload),
+                Class::Err => {
+                    self.marks.diagnostics = true;
+                    err = ErrPacket::parse(&pkt.payload);
+                }
+                Class::Ok | Class::Terminator | Class::Eof => {
+                    if let Some((_, warnings)) = crate::protocol::response::end_status(&pkt.payload)
+                    {
+                        self.marks.diagnostics |= warnings > 0;
+                    }
+                }
                 Class::Malformed => return Err(BackendError::Protocol("malformed result".into())),
                 _ => {}
             }
@@ -374,6 +396,7 @@ impl BackendConn {
             match t.next(&pkt.payload, false) {
                 Class::Eof | Class::Progress => continue,
                 Class::Err => {
+                    self.marks.diagnostics = true;
                     return match RawErr::from_payload(&pkt.payload) {
                         Some(e) => Ok(Err(e)),
                         None => Err(BackendError::Protocol("malformed error packet".into())),
@@ -386,6 +409,7 @@ impl BackendConn {
                         .payload
                         .get(10..12)
                         .map_or(0, |w| u16::from_le_bytes([w[0], w[1]]));
+                    self.marks.diagnostics |= warnings > 0;
                     head = Some((id, params, columns, warnings));
                 }
                 Class::Malformed => {
@@ -498,7 +522,21 @@ impl BackendConn {
         self.exec(&self.after_reset_sql()).await?;
         self.state = baseline.clone();
         self.state.multi_statements = multi;
-        self.marks = Default::default();
+        self.marks = crate::session_state::BackendMarks {
+            role_changed: self.marks.role_changed,
+            ..Default::default()
+        };
+        Ok(())
+    }
+
+    /// A connection whose active role may have moved cannot be brought
+    /// back by a reset or a change of user (both keep the role).
+    fn refuse_if_role_changed(&self) -> Result<(), BackendError> {
+        if self.marks.role_changed {
+            return Err(BackendError::Protocol(
+                "the active role changed; the connection cannot be reused".into(),
+            ));
+        }
         Ok(())
     }
 
@@ -529,6 +567,7 @@ impl BackendConn {
     /// COM_RESET_CONNECTION, then the trackers again (the reset restores
     /// session variables to their global values).
     pub async fn reset(&mut self, baseline: &TrackedState) -> Result<(), BackendError> {
+        self.refuse_if_role_changed()?;
         match self
             .internal(&[command::COM_RESET_CONNECTION], Shape::Query)
             .await?

@@ -207,8 +207,16 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         caps: Caps(caps & !u64::from(flag::SSL)),
         marks: Default::default(),
         globals_epoch: 0,
+        login_role: None,
+        roles_epoch: 0,
     };
     conn.exec(TRACKERS_SQL).await?;
+    // The role a login of this account activates (its default role): what
+    // stored code must leave in place for the connection to be shared.
+    conn.login_role = conn
+        .query_row("SELECT CURRENT_ROLE()")
+        .await?
+        .and_then(|r| r.into_iter().next().flatten());
     conn.state = TrackedState::for_collation(u16::from(BACKEND_COLLATION));
     Ok((conn, info))
 }

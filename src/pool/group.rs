@@ -252,6 +252,8 @@ impl SlotGuard {
     pub fn finish(mut self, backend: Option<Leased>) {
         if let Some(g) = self.group.take() {
             let now = Instant::now();
+            // Closed (dropped) unless the authority's verdict says share.
+            let backend = backend.filter(Leased::shareable);
             let conn = backend.and_then(|mut l| l.conn.take()).map(|mut c| {
                 c.last_used = now;
                 c.io.shrink_large_buffers();
@@ -307,8 +309,29 @@ impl Leased {
         }
     }
 
-    /// Puts the connection back on the idle stack (outside a statement).
+    /// True when the session-state authority lets anyone take this
+    /// connection as it is. The idle stack admits nothing else: every way
+    /// back to it ([`Self::return_idle`], [`SlotGuard::finish`]) checks,
+    /// and a connection that fails the check is closed — so a path that
+    /// forgot the cleanup leaks nothing, it costs a dial.
+    pub fn shareable(&self) -> bool {
+        use crate::session_state::authority::{Release, release};
+        let ok = self
+            .conn
+            .as_ref()
+            .is_some_and(|c| release(c.marks) == Release::Share);
+        if !ok {
+            tracing::debug!("closing a backend connection returned without its cleanup");
+        }
+        ok
+    }
+
+    /// Puts the connection back on the idle stack (outside a statement),
+    /// if it may be shared as it is; otherwise closes it.
     pub fn return_idle(mut self) {
+        if !self.shareable() {
+            return;
+        }
         if let Some(mut c) = self.conn.take() {
             let now = Instant::now();
             c.last_used = now;

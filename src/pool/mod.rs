@@ -58,6 +58,10 @@ pub struct Pool {
     /// with the [`Pool::globals_epoch`] they were read in above them: the
     /// greeting and login OK a client gets, as the server's own would say.
     session_defaults: std::sync::atomic::AtomicU64,
+    /// Bumped by SET DEFAULT ROLE: connections logged in before it have
+    /// the old default role active, which neither a reset nor a change of
+    /// user replaces; they are closed instead of shared.
+    roles_epoch: std::sync::atomic::AtomicU64,
 }
 
 /// The pool's reloadable durations and sizes.
@@ -122,6 +126,7 @@ impl Pool {
             health: health::Health::new(cfg.backend.address.clone()),
             globals_epoch: std::sync::atomic::AtomicU64::new(0),
             session_defaults: std::sync::atomic::AtomicU64::new(u64::from(server.session_status)),
+            roles_epoch: std::sync::atomic::AtomicU64::new(0),
             server: RwLock::new(Arc::new(server)),
         })
     }
@@ -283,6 +288,18 @@ impl Pool {
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
+    /// The current [`Pool::roles_epoch`] generation.
+    pub fn roles_epoch(&self) -> u64 {
+        self.roles_epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// A default role changed: connections opened before must not serve
+    /// anyone again.
+    pub fn default_roles_changed(&self) {
+        self.roles_epoch
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
     /// The status flags a new server session starts with now (see
     /// [`status::SESSION_DEFAULTS`](crate::protocol::packets::status::SESSION_DEFAULTS)).
     pub fn session_status(&self) -> u16 {
@@ -314,9 +331,11 @@ impl Pool {
             // Read before the login: a change during it makes the
             // connection stale rather than wrongly current.
             let epoch = self.globals_epoch();
+            let roles = self.roles_epoch();
             match backend::connect(&p).await {
                 Ok((mut conn, mut info)) => {
                     conn.globals_epoch = epoch;
+                    conn.roles_epoch = roles;
                     self.learn_session_status(epoch, info.session_status);
                     let current = self.server_info();
                     let same = current.same_greeting(&info);

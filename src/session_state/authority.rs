@@ -56,6 +56,13 @@ pub struct Followup {
     /// Global variables may have changed (`SET GLOBAL …`): pooled
     /// connections carry the old values as their session values.
     pub globals_changed: bool,
+    /// Stored code ran: it may have left another active role (an INVOKER
+    /// procedure's or dynamic SQL's SET ROLE outlives it): compare
+    /// CURRENT_ROLE() with the backend's login role.
+    pub probe_role: bool,
+    /// SET DEFAULT ROLE: pooled connections logged in with the old
+    /// default role active; none may serve another client as they are.
+    pub default_role_changed: bool,
 }
 
 /// Per-backend marks the authority sets; they travel with the connection.
@@ -72,6 +79,10 @@ pub struct BackendMarks {
     /// LAST_INSERT_ID() may have changed without the proxy knowing its
     /// value: read it before letting go.
     pub insert_id_unknown: bool,
+    /// The active role may differ from the one the connection logged in
+    /// with. COM_RESET_CONNECTION keeps roles (measured on 10.11), so such
+    /// a connection is closed, never reset and shared.
+    pub role_changed: bool,
 }
 
 /// What to do with a backend the session no longer needs.
@@ -84,11 +95,15 @@ pub enum Release {
     ClearDiagnostics,
     /// COM_RESET_CONNECTION (and trackers) before anyone else gets it.
     Reset,
+    /// Nothing the proxy can run makes it shareable again: close it.
+    Close,
 }
 
 /// The verdict for a backend with `marks` whose session holds nothing.
 pub fn release(marks: BackendMarks) -> Release {
-    if marks.needs_reset {
+    if marks.role_changed {
+        Release::Close
+    } else if marks.needs_reset {
         Release::Reset
     } else if marks.diagnostics {
         Release::ClearDiagnostics
@@ -207,8 +222,28 @@ pub fn after_query(
         // Effects that end state count only when the statement certainly
         // ran them (not in a branch, loop or skipped executable comment).
         let removes = i < ran_fully && !st.conditional;
-        let adds = removes || failed_at.is_none() || is_opaque(st);
+        // The statement that failed may have run part of its work (a lock
+        // taken by an earlier row of a multi-row INSERT that then hit a
+        // duplicate key): what it adds counts, what it ends does not.
+        let failed_here = failed_at == Some(i) && !removes;
+        let adds = removes || failed_at.is_none_or(|k| i <= k) || is_opaque(st);
         if !adds {
+            continue;
+        }
+        if failed_here && !is_opaque(st) {
+            // Of the statement that failed, only what its expressions did
+            // while rows were processed (a failed CREATE TEMPORARY TABLE
+            // created nothing).
+            let partial = Statement {
+                effects: st
+                    .effects
+                    .iter()
+                    .filter(|e| partial_effect(e))
+                    .cloned()
+                    .collect(),
+                ..st.clone()
+            };
+            explained |= apply_statement(inv, marks, schema, &partial, false, sql, &mut fu);
             continue;
         }
         explained |= apply_statement(inv, marks, schema, st, removes, sql, &mut fu);
@@ -217,6 +252,7 @@ pub fn after_query(
             marks.needs_reset = true;
             marks.insert_id_unknown = true;
             fu.count_user_vars = true;
+            fu.probe_role = true;
         }
         // EXECUTE IMMEDIATE with literal text: what it runs is known.
         for e in &st.effects {
@@ -227,6 +263,7 @@ pub fn after_query(
                 if inner.incomplete || inner.statements.iter().any(is_opaque) {
                     marks.needs_reset = true;
                     fu.count_user_vars = true;
+                    fu.probe_role = true;
                     explained = false;
                     inv.unknown |= inner.incomplete;
                 }
@@ -381,6 +418,19 @@ fn is_opaque(s: &Statement) -> bool {
             .any(|e| matches!(e, Effect::DynamicSql { .. })),
         k => opaque(k),
     }
+}
+
+/// Effects a statement that fails may already have had: those of its
+/// expressions, evaluated row by row before the error.
+fn partial_effect(e: &Effect) -> bool {
+    matches!(
+        e,
+        Effect::GetLock { .. }
+            | Effect::UserVarAssign { .. }
+            | Effect::Sequence
+            | Effect::StoredFunction
+            | Effect::Function(_)
+    )
 }
 
 /// True when the statement text assigns the literal 0 to `name`
@@ -621,6 +671,29 @@ fn apply_statement(
                 inv.calc_found_rows = true;
             }
             Effect::Use { .. } | Effect::SetOther | Effect::SetStatement => explained = true,
+            Effect::SetRole => {
+                // Privileges are the session's own from here on; no reset
+                // restores the login role, so the backend is closed after.
+                explained = true;
+                inv.role = true;
+                marks.role_changed = true;
+            }
+            Effect::SetDefaultRole => {
+                explained = true;
+                fu.default_role_changed = true;
+            }
+            Effect::Sequence => {
+                inv.sequences = true;
+                marks.needs_reset = true;
+            }
+            Effect::StoredFunction => {
+                // Its body is not visible: it may take named locks, use
+                // sequences or set variables. Reset before sharing; count
+                // the variables and check the role now.
+                marks.needs_reset = true;
+                fu.count_user_vars = true;
+                fu.probe_role = true;
+            }
             Effect::Function(f) if f.kind == FuncKind::LastInsertId { args: true } => {
                 marks.insert_id_unknown = true
             }

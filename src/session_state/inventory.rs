@@ -2,7 +2,7 @@
 //! server does not report (or reports without detail): user variables,
 //! temporary tables, named locks, table locks, handlers, text-protocol
 //! prepared statements, XA, one-shot settings, variables that cannot be
-//! replayed. Kept by name so that each pin ends when its cause ends.
+//! replayed, an active role, sequence values. Kept by name so that each pin ends when its cause ends.
 //!
 //! Pure bookkeeping: [`super::authority`] feeds it the effects of each
 //! statement that ran and turns it into pins.
@@ -56,6 +56,13 @@ pub struct Inventory {
     /// SQL_CALC_FOUND_ROWS ran, or a LIMIT offset made the rows the proxy
     /// counted differ from the server's value (`local::found_rows_after`).
     pub calc_found_rows: bool,
+    /// SET ROLE ran, or stored code left another active role than the
+    /// backend's login role: held for the session's life (COM_RESET_CONNECTION
+    /// does not restore a role, so the backend is closed afterwards).
+    pub role: bool,
+    /// NEXTVAL / SETVAL ran: LASTVAL() must keep answering this session's
+    /// values, as it does until the session ends or resets.
+    pub sequences: bool,
 }
 
 impl Inventory {
@@ -88,6 +95,8 @@ impl Inventory {
         set(self.unknown, PinReason::UnknownState);
         set(self.trackers, PinReason::Trackers);
         set(self.calc_found_rows, PinReason::FoundRows);
+        set(self.role, PinReason::Role);
+        set(self.sequences, PinReason::Sequence);
         p
     }
 

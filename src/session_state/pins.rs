@@ -40,11 +40,16 @@ pub enum PinReason {
     OneShot,
     /// A session variable that cannot be replayed is set.
     SessionVariable,
+    /// SET ROLE ran (or stored code changed the active role): privileges
+    /// are this session's own.
+    Role,
+    /// NEXTVAL / SETVAL ran: LASTVAL() holds this session's values.
+    Sequence,
 }
 
 impl PinReason {
     /// Every reason.
-    pub const ALL: [PinReason; 17] = {
+    pub const ALL: [PinReason; 19] = {
         use PinReason::*;
         [
             Transaction,
@@ -64,6 +69,8 @@ impl PinReason {
             Xa,
             OneShot,
             SessionVariable,
+            Role,
+            Sequence,
         ]
     };
 
@@ -87,6 +94,8 @@ impl PinReason {
             PinReason::Xa => "xa",
             PinReason::OneShot => "one_shot",
             PinReason::SessionVariable => "session_variable",
+            PinReason::Role => "role",
+            PinReason::Sequence => "sequence",
         }
     }
 
@@ -114,6 +123,8 @@ const INVENTORY_MASK: u32 = {
         Xa,
         OneShot,
         SessionVariable,
+        Role,
+        Sequence,
     ];
     let mut m = 0u32;
     let mut i = 0;

@@ -265,9 +265,20 @@ pub enum Effect {
     },
     /// SET NAMES … (`names`), SET CHARACTER SET …, SET CHARSET ….
     SetNames { names: bool },
-    /// SET PASSWORD, SET ROLE, SET DEFAULT ROLE, or a SET list this
-    /// analysis does not understand.
+    /// SET PASSWORD, or a SET list this analysis does not understand.
     SetOther,
+    /// SET ROLE r | NONE: the session's active role (privileges), which
+    /// COM_RESET_CONNECTION does not restore.
+    SetRole,
+    /// SET DEFAULT ROLE …: the role a *new* login of that user activates.
+    SetDefaultRole,
+    /// NEXTVAL(s), NEXT VALUE FOR s, SETVAL(s, …), `s.nextval`: the
+    /// session's LASTVAL(s) / PREVIOUS VALUE FOR s now hold a value.
+    Sequence,
+    /// A call of a function that may be stored code (or a UDF): a name
+    /// that is not built in, or any `schema.name(`. What its body does
+    /// (named locks, sequences, roles, variables) is not visible.
+    StoredFunction,
     /// SET [GLOBAL|SESSION] TRANSACTION …; `Scope::Default` is one-shot.
     SetTransaction { scope: Scope },
     /// SET STATEMENT … FOR: the variables revert after the statement; the

@@ -18,6 +18,7 @@
 //! ```
 
 mod blocks;
+mod builtins;
 mod ddl;
 mod diagnostics;
 pub mod effects;

@@ -1,7 +1,8 @@
 //! Effects that can appear anywhere in a statement, inside any expression:
 //! `@x := …`, `… INTO @a, @b`, the lock functions, the functions whose
 //! value depends on the session (LAST_INSERT_ID, ROW_COUNT, FOUND_ROWS,
-//! CONNECTION_ID) and SQL_CALC_FOUND_ROWS.
+//! CONNECTION_ID), SQL_CALC_FOUND_ROWS, sequence functions, and calls of
+//! functions that may be stored code (not built in, see [`super::builtins`]).
 //!
 //! Owns these token patterns only; it sees every token the reader consumes,
 //! in order, with a few tokens of lookahead.
@@ -29,17 +30,27 @@ pub(super) struct Observer {
     /// Function calls whose closing parenthesis is still to come: the
     /// effect's index and the depth inside the call's parentheses.
     pending: Vec<(usize, u32)>,
+    /// The two tokens consumed before the reader's `prev` (newest first):
+    /// enough to tell `INTO db.t(` from a call `db.f(`.
+    before: [Option<Token>; 2],
+    /// A sequence / stored-function effect was emitted (once per statement).
+    sequence: bool,
+    stored_function: bool,
 }
 
 impl Observer {
     /// An inner statement of a body ended: an INTO list cannot go on.
     pub(super) fn unit_end(&mut self) {
         self.into = Into::Off;
+        self.before = [None, None];
     }
 
     /// The statement ended: unclosed calls end at its last token.
     pub(super) fn finish(&mut self, effects: &mut [Effect], last: Option<Token>) {
         let end = last.map_or(0, |t| t.end);
+        self.before = [None, None];
+        self.sequence = false;
+        self.stored_function = false;
         for (i, _) in self.pending.drain(..) {
             if let Some(Effect::Function(f)) = effects.get_mut(i) {
                 f.span.end = end.max(f.span.start);
@@ -106,6 +117,10 @@ const NAME_CONTEXT: &[&[u8]] = &[
     b"package",
     b"aggregate",
     b"handler",
+    b"unique",
+    b"fulltext",
+    b"spatial",
+    b"recursive",
 ];
 
 /// Words that continue an expression after NULL (so `@x := NULL IS NULL`
@@ -166,9 +181,61 @@ impl Reader<'_> {
                     && !self.name_context()
                 {
                     self.call(f, t, depth);
+                } else if f.is_none() {
+                    self.routine_or_sequence(t);
                 }
             }
             _ => {}
+        }
+        self.observer.before = [self.prev, self.observer.before[0]];
+    }
+
+    /// Sequence functions (`NEXTVAL(s)`, `SETVAL(s, …)`, `NEXT VALUE FOR
+    /// s`, Oracle mode's `s.nextval`) and calls of functions that may be
+    /// stored code: `name(` not built in, or `schema.name(`.
+    fn routine_or_sequence(&mut self, t: Token) {
+        let sql = self.sql;
+        let word = t.kind == TokenKind::Word;
+        let sequence = (word
+            && (t.is_word(sql, b"nextval") || t.is_word(sql, b"setval"))
+            && self.peek_symbol(0, b"(")
+            && !self.name_context())
+            || (word
+                && t.is_word(sql, b"next")
+                && self.peek_word(0, b"value")
+                && self.peek_word(1, b"for"))
+            || (word
+                && t.is_word(sql, b"nextval")
+                && self.prev.is_some_and(|p| p.is_symbol(sql, b".")));
+        if sequence {
+            if !self.observer.sequence {
+                self.observer.sequence = true;
+                self.emit(Effect::Sequence);
+            }
+            return;
+        }
+        if self.observer.stored_function || !self.peek_symbol(0, b"(") {
+            return;
+        }
+        let qualified = self.prev.is_some_and(|p| p.is_symbol(sql, b"."));
+        let call = if qualified {
+            // `db.f(` is a call unless `db.t` names a table (`INTO db.t(`).
+            let [schema, before] = self.observer.before;
+            schema.is_some_and(|s| matches!(s.kind, TokenKind::Word | TokenKind::QuotedIdent))
+                && !before.is_some_and(|b| {
+                    b.is_symbol(sql, b".") || NAME_CONTEXT.iter().any(|w| b.is_word(sql, w))
+                })
+        } else {
+            let name = if word {
+                std::borrow::Cow::Borrowed(t.text(sql))
+            } else {
+                self.value(&t)
+            };
+            !self.name_context() && !super::builtins::is_builtin(&name)
+        };
+        if call {
+            self.observer.stored_function = true;
+            self.emit(Effect::StoredFunction);
         }
     }
 

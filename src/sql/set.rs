@@ -56,9 +56,15 @@ pub(super) fn set(r: &mut Reader, ctx: Ctx) {
         r.emit(Effect::SetTransaction { scope });
         return;
     }
-    if r.peek_any(0, &[b"password", b"role"])
-        || (r.peek_word(0, b"default") && r.peek_word(1, b"role"))
-    {
+    if r.peek_word(0, b"role") {
+        r.emit(Effect::SetRole);
+        return;
+    }
+    if r.peek_word(0, b"default") && r.peek_word(1, b"role") {
+        r.emit(Effect::SetDefaultRole);
+        return;
+    }
+    if r.peek_word(0, b"password") {
         r.emit(Effect::SetOther);
         return;
     }

@@ -37,7 +37,11 @@ impl Session {
                 let healthy = b.io.idle_is_healthy()
                     && (b.last_used.elapsed() < ping_after || b.ping().await.is_ok());
                 let epoch = self.shared.pool.globals_epoch();
-                if healthy && b.globals_epoch == epoch {
+                if b.roles_epoch != self.shared.pool.roles_epoch() {
+                    // Logged in with a default role that changed since.
+                    b.marks.role_changed = true;
+                }
+                if healthy && b.globals_epoch == epoch && !b.marks.role_changed {
                     return Ok(b);
                 }
                 // Opened (or last reset) before a SET GLOBAL: its session
@@ -577,6 +581,23 @@ impl Session {
                 debug!(error = %e, "could not read the server's limits after SET GLOBAL");
             }
         }
+        if fu.default_role_changed {
+            self.shared.pool.default_roles_changed();
+        }
+        if fu.probe_role && !self.inv.role {
+            // Stored code may leave another role active (an INVOKER
+            // procedure's SET ROLE outlives it). CURRENT_ROLE() reads no
+            // table: the diagnostics area stays.
+            let now = backend
+                .query_row("SELECT CURRENT_ROLE()")
+                .await
+                .map(|r| r.and_then(|r| r.into_iter().next().flatten()));
+            let same = matches!(&now, Ok(role) if *role == backend.login_role);
+            if !same {
+                self.inv.role = true;
+                backend.marks.role_changed = true;
+            }
+        }
         if fu.verify_locks && !self.inv.locks.is_empty() {
             let names: Vec<Vec<u8>> = self.inv.locks.iter().cloned().collect();
             let cols: Vec<String> = names
@@ -803,9 +824,16 @@ async fn send_kill(shared: &crate::frontend::Shared, pool: usize, sql: &str) {
 /// cleanup runs off the client's path; a backend that fails it is closed.
 pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, mut b: Leased) {
     let verdict = authority::release(b.marks);
-    if verdict == Release::Share {
-        b.return_idle();
-        return;
+    match verdict {
+        Release::Share => return b.return_idle(),
+        Release::Close => {
+            debug!(
+                backend = b.id.0,
+                "closing backend connection whose role changed"
+            );
+            return;
+        }
+        Release::ClearDiagnostics | Release::Reset => {}
     }
     let shared = shared.clone();
     tokio::spawn(async move {
@@ -821,6 +849,7 @@ pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
                 }
             }
             Release::Reset => b.reset(&baseline()).await.is_ok(),
+            Release::Close => false,
         };
         if ok {
             shared.metrics.backend_cleanup(verdict == Release::Reset);

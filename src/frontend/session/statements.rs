@@ -294,7 +294,11 @@ impl Session {
                 Ok(())
             }
             Ok(Err(e)) => {
+                // The error is in the backend's diagnostics area (marked by
+                // the backend itself): SHOW ERRORS answers it for this
+                // client, and it is cleared before anyone else's turn.
                 self.last_prepared = None;
+                self.hold_diagnostics();
                 self.finish(co.slot, co.backend);
                 self.send_raw_err(seq, &e).await
             }

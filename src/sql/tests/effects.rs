@@ -58,7 +58,12 @@ fn user_variable_assignments() {
         (
             "SET @a = NULL, @b = 'x,y', @c = f(1, 2)",
             &[Set],
-            &[uv("a", true), uv("b", false), uv("c", false)],
+            &[
+                uv("a", true),
+                uv("b", false),
+                Effect::StoredFunction,
+                uv("c", false),
+            ],
         ),
         ("SELECT @x := 5", &[Select], &[uv("x", false)]),
         ("SELECT @x := NULL", &[Select], &[uv("x", true)]),
@@ -546,8 +551,9 @@ fn set_forms() {
         ("SET CHARSET latin1", &[Effect::SetNames { names: false }]),
         ("SET PASSWORD = PASSWORD('x')", &[Effect::SetOther]),
         ("SET PASSWORD FOR u@h = 'x'", &[Effect::SetOther]),
-        ("SET ROLE r", &[Effect::SetOther]),
-        ("SET DEFAULT ROLE r FOR u", &[Effect::SetOther]),
+        ("SET ROLE r", &[Effect::SetRole]),
+        ("SET ROLE NONE", &[Effect::SetRole]),
+        ("SET DEFAULT ROLE r FOR u", &[Effect::SetDefaultRole]),
         (
             "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
             &[Effect::SetTransaction { scope: Default }],
