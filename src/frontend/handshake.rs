@@ -5,8 +5,6 @@
 //! collation, authentication with auth switch, and the final OK or
 //! ER_ACCESS_DENIED_ERROR. The client's flavour picks its pool key.
 
-use std::net::SocketAddr;
-
 use bytes::BytesMut;
 use mysql_common::constants::CapabilityFlags;
 use mysql_common::io::ParseBuf;
@@ -21,7 +19,7 @@ use crate::protocol::errors;
 use crate::protocol::greeting::{Greeting, response_ext_caps};
 use crate::protocol::packets::ErrPacket;
 use crate::wire::packet_io::Packet;
-use crate::wire::{PacketIo, Stream, WireError};
+use crate::wire::{PacketIo, Peer, Stream, WireError};
 
 /// Read-buffer growth step for client connections.
 pub const CLIENT_READ_STEP: usize = 2048;
@@ -81,7 +79,7 @@ pub async fn login(
     shared: &Shared,
     mut io: PacketIo,
     conn_id: u32,
-    peer: SocketAddr,
+    peer: Peer,
 ) -> Result<Login, HandshakeError> {
     let server = shared.pool.server_info();
     let nonce = scramble();
@@ -130,12 +128,14 @@ pub async fn login(
             )
             .await);
         }
-        let Stream::Plain(tcp) = io.take_stream() else {
+        // TLS over a Unix socket too: the server offers and accepts it on
+        // its socket as on TCP.
+        let Some(socket) = io.take_stream().into_socket() else {
             return Err(HandshakeError::Refused("stream already upgraded".into()));
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(tls);
         let tls_stream = acceptor
-            .accept(tcp)
+            .accept(socket)
             .await
             .map_err(|e| HandshakeError::Refused(format!("tls handshake failed: {e}")))?;
         io =
@@ -143,7 +143,9 @@ pub async fn login(
         pkt = read_login_packet(&mut io, max, 2).await?;
     }
     let mut seq = pkt.last_seq.wrapping_add(1);
-    if config.frontend.require_tls && !io.stream.is_tls() {
+    // A Unix socket is a secure transport, as the server's
+    // require_secure_transport counts it.
+    if config.frontend.require_tls && !io.stream.is_tls() && !io.stream.is_unix() {
         let e = ErrPacket::new(
             errors::ER_ACCESS_DENIED_ERROR,
             "28000",
@@ -178,10 +180,10 @@ pub async fn login(
     };
 
     // Password-guessing throttle: wait before any outcome is revealed.
-    tokio::time::sleep(shared.throttle.delay(peer.ip(), &user_name)).await;
+    tokio::time::sleep(shared.throttle.delay(peer.address_key(), &user_name)).await;
     let attempt = super::users::Attempt {
         name: &user_name,
-        ip: Some(peer.ip()),
+        peer: Some(peer),
         client_plugin: &client_plugin,
         challenged: greeting_plugin,
         nonce: &nonce,
@@ -190,7 +192,7 @@ pub async fn login(
     let user = match super::users::authenticate_user(shared, &mut io, &mut seq, attempt).await? {
         Ok(u) => u,
         Err(e) => {
-            shared.throttle.failed(peer.ip(), &user_name);
+            shared.throttle.failed(peer.address_key(), &user_name);
             return Err(refuse(&mut io, seq, e).await);
         }
     };
