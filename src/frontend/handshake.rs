@@ -102,10 +102,7 @@ pub async fn login(
     io.send_packet(0, &buf).await?;
 
     let max = 1 << 16;
-    let mut pkt = match read_login_packet(&mut io, max, 1).await {
-        Ok(p) => p,
-        Err(e) => return Err(e),
-    };
+    let mut pkt = read_first_login_packet(&mut io, max).await?;
     let client_caps = pkt
         .payload
         .get(..4)
@@ -318,6 +315,43 @@ pub(crate) struct AuthOutcome {
     pub used_password: bool,
     /// The client's final response.
     pub response: Vec<u8>,
+}
+
+/// Reads the client's first login packet byte-exactly: nothing past it is
+/// read, because after an SSLRequest a client sends its TLS hello at once
+/// (libmariadb, PyMySQL, rustls clients) and those bytes belong to the TLS
+/// layer. Reading them into the packet buffer made the upgrade fail (the
+/// client was answered in plaintext) whenever both arrived together.
+/// Refuses as [`read_login_packet`] does.
+async fn read_first_login_packet(io: &mut PacketIo, max: usize) -> Result<Packet, HandshakeError> {
+    let mut head = [0u8; crate::protocol::framing::HEADER_LEN];
+    read_exact(io, &mut head).await?;
+    let len = usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
+    if head[3] != 1 {
+        return Err(refuse(io, 1, errors::out_of_order()).await);
+    }
+    // Also refuses a first chunk of 16 MiB - 1 (a continued packet).
+    if len > max {
+        return Err(refuse(io, 1, errors::bad_handshake()).await);
+    }
+    let mut payload = BytesMut::zeroed(len);
+    read_exact(io, &mut payload).await?;
+    Ok(Packet {
+        seq: 1,
+        last_seq: 1,
+        payload,
+    })
+}
+
+/// Fills `buf` from the socket itself (the packet buffer is empty before
+/// the first login packet).
+async fn read_exact(io: &mut PacketIo, buf: &mut [u8]) -> Result<(), WireError> {
+    use tokio::io::AsyncReadExt;
+    match io.stream.read_exact(buf).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(WireError::Truncated),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Reads a login packet, refusing at once (as the server does) one with the
