@@ -19,7 +19,8 @@
 //! Layers: `protocol` is pure (framing, control packets, response boundaries,
 //! session tracking); `wire` does socket I/O; `backend` logs in to the server;
 //! `pool` schedules; `session_state` knows what a client's session is and
-//! what pins it; `frontend` serves clients; `server` accepts them;
+//! what pins it; `frontend` serves clients; `listener` binds the client socket (TCP or
+//! a Unix socket file); `server` accepts them;
 //! `reload` swaps in a changed configuration while clients stay connected.
 //! `server_users` looks login names up in the backend when configured.
 
@@ -28,6 +29,7 @@ pub mod backend;
 pub mod bench;
 pub mod config;
 pub mod frontend;
+pub mod listener;
 pub mod metrics;
 pub mod pool;
 pub mod prepared;

@@ -71,7 +71,7 @@ async fn serve(cfg: myplex::config::Config, path: Option<PathBuf>) -> anyhow::Re
         Some(n) => tracing::info!(limit = n, "open-files limit raised to the hard limit"),
         None => tracing::warn!("could not read or raise the open-files limit"),
     }
-    let listener = myplex::server::bind(&cfg.listen, cfg.listen_backlog)
+    let listener = myplex::listener::Listener::bind(&cfg)
         .with_context(|| format!("binding listen address {}", cfg.listen))?;
     tracing::info!(listen = %cfg.listen, backend = %cfg.backend.address, "myplex listening");
     let (trigger, shutdown) = myplex::shutdown::channel();

@@ -23,6 +23,9 @@ use crate::server::{backend_params, load_server_tls, users_and_pools};
 /// Keys read once at start: changing them needs a restart.
 pub const FIXED: &[&str] = &[
     "listen",
+    "listen_socket_mode",
+    "listen_socket_owner",
+    "listen_socket_group",
     "admin_listen",
     "listen_backlog",
     "worker_threads",

@@ -1,5 +1,6 @@
 //! The accept loop and process setup: build the shared context from the
-//! config, raise the open-files limit, accept clients (with the connection
+//! config, raise the open-files limit, accept clients (TCP or Unix socket,
+//! see `crate::listener`) (with the connection
 //! limit and a reserve descriptor for refusing clients when descriptors run
 //! out), and run one task per client.
 
@@ -9,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -21,11 +22,12 @@ use crate::frontend::handshake;
 use crate::frontend::session::{End, Session};
 use crate::frontend::throttle::{self, Throttle};
 use crate::frontend::{Shared, User};
+use crate::listener::{Detached, Listener};
 use crate::pool::Pool;
 use crate::protocol::errors;
 use crate::protocol::session_track::ClientTrackers;
 use crate::shutdown::Shutdown;
-use crate::wire::{PacketIo, Stream};
+use crate::wire::{PacketIo, Peer, Socket, Stream};
 
 /// Errors that stop the proxy from starting.
 #[derive(Debug, thiserror::Error)]
@@ -294,9 +296,11 @@ async fn probe_trackers(conn: &mut backend::BackendConn) -> Option<ClientTracker
     ))
 }
 
-/// Accepts clients on `listener` until shutdown, then waits for sessions to
-/// drain (bounded by `drain`).
-pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
+/// Accepts clients on `listener` (TCP or a Unix socket) until shutdown,
+/// closes it (a socket file is removed), then waits for sessions to drain
+/// (bounded by `drain`).
+pub async fn run(listener: impl Into<Listener>, shared: Arc<Shared>, drain: Duration) {
+    let listener = listener.into();
     let mut shutdown = shared.shutdown.clone();
     // Kept open so that when descriptors run out one can be freed to accept
     // and refuse a client with a proper error instead of leaving it hanging.
@@ -308,19 +312,19 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
             _ = shutdown.wait() => break,
         };
         match accepted {
-            Ok((tcp, peer)) => {
+            Ok((socket, peer)) => {
                 let shared = shared.clone();
                 let id = next_client_id(&shared);
                 let span = info_span!("client", client.id = id, client.addr = %peer);
-                spawn_client(shared, tcp, peer, id, span);
+                spawn_client(shared, socket, peer, id, span);
             }
             Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
                 warn!("out of file descriptors; refusing a client");
                 shared.metrics.rejected("fd_exhausted");
                 reserve.take();
-                if let Ok((tcp, _)) = listener.accept().await {
+                if let Ok((socket, _)) = listener.accept().await {
                     refuse(
-                        tcp,
+                        socket,
                         errors::out_of_resources("proxy has no free file descriptors"),
                     )
                     .await;
@@ -334,6 +338,8 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, drain: Duration) {
             }
         }
     }
+    // No new clients while draining: the port closes, a socket file goes.
+    drop(listener);
     info!(clients = shared.clients.load(Ordering::Relaxed), "draining");
     let until = Instant::now() + drain;
     while shared.clients.load(Ordering::Relaxed) > 0 && Instant::now() < until {
@@ -356,19 +362,13 @@ async fn flush_slow_log(shared: Arc<Shared>) {
 
 /// Runs a client's session: on its thread group's worker when there are
 /// workers (the socket is moved to that worker's reactor), else here.
-fn spawn_client(
-    shared: Arc<Shared>,
-    tcp: TcpStream,
-    peer: SocketAddr,
-    id: u32,
-    span: tracing::Span,
-) {
+fn spawn_client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32, span: tracing::Span) {
     let Some(workers) = shared.workers.as_ref() else {
-        tokio::spawn(client(shared, tcp, peer, id).instrument(span));
+        tokio::spawn(client(shared, socket, peer, id).instrument(span));
         return;
     };
     let group = shared.pool.group_for(id).id;
-    let std_tcp = match tcp.into_std() {
+    let detached = match Detached::from_socket(socket) {
         Ok(s) => s,
         Err(e) => {
             warn!(error = %e, "could not hand a client socket to its worker");
@@ -378,8 +378,8 @@ fn spawn_client(
     let task = {
         let shared = shared.clone();
         async move {
-            match TcpStream::from_std(std_tcp) {
-                Ok(tcp) => client(shared, tcp, peer, id).await,
+            match detached.attach() {
+                Ok(socket) => client(shared, socket, peer, id).await,
                 Err(e) => warn!(error = %e, "could not register a client socket on its worker"),
             }
         }
@@ -403,8 +403,8 @@ fn next_client_id(shared: &Shared) -> u32 {
     }
 }
 
-async fn refuse(tcp: TcpStream, e: crate::protocol::packets::ErrPacket) {
-    let mut io = PacketIo::new(Stream::Plain(tcp));
+async fn refuse(socket: Socket, e: crate::protocol::packets::ErrPacket) {
+    let mut io = PacketIo::new(Stream::from(socket));
     let mut b = BytesMut::new();
     e.write(&mut b);
     let _ = tokio::time::timeout(Duration::from_secs(1), io.send_packet(0, &b)).await;
@@ -418,7 +418,7 @@ impl Drop for ClientCount<'_> {
     }
 }
 
-async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) {
+async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32) {
     let n = shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
     let _count = ClientCount(&shared);
     shared.metrics.client_connections.set(n as f64);
@@ -428,19 +428,21 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     if shared.admission.logged_in() >= max + crate::frontend::admission::ADMIN_RESERVE {
         debug!("too many connections");
         shared.metrics.rejected("max_client_connections");
-        refuse(tcp, errors::too_many_connections()).await;
+        refuse(socket, errors::too_many_connections()).await;
         return;
     }
     if shared.shutdown.is_triggered() {
         shared.metrics.rejected("shutdown");
-        refuse(tcp, errors::shutting_down()).await;
+        refuse(socket, errors::shutting_down()).await;
         return;
     }
     shared.metrics.client_connections_total.increment(1);
-    let _ = tcp.set_nodelay(true);
-    let io = PacketIo::new(Stream::Plain(tcp)).with_read_step(handshake::CLIENT_READ_STEP);
+    if let Socket::Tcp(tcp) = &socket {
+        let _ = tcp.set_nodelay(true);
+    }
+    let io = PacketIo::new(Stream::from(socket)).with_read_step(handshake::CLIENT_READ_STEP);
     let timeout = Duration::from_millis(shared.config.load().frontend.handshake_timeout_ms);
-    let mut pending = shared.admission.enter(peer.ip());
+    let mut pending = shared.admission.enter(peer.address_key());
     let login = tokio::select! {
         // Boxed: the login's state is freed once the session runs (an idle
         // session's future stays small).
@@ -485,7 +487,9 @@ async fn client(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, id: u32) 
     let write_timeout =
         Duration::from_millis(shared.config.load().frontend.client_write_timeout_ms);
     login.io.set_write_timeout(write_timeout);
-    let (mut session, ok_seq, schema) = Session::new(shared.clone(), login, id, peer.ip());
+    // A socket client is `localhost`: the loopback address matches that
+    // name where a client's host is compared (KILL USER).
+    let (mut session, ok_seq, schema) = Session::new(shared.clone(), login, id, peer.address_key());
     match session.run(ok_seq, schema).await {
         Ok(()) | Err(End::ClientGone) => debug!("client left"),
         Err(e) => debug!(reason = %e, "session ended"),

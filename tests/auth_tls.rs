@@ -4,9 +4,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
+use common::tls::self_signed;
 use common::{MariaDb, Proxy, mariadb_bin};
 use myplex::config::{AuthPluginName, UserConfig};
 use mysql_async::prelude::*;
@@ -91,35 +91,6 @@ async fn sha256_hash_user_logs_in() {
         matches!(bad, Err(mysql_async::Error::Server(ref e)) if e.code == 1045),
         "{bad:?}"
     );
-}
-
-fn self_signed(dir: &Path) -> (String, String) {
-    let cert = dir.join("cert.pem");
-    let key = dir.join("key.pem");
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-        ])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("run openssl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (cert.display().to_string(), key.display().to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

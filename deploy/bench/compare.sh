@@ -78,6 +78,13 @@
 #   BENCH_QUIET_PCT            before each case, wait while other processes keep
 #                              the machine busier than this (% of all CPUs) [30]
 #   BENCH_QUIET_WAIT           ... but at most this many seconds       [300]
+#   TRANSPORT                  tcp|unix: how EVERY target of the comparison and the
+#                              calibration is reached, and how the proxies reach
+#                              their server: tcp = 127.0.0.1 ports; unix = the
+#                              servers' sockets, HAProxy and myplex listening on
+#                              sockets with their backend on the server's socket
+#                              (sysbench --mysql-socket). The idle-memory step
+#                              stays on TCP. ProxySQL is TCP only here.  [tcp]
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -123,6 +130,7 @@ CALIB_ROUNDS=${CALIB_ROUNDS:-2}
 BENCH_QUIET_PCT=${BENCH_QUIET_PCT:-30}
 BENCH_STMT_CACHE=${BENCH_STMT_CACHE:-}
 BENCH_QUIET_WAIT=${BENCH_QUIET_WAIT:-300}
+TRANSPORT=${TRANSPORT:-tcp}
 
 # myplex reads MYPLEX_<KEY> / MYPLEX_<SECTION>__<KEY> from its environment as
 # configuration (MYPLEX_BIN would be rejected as the unknown key `bin`): keep
@@ -152,6 +160,9 @@ done
     die "MYPLEX_RUNTIME must be shared or per_group (got '$MYPLEX_RUNTIME')"
 [[ -z $MYPLEX_ALT_RUNTIME || $MYPLEX_ALT_RUNTIME == shared || $MYPLEX_ALT_RUNTIME == per_group ]] ||
     die "MYPLEX_ALT_RUNTIME must be empty, shared or per_group (got '$MYPLEX_ALT_RUNTIME')"
+[[ $TRANSPORT == tcp || $TRANSPORT == unix ]] || die "TRANSPORT must be tcp or unix (got '$TRANSPORT')"
+[[ $TRANSPORT == tcp || -z $PROXYSQL_BIN ]] ||
+    die "TRANSPORT=unix: the ProxySQL target is TCP only here; unset PROXYSQL_BIN"
 ALT_BACKENDS=0
 [[ -n $MYPLEX_ALT_RUNTIME ]] && ALT_BACKENDS=$MYPLEX_MAX_BACKEND
 [[ $MYPLEX_INFLIGHT == adaptive || $MYPLEX_INFLIGHT == fixed ]] ||
@@ -358,6 +369,7 @@ MACHINE="$CPUS CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed '
     echo "duration=$BENCH_DURATION"
     echo "workload=$BENCH_WORKLOAD"
     echo "cases=$BENCH_CASES"
+    echo "transport=$TRANSPORT"
     echo "myplex_groups=$MYPLEX_GROUPS"
     echo "myplex_oversubscribe=$MYPLEX_OVERSUBSCRIBE"
     echo "myplex_max_backend=$MYPLEX_MAX_BACKEND"
@@ -376,10 +388,48 @@ meta() { echo "$1=$2" >>"$OUT/meta.env"; }
 # `myplex bench` therefore sizes the cache from --tables itself (9 x tables +
 # 8) unless the URL sets it, as sysbench prepares every statement once per
 # connection. BENCH_STMT_CACHE overrides that, the same for all targets.
+# The argument is an endpoint (see `endpoint`): a port, or a socket path.
 url() {
-    local u="mysql://app:secret@127.0.0.1:$1/test"
-    [[ -n $BENCH_STMT_CACHE ]] && u+="?stmt_cache_size=$BENCH_STMT_CACHE"
+    local u sep="?"
+    if [[ $1 == /* ]]; then
+        u="mysql://app:secret@localhost/test?socket=$1"
+        sep="&"
+    else
+        u="mysql://app:secret@127.0.0.1:$1/test"
+    fi
+    if [[ -n $BENCH_STMT_CACHE ]]; then
+        u+="${sep}stmt_cache_size=$BENCH_STMT_CACHE"
+    fi
     echo "$u"
+}
+
+# endpoint PORT SOCKET: how a target is reached under TRANSPORT.
+endpoint() {
+    if [[ $TRANSPORT == unix ]]; then echo "$2"; else echo "$1"; fi
+}
+
+# wait_for_endpoint ENDPOINT PID NAME LOG TIMEOUT: a port or a socket file.
+wait_for_endpoint() {
+    local ep=$1 pid=$2 name=$3 logfile=$4 timeout=$5 i
+    if [[ $ep != /* ]]; then
+        wait_for_port "$@"
+        return
+    fi
+    for ((i = 0; i < timeout * 10; i++)); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            cat "$logfile" >&2 || true
+            die "$name exited during startup (log above)"
+        fi
+        [[ -S $ep ]] && return 0
+        sleep 0.1
+    done
+    cat "$logfile" >&2 || true
+    die "$name is not listening on $ep after ${timeout}s (log above)"
+}
+
+# mysql_address ENDPOINT: the form a proxy's config takes.
+mysql_address() {
+    if [[ $1 == /* ]]; then echo "$1"; else echo "127.0.0.1:$1"; fi
 }
 
 # --- servers ---------------------------------------------------------------------
@@ -435,8 +485,11 @@ prepare_golden() {
 # --- helpers for a case ----------------------------------------------------------
 
 start_haproxy() {
-    local backend_port=$1 dir=$2
+    local backend_ep=$1 dir=$2 bind
     HAPROXY_PORT=$(pick_port 0)
+    HAPROXY_EP=$(endpoint "$HAPROXY_PORT" "$dir/haproxy.sock")
+    bind=127.0.0.1:$HAPROXY_PORT
+    [[ $HAPROXY_EP == /* ]] && bind="$HAPROXY_EP mode 666"
     local maxconn=$((MAX_CLIENTS + 1000))
     cat >"$dir/haproxy.cfg" <<EOF
 # Pure TCP forwarding: the cost of one extra hop, nothing else.
@@ -451,34 +504,36 @@ defaults
     timeout server 1h
 
 listen mysql
-    bind 127.0.0.1:$HAPROXY_PORT
+    bind $bind
     maxconn $maxconn
-    server a 127.0.0.1:$backend_port
+    server a $(mysql_address "$backend_ep")
 EOF
-    log "starting haproxy on 127.0.0.1:$HAPROXY_PORT -> $backend_port"
+    log "starting haproxy on $(mysql_address "$HAPROXY_EP") -> $(mysql_address "$backend_ep")"
     "$HAPROXY_BIN" -db -f "$dir/haproxy.cfg" </dev/null >"$dir/haproxy.log" 2>&1 &
     HAPROXY_PID=$!
     track "$HAPROXY_PID" haproxy
-    wait_for_port "$HAPROXY_PORT" "$HAPROXY_PID" haproxy "$dir/haproxy.log" 30
+    wait_for_endpoint "$HAPROXY_EP" "$HAPROXY_PID" haproxy "$dir/haproxy.log" 30
 }
 
-# start_myplex BACKEND_PORT DIR MAX_CLIENTS [NAME OVERSUBSCRIBE INFLIGHT MAX_BACKEND RUNTIME]:
+# start_myplex BACKEND_ENDPOINT DIR MAX_CLIENTS [NAME OVERSUBSCRIBE INFLIGHT MAX_BACKEND RUNTIME]:
 # a myplex with config DIR/NAME.toml and log DIR/NAME.log (NAME: myplex);
-# sets MYPLEX_PORT, MYPLEX_ADMIN_PORT and MYPLEX_PID.
+# sets MYPLEX_PORT, MYPLEX_EP (port or socket, per TRANSPORT), MYPLEX_ADMIN_PORT
+# and MYPLEX_PID.
 start_myplex() {
-    local backend_port=$1 dir=$2 max_clients=$3 name=${4:-myplex} over=${5:-$MYPLEX_OVERSUBSCRIBE}
+    local backend_ep=$1 dir=$2 max_clients=$3 name=${4:-myplex} over=${5:-$MYPLEX_OVERSUBSCRIBE}
     local inflight=${6:-$MYPLEX_INFLIGHT} max_backend=${7:-$MYPLEX_MAX_BACKEND}
     local runtime=${8:-$MYPLEX_RUNTIME}
     MYPLEX_PORT=$(pick_port 0)
     MYPLEX_ADMIN_PORT=$(pick_port 0 "$MYPLEX_PORT")
+    MYPLEX_EP=$(endpoint "$MYPLEX_PORT" "$dir/$name.sock")
     cat >"$dir/$name.toml" <<EOF
-listen = "127.0.0.1:$MYPLEX_PORT"
+listen = "$(mysql_address "$MYPLEX_EP")"
 admin_listen = "127.0.0.1:$MYPLEX_ADMIN_PORT"
 listen_backlog = 4096
 runtime = "$runtime"
 
 [backend]
-address = "127.0.0.1:$backend_port"
+address = "$(mysql_address "$backend_ep")"
 user = "app"
 password = "secret"
 
@@ -498,13 +553,15 @@ max_client_connections = $((max_clients + 100))
 name = "app"
 password = "secret"
 EOF
-    log "starting $name on 127.0.0.1:$MYPLEX_PORT -> $backend_port" \
+    log "starting $name on $(mysql_address "$MYPLEX_EP") -> $(mysql_address "$backend_ep")" \
         "(groups $MYPLEX_GROUPS, inflight $inflight, oversubscribe $over, backends $max_backend, runtime $runtime)"
     "$MYPLEX" --config "$dir/$name.toml" </dev/null >"$dir/$name.log" 2>&1 &
     MYPLEX_PID=$!
     track "$MYPLEX_PID" "$name"
-    wait_for_port "$MYPLEX_PORT" "$MYPLEX_PID" "$name" "$dir/$name.log" 30
-    MYSQL_PWD=secret "$MARIADB_CLI" --no-defaults --protocol=TCP -h127.0.0.1 -P"$MYPLEX_PORT" \
+    wait_for_endpoint "$MYPLEX_EP" "$MYPLEX_PID" "$name" "$dir/$name.log" 30
+    local via=(--protocol=TCP -h127.0.0.1 -P"$MYPLEX_PORT")
+    [[ $MYPLEX_EP == /* ]] && via=(--protocol=SOCKET --socket="$MYPLEX_EP")
+    MYSQL_PWD=secret "$MARIADB_CLI" --no-defaults "${via[@]}" \
         -uapp --connect-timeout=5 -N -B -e 'SELECT 1' test >/dev/null ||
         die "a query through $name failed (log: $(tail -n 20 "$dir/$name.log"))"
 }
@@ -623,30 +680,34 @@ run_case() {
         preload "$dir/b"
     fi
 
-    start_haproxy "$a_port" "$dir"
-    start_myplex "$a_port" "$dir" "$MAX_CLIENTS"
+    # Every target on the same transport (TRANSPORT), proxies included.
+    local a_ep b_ep
+    a_ep=$(endpoint "$a_port" "$dir/a/sock")
+    b_ep=$(endpoint "$b_port" "$dir/b/sock")
+    start_haproxy "$a_ep" "$dir"
+    start_myplex "$a_ep" "$dir" "$MAX_CLIENTS"
     local targets=(
-        --target "direct=$(url "$a_port")"
-        --target "threadpool=$(url "$b_port")"
-        --target "haproxy=$(url "$HAPROXY_PORT")"
-        --target "myplex=$(url "$MYPLEX_PORT")"
+        --target "direct=$(url "$a_ep")"
+        --target "threadpool=$(url "$b_ep")"
+        --target "haproxy=$(url "$HAPROXY_EP")"
+        --target "myplex=$(url "$MYPLEX_EP")"
     )
     local procs=(bench=0 "mariadb_a=$a_pid" "mariadb_b=$b_pid" "haproxy=$HAPROXY_PID" "myplex=$MYPLEX_PID")
     local main_pid=$MYPLEX_PID main_admin=$MYPLEX_ADMIN_PORT n extra_names=() extra_pids=() extra_admin=()
     local status=(--myplex-status "myplex=http://127.0.0.1:$main_admin/status")
     if [[ -n $MYPLEX_ALT_RUNTIME ]]; then
         local alt=myplex-${MYPLEX_ALT_RUNTIME/per_group/pg}
-        start_myplex "$a_port" "$dir" "$MAX_CLIENTS" "$alt" "" "" "" "$MYPLEX_ALT_RUNTIME"
+        start_myplex "$a_ep" "$dir" "$MAX_CLIENTS" "$alt" "" "" "" "$MYPLEX_ALT_RUNTIME"
         extra_names+=("$alt")
         status+=(--myplex-status "$alt=http://127.0.0.1:$MYPLEX_ADMIN_PORT/status")
-        targets+=(--target "$alt=$(url "$MYPLEX_PORT")")
+        targets+=(--target "$alt=$(url "$MYPLEX_EP")")
         procs+=("$alt=$MYPLEX_PID")
         extra_pids+=("$MYPLEX_PID")
         extra_admin+=("$MYPLEX_ADMIN_PORT")
     fi
     for n in "${SWEEP[@]}"; do
-        start_myplex "$a_port" "$dir" "$MAX_CLIENTS" "myplex-o$n" "$n" fixed "${SWEEP_BACKENDS[$n]}"
-        targets+=(--target "myplex-o$n=$(url "$MYPLEX_PORT")")
+        start_myplex "$a_ep" "$dir" "$MAX_CLIENTS" "myplex-o$n" "$n" fixed "${SWEEP_BACKENDS[$n]}"
+        targets+=(--target "myplex-o$n=$(url "$MYPLEX_EP")")
         procs+=("myplex-o$n=$MYPLEX_PID")
         extra_names+=("myplex-o$n")
         extra_pids+=("$MYPLEX_PID")
@@ -738,18 +799,21 @@ run_calibration() {
     start_server "calibration (one thread per connection)" "$dir/a" port pid "${common[@]}" \
         --innodb-buffer-pool-size="${bp}M"
     preload "$dir/a"
+    local ep sb_conn=(--mysql-host=127.0.0.1 --mysql-port="$port")
+    ep=$(endpoint "$port" "$dir/a/sock")
+    [[ $ep == /* ]] && sb_conn=(--mysql-socket="$ep")
     for ((round = 1; round <= CALIB_ROUNDS; round++)); do
         log "calibration round $round: sysbench (${BENCH_WARMUP}s + ${BENCH_DURATION}s, 1 s reports)"
         # sysbench 1.0 has no --warmup-time: run warm-up + window with 1 s reports
         # and take the window's intervals (summarize.py).
-        sysbench oltp_read_write --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$port" \
+        sysbench oltp_read_write --db-driver=mysql "${sb_conn[@]}" \
             --mysql-user=app --mysql-password=secret --mysql-db=test \
             --tables="$BENCH_TABLES" --table-size="$BENCH_TABLE_SIZE" --rand-type=uniform \
             --threads="$CALIB_CLIENTS" --time=$((BENCH_WARMUP + BENCH_DURATION)) \
             --report-interval=1 --percentile=95 run >"$out/sysbench-$round.log" 2>&1 &
         calib_wait $! "$pid" "$out/cpu-sysbench-$round.csv" || die "sysbench failed (see $out/sysbench-$round.log)"
         log "calibration round $round: myplex bench"
-        "$MYPLEX" bench run --target "direct=$(url "$port")" \
+        "$MYPLEX" bench run --target "direct=$(url "$ep")" \
             --tables "$BENCH_TABLES" --table-size "$BENCH_TABLE_SIZE" \
             --workload oltp-read-write --clients "$CALIB_CLIENTS" \
             --warmup "$BENCH_WARMUP" --duration "$BENCH_DURATION" \
@@ -772,7 +836,8 @@ run_idle() {
     read -r -a common <<<"$(server_common_args $((IDLE_CLIENTS + 200)))"
     start_server "idle (one thread per connection)" "$dir/a" port pid "${common[@]}" \
         --innodb-buffer-pool-size=256M
-    start_myplex "$port" "$dir" "$IDLE_CLIENTS"
+    # idle_clients.py speaks TCP: this step stays on TCP whatever TRANSPORT.
+    TRANSPORT=tcp start_myplex "$port" "$dir" "$IDLE_CLIENTS"
     local count_backend="MYSQL_PWD=rootpw '$MARIADB_CLI' --no-defaults --protocol=SOCKET --socket='$dir/a/sock' -uroot -N -B -e \"SELECT COUNT(*) FROM information_schema.processlist WHERE user = 'app'\""
     log "holding $IDLE_CLIENTS idle clients on myplex (pid $MYPLEX_PID)"
     python3 "$HERE/idle_clients.py" --port "$MYPLEX_PORT" --user app --password secret --db test \

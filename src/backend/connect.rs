@@ -1,4 +1,5 @@
-//! Dial and log in to the backend: greeting, optional TLS, handshake response
+//! Dial (TCP or the server's Unix socket) and log in to the backend:
+//! greeting, optional TLS, handshake response
 //! with the canonical capability profile plus the connection's flavour (the
 //! capabilities it shares with the clients it serves, MariaDB's extended
 //! ones included), `mysql_native_password` and `caching_sha2_password` (fast
@@ -9,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::time::{Instant, timeout};
 
 use super::conn::{BackendConn, BackendError, BackendId};
+use crate::config::Address;
 use crate::protocol::caps::{Caps, Flavour, flag};
 use crate::protocol::collations::Collations;
 use crate::protocol::greeting::Greeting;
@@ -31,7 +33,7 @@ pub const BACKEND_COLLATION: u8 = 45;
 /// How to reach and log in to the backend.
 #[derive(Clone)]
 pub struct BackendParams {
-    /// host:port.
+    /// `host:port`, or the server's Unix socket path ([`Address`]).
     pub address: String,
     /// Login user.
     pub user: String,
@@ -115,12 +117,8 @@ pub async fn connect(p: &BackendParams) -> Result<(BackendConn, ServerInfo), Bac
 }
 
 async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), BackendError> {
-    let tcp = TcpStream::connect(&p.address)
-        .await
-        .map_err(|e| BackendError::Wire(e.into()))?;
-    tcp.set_nodelay(true)
-        .map_err(|e| BackendError::Wire(e.into()))?;
-    let mut io = PacketIo::new(Stream::Plain(tcp));
+    let address = Address::parse(&p.address);
+    let mut io = PacketIo::new(dial(&address).await?);
     let greeting = io.read_packet(1 << 20).await?;
     if greeting.payload.first() == Some(&ERR_HEADER) {
         return Err(server_err(&greeting.payload));
@@ -163,18 +161,18 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         let mut req = BytesMut::with_capacity(32);
         put_response_head(&mut req, caps);
         seq = io.send_packet(seq, &req).await?;
-        let Stream::Plain(tcp) = io.take_stream() else {
+        let Some(socket) = io.take_stream().into_socket() else {
             return Err(BackendError::Tls("stream already upgraded".into()));
         };
-        let host = p
-            .address
-            .rsplit_once(':')
-            .map(|(h, _)| h)
-            .unwrap_or("localhost");
+        // The certificate names the host; a socket's server is this host.
+        let host = match address {
+            Address::Tcp(a) => a.rsplit_once(':').map(|(h, _)| h).unwrap_or("localhost"),
+            Address::Unix(_) => "localhost",
+        };
         let name = rustls::pki_types::ServerName::try_from(host.to_string())
             .map_err(|e| BackendError::Tls(e.to_string()))?;
         let tls_stream = tokio_rustls::TlsConnector::from(tls.clone())
-            .connect(name, tcp)
+            .connect(name, socket)
             .await
             .map_err(|e| BackendError::Tls(e.to_string()))?;
         io = PacketIo::new(Stream::ClientTls(Box::new(tls_stream)));
@@ -219,6 +217,19 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         .and_then(|r| r.into_iter().next().flatten());
     conn.state = TrackedState::for_collation(u16::from(BACKEND_COLLATION));
     Ok((conn, info))
+}
+
+/// Opens the transport: TCP (no Nagle delay) or the server's Unix socket.
+async fn dial(address: &Address<'_>) -> Result<Stream, BackendError> {
+    let wire = |e: std::io::Error| BackendError::Wire(e.into());
+    match address {
+        Address::Tcp(a) => {
+            let tcp = TcpStream::connect(a).await.map_err(wire)?;
+            tcp.set_nodelay(true).map_err(wire)?;
+            Ok(Stream::Plain(tcp))
+        }
+        Address::Unix(path) => Ok(Stream::Unix(UnixStream::connect(path).await.map_err(wire)?)),
+    }
 }
 
 /// The fixed 32-byte head of a handshake response: capabilities, maximum

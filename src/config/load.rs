@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use super::address::Address;
 use super::model::Config;
 
 /// The shipped default configuration, embedded in the binary.
@@ -45,7 +46,15 @@ pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
 /// and `MYPLEX_<TOP_LEVEL_KEY>`. Other `MYPLEX_*` variables (a script's
 /// `MYPLEX_BIN`, say) are not ours and must not fail the load.
 fn config_env() -> config::Map<String, String> {
-    const TOP: &[&str] = &["LISTEN", "ADMIN_LISTEN", "LISTEN_BACKLOG", "WORKER_THREADS"];
+    const TOP: &[&str] = &[
+        "LISTEN",
+        "LISTEN_SOCKET_MODE",
+        "LISTEN_SOCKET_OWNER",
+        "LISTEN_SOCKET_GROUP",
+        "ADMIN_LISTEN",
+        "LISTEN_BACKLOG",
+        "WORKER_THREADS",
+    ];
     std::env::vars()
         .filter(|(k, _)| {
             k.strip_prefix("MYPLEX_")
@@ -75,17 +84,25 @@ fn finish(b: config::ConfigBuilder<config::builder::DefaultState>) -> Result<Con
 
 fn validate(c: &Config) -> Result<(), ConfigError> {
     let mut errs = Vec::new();
-    for (key, v) in [("listen", &c.listen), ("admin_listen", &c.admin_listen)] {
-        if v.parse::<SocketAddr>().is_err() {
-            errs.push(format!("{key}: {v:?} is not an ip:port address"));
-        }
-    }
-    if c.backend.address.is_empty() || !c.backend.address.contains(':') {
+    let ip_port = |v: &str| v.parse::<SocketAddr>().is_ok();
+    if let Some(p) = Address::parse(&c.listen).problem(ip_port) {
         errs.push(format!(
-            "backend.address: {:?} must be host:port",
-            c.backend.address
+            "listen: {:?} {}",
+            c.listen,
+            p.replace("host:port", "ip:port")
         ));
     }
+    if !ip_port(&c.admin_listen) {
+        errs.push(format!(
+            "admin_listen: {:?} is not an ip:port address",
+            c.admin_listen
+        ));
+    }
+    let host_port = |v: &str| !v.is_empty() && v.contains(':');
+    if let Some(p) = Address::parse(&c.backend.address).problem(host_port) {
+        errs.push(format!("backend.address: {:?} {p}", c.backend.address));
+    }
+    errs.extend(socket_file_errors(c));
     let p = &c.pool;
     if p.oversubscribe > 1000 {
         errs.push("pool.oversubscribe: must be at most 1000".into());
@@ -173,6 +190,35 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     }
 }
 
+/// Problems with `listen_socket_mode` / `_owner` / `_group`.
+fn socket_file_errors(c: &Config) -> Vec<String> {
+    let mut errs = Vec::new();
+    let unix = Address::parse(&c.listen).unix_path().is_some();
+    for (key, v) in [
+        ("listen_socket_mode", &c.listen_socket_mode),
+        ("listen_socket_owner", &c.listen_socket_owner),
+        ("listen_socket_group", &c.listen_socket_group),
+    ] {
+        if !v.is_empty() && !unix {
+            errs.push(format!(
+                "{key}: only applies when listen is a Unix socket path"
+            ));
+        }
+    }
+    if !c.listen_socket_mode.is_empty() && socket_mode(&c.listen_socket_mode).is_none() {
+        errs.push(format!(
+            "listen_socket_mode: {:?} is not an octal mode between 0000 and 0777",
+            c.listen_socket_mode
+        ));
+    }
+    errs
+}
+
+/// `listen_socket_mode` as permission bits (octal, at most 0777).
+pub fn socket_mode(v: &str) -> Option<u32> {
+    u32::from_str_radix(v, 8).ok().filter(|m| *m <= 0o777)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +241,21 @@ mod tests {
         let err =
             load_str("listen = \"127.0.0.1:1\"\n[pool]\nthreads = 3\n").expect_err("unknown key");
         assert!(err.to_string().contains("threads"), "{err}");
+    }
+
+    #[test]
+    fn unix_socket_addresses() {
+        let ok = "listen = \"/tmp/myplex.sock\"\nlisten_socket_mode = \"0660\"\n[backend]\naddress = \"unix:/run/mysqld/mysqld.sock\"\n[[users]]\nname = \"a\"\npassword = \"b\"\n";
+        let c = load_str(ok).expect("socket paths load");
+        assert_eq!(socket_mode(&c.listen_socket_mode), Some(0o660));
+        let bad = "listen = \"unix:rel.sock\"\nlisten_socket_mode = \"0999\"\n[backend]\naddress = \"unix:x\"\n[[users]]\nname = \"a\"\npassword = \"b\"\n";
+        let s = load_str(bad).expect_err("invalid").to_string();
+        assert!(s.contains("listen: "), "{s}");
+        assert!(s.contains("listen_socket_mode"), "{s}");
+        assert!(s.contains("backend.address"), "{s}");
+        let tcp_mode = "listen_socket_owner = \"me\"\n[[users]]\nname = \"a\"\npassword = \"b\"\n";
+        let s = load_str(tcp_mode).expect_err("invalid").to_string();
+        assert!(s.contains("listen_socket_owner: only applies"), "{s}");
     }
 
     #[test]

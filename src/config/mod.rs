@@ -2,11 +2,13 @@
 //! embedded default, a TOML file and `MYPLEX_…` environment overrides, and
 //! validation that names the offending key.
 
+pub mod address;
 mod load;
 mod model;
 pub mod redact;
 mod server_users;
 
-pub use load::{ConfigError, DEFAULT_TOML, load, load_str};
+pub use address::Address;
+pub use load::{ConfigError, DEFAULT_TOML, load, load_str, socket_mode};
 pub use model::*;
 pub use server_users::ServerUsersConfig;

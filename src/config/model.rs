@@ -7,8 +7,18 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Address MySQL clients connect to.
+    /// Address MySQL clients connect to: `ip:port`, or a Unix socket path
+    /// (absolute, or `unix:/path`).
     pub listen: String,
+    /// Permissions of the `listen` socket file, octal (`"0660"`); empty =
+    /// as created under the process umask. Unix socket only.
+    pub listen_socket_mode: String,
+    /// Owner of the `listen` socket file (user name or numeric uid); empty =
+    /// the process's user. Unix socket only.
+    pub listen_socket_owner: String,
+    /// Group of the `listen` socket file (group name or numeric gid); empty =
+    /// the process's group. Unix socket only.
+    pub listen_socket_group: String,
     /// Address of the HTTP admin endpoint (/metrics, /status, /healthz, /readyz).
     pub admin_listen: String,
     /// Accept queue length of the client listener (capped by the kernel's
@@ -37,6 +47,9 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             listen: "127.0.0.1:6033".into(),
+            listen_socket_mode: String::new(),
+            listen_socket_owner: String::new(),
+            listen_socket_group: String::new(),
             admin_listen: "127.0.0.1:6034".into(),
             listen_backlog: 4096,
             worker_threads: 0,
@@ -88,7 +101,8 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackendConfig {
-    /// `host:port` of the server.
+    /// `host:port` of the server, or its Unix socket path (absolute, or
+    /// `unix:/path`).
     pub address: String,
     /// User of pooled backend connections (unless a `[[users]]` entry overrides it).
     pub user: String,

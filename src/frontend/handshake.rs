@@ -5,8 +5,6 @@
 //! collation, authentication with auth switch, and the final OK or
 //! ER_ACCESS_DENIED_ERROR. The client's flavour picks its pool key.
 
-use std::net::SocketAddr;
-
 use bytes::BytesMut;
 use mysql_common::constants::CapabilityFlags;
 use mysql_common::io::ParseBuf;
@@ -21,7 +19,7 @@ use crate::protocol::errors;
 use crate::protocol::greeting::{Greeting, response_ext_caps};
 use crate::protocol::packets::ErrPacket;
 use crate::wire::packet_io::Packet;
-use crate::wire::{PacketIo, Stream, WireError};
+use crate::wire::{PacketIo, Peer, Stream, WireError};
 
 /// Read-buffer growth step for client connections.
 pub const CLIENT_READ_STEP: usize = 2048;
@@ -81,7 +79,7 @@ pub async fn login(
     shared: &Shared,
     mut io: PacketIo,
     conn_id: u32,
-    peer: SocketAddr,
+    peer: Peer,
 ) -> Result<Login, HandshakeError> {
     let server = shared.pool.server_info();
     let nonce = scramble();
@@ -104,10 +102,7 @@ pub async fn login(
     io.send_packet(0, &buf).await?;
 
     let max = 1 << 16;
-    let mut pkt = match read_login_packet(&mut io, max, 1).await {
-        Ok(p) => p,
-        Err(e) => return Err(e),
-    };
+    let mut pkt = read_first_login_packet(&mut io, max).await?;
     let client_caps = pkt
         .payload
         .get(..4)
@@ -130,12 +125,14 @@ pub async fn login(
             )
             .await);
         }
-        let Stream::Plain(tcp) = io.take_stream() else {
+        // TLS over a Unix socket too: the server offers and accepts it on
+        // its socket as on TCP.
+        let Some(socket) = io.take_stream().into_socket() else {
             return Err(HandshakeError::Refused("stream already upgraded".into()));
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(tls);
         let tls_stream = acceptor
-            .accept(tcp)
+            .accept(socket)
             .await
             .map_err(|e| HandshakeError::Refused(format!("tls handshake failed: {e}")))?;
         io =
@@ -143,7 +140,9 @@ pub async fn login(
         pkt = read_login_packet(&mut io, max, 2).await?;
     }
     let mut seq = pkt.last_seq.wrapping_add(1);
-    if config.frontend.require_tls && !io.stream.is_tls() {
+    // A Unix socket is a secure transport, as the server's
+    // require_secure_transport counts it.
+    if config.frontend.require_tls && !io.stream.is_tls() && !io.stream.is_unix() {
         let e = ErrPacket::new(
             errors::ER_ACCESS_DENIED_ERROR,
             "28000",
@@ -178,10 +177,10 @@ pub async fn login(
     };
 
     // Password-guessing throttle: wait before any outcome is revealed.
-    tokio::time::sleep(shared.throttle.delay(peer.ip(), &user_name)).await;
+    tokio::time::sleep(shared.throttle.delay(peer.address_key(), &user_name)).await;
     let attempt = super::users::Attempt {
         name: &user_name,
-        ip: Some(peer.ip()),
+        peer: Some(peer),
         client_plugin: &client_plugin,
         challenged: greeting_plugin,
         nonce: &nonce,
@@ -190,7 +189,7 @@ pub async fn login(
     let user = match super::users::authenticate_user(shared, &mut io, &mut seq, attempt).await? {
         Ok(u) => u,
         Err(e) => {
-            shared.throttle.failed(peer.ip(), &user_name);
+            shared.throttle.failed(peer.address_key(), &user_name);
             return Err(refuse(&mut io, seq, e).await);
         }
     };
@@ -316,6 +315,43 @@ pub(crate) struct AuthOutcome {
     pub used_password: bool,
     /// The client's final response.
     pub response: Vec<u8>,
+}
+
+/// Reads the client's first login packet byte-exactly: nothing past it is
+/// read, because after an SSLRequest a client sends its TLS hello at once
+/// (libmariadb, PyMySQL, rustls clients) and those bytes belong to the TLS
+/// layer. Reading them into the packet buffer made the upgrade fail (the
+/// client was answered in plaintext) whenever both arrived together.
+/// Refuses as [`read_login_packet`] does.
+async fn read_first_login_packet(io: &mut PacketIo, max: usize) -> Result<Packet, HandshakeError> {
+    let mut head = [0u8; crate::protocol::framing::HEADER_LEN];
+    read_exact(io, &mut head).await?;
+    let len = usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
+    if head[3] != 1 {
+        return Err(refuse(io, 1, errors::out_of_order()).await);
+    }
+    // Also refuses a first chunk of 16 MiB - 1 (a continued packet).
+    if len > max {
+        return Err(refuse(io, 1, errors::bad_handshake()).await);
+    }
+    let mut payload = BytesMut::zeroed(len);
+    read_exact(io, &mut payload).await?;
+    Ok(Packet {
+        seq: 1,
+        last_seq: 1,
+        payload,
+    })
+}
+
+/// Fills `buf` from the socket itself (the packet buffer is empty before
+/// the first login packet).
+async fn read_exact(io: &mut PacketIo, buf: &mut [u8]) -> Result<(), WireError> {
+    use tokio::io::AsyncReadExt;
+    match io.stream.read_exact(buf).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(WireError::Truncated),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Reads a login packet, refusing at once (as the server does) one with the

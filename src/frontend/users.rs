@@ -10,7 +10,6 @@
 //! plugins, accounts without a password (unless allowed), locked accounts
 //! and expired passwords are refused with the server's errors.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::auth::{Credential, native_stage1};
@@ -21,14 +20,14 @@ use crate::protocol::errors;
 use crate::protocol::packets::ErrPacket;
 use crate::server_users::account::{Account, AccountAuth};
 use crate::server_users::{self, Lookup, ServerUsers};
-use crate::wire::PacketIo;
+use crate::wire::{PacketIo, Peer};
 
 /// The client side of one authentication attempt.
 pub(crate) struct Attempt<'a> {
     /// Login name.
     pub name: &'a str,
-    /// The client's address (`None` when unknown: server users are refused).
-    pub ip: Option<IpAddr>,
+    /// Who the client is (`None` when unknown: server users are refused).
+    pub peer: Option<Peer>,
     /// The plugin the client's response is for.
     pub client_plugin: &'a [u8],
     /// The plugin the challenge was issued for.
@@ -47,7 +46,13 @@ pub(crate) async fn authenticate_user(
     seq: &mut u8,
     a: Attempt<'_>,
 ) -> Result<Result<Arc<User>, ErrPacket>, HandshakeError> {
-    let host = a.ip.map(|i| i.to_string()).unwrap_or_default();
+    // The host the server names in "Access denied for 'user'@'host'": a
+    // socket client is `localhost`.
+    let host = match a.peer {
+        Some(Peer::Tcp(addr)) => addr.ip().to_string(),
+        Some(Peer::Unix) => "localhost".to_string(),
+        None => String::new(),
+    };
     let denied = |used: bool| errors::access_denied(a.name, &host, used);
     let users = shared.users.load_full();
     if let Some((_, user)) = users.find(a.name) {
@@ -68,13 +73,13 @@ pub(crate) async fn authenticate_user(
         });
     }
     let used = !a.response.is_empty();
-    let (Some(su), Some(ip)) = (shared.server_users.as_deref(), a.ip) else {
+    let (Some(su), Some(peer)) = (shared.server_users.as_deref(), a.peer) else {
         return Ok(Err(denied(used)));
     };
     let Lookup::Found(found) = su.accounts(a.name, false).await else {
         return Ok(Err(denied(used)));
     };
-    let Some(mut account) = server_users::select(&found, ip).cloned() else {
+    let Some(mut account) = server_users::select(&found, peer).cloned() else {
         return Ok(Err(denied(used)));
     };
     let nonce = a.nonce;
@@ -108,7 +113,7 @@ pub(crate) async fn authenticate_user(
         // The account may have changed on the server since the cached
         // read (new password, recreated): read again, at most once per
         // negative TTL.
-        if let Some(fresh) = reread(su, a.name, ip, &account).await {
+        if let Some(fresh) = reread(su, a.name, peer, &account).await {
             stage1 = decide(&fresh, nonce, &response, su.allow_no_password);
             account = fresh;
         }
@@ -163,11 +168,11 @@ fn decide(
     }
 }
 
-/// The account row for `ip` read again, when it differs from `old`.
-async fn reread(su: &ServerUsers, name: &str, ip: IpAddr, old: &Account) -> Option<Account> {
+/// The account row for `peer` read again, when it differs from `old`.
+async fn reread(su: &ServerUsers, name: &str, peer: Peer, old: &Account) -> Option<Account> {
     let Lookup::Found(found) = su.accounts(name, true).await else {
         return None;
     };
-    let fresh = server_users::select(&found, ip)?.clone();
+    let fresh = server_users::select(&found, peer)?.clone();
     (fresh != *old).then_some(fresh)
 }

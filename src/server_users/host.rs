@@ -8,15 +8,17 @@
 //! `localhost`, which a client on a loopback address matches when the
 //! server resolves names (`skip_name_resolve=OFF`), as the server then sees
 //! such a client as `localhost`. Host *names* other than `localhost` are
-//! not resolved: such rows never match (a documented limit). Pure logic.
+//! not resolved: such rows never match (a documented limit). A client on
+//! a Unix socket is `localhost` and has no IP, as on the server. Pure logic.
 
 use std::net::IpAddr;
 
 /// The client address as the server would see it.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientHost {
-    /// The client's IP (IPv4-mapped IPv6 is unwrapped).
-    pub ip: IpAddr,
+    /// The client's IP (IPv4-mapped IPv6 is unwrapped); `None` for a Unix
+    /// socket client, which the server knows only as `localhost`.
+    pub ip: Option<IpAddr>,
     /// The server resolves names (`skip_name_resolve=OFF`), so a loopback
     /// client is `localhost`.
     pub resolves_names: bool,
@@ -32,13 +34,28 @@ impl ClientHost {
                 .unwrap_or(IpAddr::V6(v6)),
             v4 => v4,
         };
-        Self { ip, resolves_names }
+        Self {
+            ip: Some(ip),
+            resolves_names,
+        }
+    }
+
+    /// A client on the server's Unix socket: host `localhost`, no IP,
+    /// whether or not the server resolves names.
+    pub fn socket() -> Self {
+        Self {
+            ip: None,
+            resolves_names: true,
+        }
     }
 
     /// The names the server matches host patterns against.
     fn names(&self) -> Vec<String> {
-        let mut v = vec![self.ip.to_string()];
-        if self.resolves_names && self.ip.is_loopback() {
+        let Some(ip) = self.ip else {
+            return vec!["localhost".into()];
+        };
+        let mut v = vec![ip.to_string()];
+        if self.resolves_names && ip.is_loopback() {
             v.push("localhost".into());
         }
         v
@@ -48,7 +65,7 @@ impl ClientHost {
 /// True when host pattern `pattern` admits `client`.
 pub fn matches(pattern: &str, client: &ClientHost) -> bool {
     if let Some((net, mask)) = pattern.split_once('/') {
-        return netmask_matches(net, mask, client.ip);
+        return client.ip.is_some_and(|ip| netmask_matches(net, mask, ip));
     }
     client
         .names()

@@ -14,7 +14,6 @@ pub mod account;
 pub mod cache;
 pub mod host;
 
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,6 +23,7 @@ use tokio::time::Instant;
 use crate::backend::{self, BackendConn, BackendError, BackendParams};
 use crate::config::Config;
 use crate::protocol::packets::ErrPacket;
+use crate::wire::Peer;
 use account::{Account, ServerClock};
 use cache::{Cache, Found, RateLimit};
 use host::ClientHost;
@@ -270,10 +270,13 @@ fn from_user_rows(rows: &Rows) -> (Vec<Account>, bool) {
     (accounts, resolves(rows, 5))
 }
 
-/// The account row that applies to a client at `ip` (rows are sorted most
+/// The account row that applies to a client `peer` (rows are sorted most
 /// specific first).
-pub fn select(found: &Found, ip: IpAddr) -> Option<&Account> {
-    let client = ClientHost::new(ip, found.resolves_names);
+pub fn select(found: &Found, peer: Peer) -> Option<&Account> {
+    let client = match peer {
+        Peer::Tcp(addr) => ClientHost::new(addr.ip(), found.resolves_names),
+        Peer::Unix => ClientHost::socket(),
+    };
     found
         .accounts
         .iter()
@@ -304,9 +307,30 @@ mod tests {
         }
     }
 
+    fn at(ip: &str) -> Peer {
+        Peer::Tcp(std::net::SocketAddr::new(ip.parse().expect("ip"), 1))
+    }
+
+    #[tokio::test]
+    async fn a_socket_client_is_localhost_whatever_the_name_resolution() {
+        let rows = vec![row("127.0.0.1", false), row("localhost", true)];
+        for resolves in [true, false] {
+            let f = found(rows.clone(), resolves);
+            assert_eq!(
+                select(&f, Peer::Unix).map(|a| a.host.as_str()),
+                Some("localhost")
+            );
+        }
+        // Not its loopback address: the server gives a socket client no IP.
+        let f = found(vec![row("127.0.0.1", false)], true);
+        assert!(select(&f, Peer::Unix).is_none());
+        let f = found(vec![row("%", false)], false);
+        assert!(select(&f, Peer::Unix).is_some());
+    }
+
     #[tokio::test]
     async fn anonymous_localhost_shadows_named_percent_as_on_the_server() {
-        let lo: IpAddr = "127.0.0.1".parse().expect("ip");
+        let lo = at("127.0.0.1");
         let rows = vec![row("%", false), row("localhost", true)];
         let f = found(rows.clone(), true);
         assert_eq!(select(&f, lo).map(|a| a.anonymous), Some(true));
@@ -314,7 +338,7 @@ mod tests {
         assert_eq!(select(&f, lo).map(|a| a.anonymous), Some(false));
         let f = found(vec![row("%", true), row("%", false)], true);
         assert_eq!(select(&f, lo).map(|a| a.anonymous), Some(false));
-        let remote: IpAddr = "10.0.0.1".parse().expect("ip");
+        let remote = at("10.0.0.1");
         let f = found(vec![row("localhost", false)], true);
         assert!(select(&f, remote).is_none());
     }

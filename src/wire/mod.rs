@@ -1,4 +1,5 @@
-//! Socket I/O for both sides of the proxy: a TCP-or-TLS stream, the
+//! Socket I/O for both sides of the proxy: a TCP-or-Unix-socket stream
+//! (TLS over either), the
 //! compressed-protocol layer, and a packet reader/writer with one read
 //! buffer and one write buffer per connection. Knows framing, nothing about
 //! commands or sessions.
@@ -9,4 +10,4 @@ pub mod packet_io;
 pub mod stream;
 
 pub use packet_io::{PacketIo, WireError};
-pub use stream::Stream;
+pub use stream::{Peer, Socket, Stream};

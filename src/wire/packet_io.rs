@@ -303,7 +303,7 @@ impl PacketIo {
         }
         self.flush().await?;
         write_all(&mut self.stream, body, self.write_timeout).await?;
-        self.stream.flush().await?;
+        flush(&mut self.stream, self.write_timeout).await?;
         Ok(())
     }
 
@@ -330,7 +330,7 @@ impl PacketIo {
                     z.out = BytesMut::new();
                 }
             }
-            self.stream.flush().await?;
+            flush(&mut self.stream, self.write_timeout).await?;
             return Ok(());
         }
         if !self.wbuf.is_empty() {
@@ -340,7 +340,7 @@ impl PacketIo {
                 self.wbuf = BytesMut::new();
             }
         }
-        self.stream.flush().await?;
+        flush(&mut self.stream, self.write_timeout).await?;
         if self.compress_after_flush {
             self.compress_after_flush = false;
             let mut z = Box::new(Zlib::new());
@@ -378,7 +378,7 @@ impl PacketIo {
                 break;
             }
         }
-        self.stream.flush().await?;
+        flush(&mut self.stream, self.write_timeout).await?;
         Ok(seq)
     }
 
@@ -406,11 +406,11 @@ impl PacketIo {
         if self.buffered() != 0 {
             return false;
         }
-        let Some(tcp) = self.stream.tcp() else {
-            return false;
-        };
         let mut probe = [0u8; 1];
-        matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+        matches!(
+            self.stream.try_read_transport(&mut probe),
+            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock
+        )
     }
 
     /// Releases buffer memory while the connection sits idle (nothing is
@@ -441,6 +441,22 @@ impl PacketIo {
     pub fn take_stream(&mut self) -> Stream {
         std::mem::replace(&mut self.stream, Stream::Closed)
     }
+}
+
+/// Flushes the stream; with a timeout, a flush that does not finish within
+/// it fails with [`WireError::WriteTimeout`]. Plain sockets flush at once;
+/// TLS flushes its buffered records here, so a TLS peer that stopped
+/// reading is caught by this bound (the records pending are bounded by the
+/// TLS layer's buffer, so a peer that reads, however slowly, finishes).
+async fn flush(stream: &mut Stream, timeout: Option<std::time::Duration>) -> Result<(), WireError> {
+    match timeout {
+        None => stream.flush().await?,
+        Some(t) => match tokio::time::timeout(t, stream.flush()).await {
+            Ok(r) => r?,
+            Err(_) => return Err(WireError::WriteTimeout),
+        },
+    }
+    Ok(())
 }
 
 /// Writes all of `buf`; with a timeout, a write that makes no progress for

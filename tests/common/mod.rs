@@ -14,6 +14,7 @@ pub mod load;
 pub mod proxy;
 pub mod raw;
 pub mod sysbench;
+pub mod tls;
 
 #[allow(unused_imports)]
 pub use proxy::Proxy;

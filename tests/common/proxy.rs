@@ -2,6 +2,7 @@
 //! sentence: `Proxy::builder(db).groups(2).max_backend(4).start().await`.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,8 +14,11 @@ use super::mariadb::{APP_PASSWORD, APP_USER, MariaDb, OTHER_PASSWORD, OTHER_USER
 
 /// A running proxy; stops when dropped.
 pub struct Proxy {
-    /// Where clients connect.
+    /// Where TCP clients connect (`0.0.0.0:0` when the proxy listens on a
+    /// Unix socket: see `socket`).
     pub addr: SocketAddr,
+    /// The Unix socket clients connect to, when listening on one.
+    pub socket: Option<PathBuf>,
     /// The shared context (pool snapshots for assertions).
     pub shared: Arc<Shared>,
     /// The admin HTTP endpoint.
@@ -62,6 +66,15 @@ impl Proxy {
         format!(
             "mysql://{user}:{password}@{}/{db}?prefer_socket=false",
             self.addr
+        )
+    }
+
+    /// `mysql://user:pw@localhost/db` through the proxy's Unix socket.
+    pub fn socket_url(&self, user: &str, password: &str, db: &str) -> String {
+        let socket = self.socket.as_ref().expect("proxy listens on a socket");
+        format!(
+            "mysql://{user}:{password}@localhost/{db}?socket={}",
+            socket.display()
         )
     }
 
@@ -132,17 +145,37 @@ impl ProxyBuilder {
         self.cfg.pool.mode = PoolMode::Session;
         self
     }
+    /// Listen on a Unix socket file at `path` instead of TCP.
+    pub fn listen_unix(mut self, path: &std::path::Path) -> Self {
+        self.cfg.listen = path.display().to_string();
+        self
+    }
+    /// The backend through its Unix socket.
+    pub fn backend_socket(mut self, db: &MariaDb) -> Self {
+        self.cfg.backend.address = db.socket.display().to_string();
+        self
+    }
     /// Any other change.
     pub fn with(mut self, f: impl FnOnce(&mut Config)) -> Self {
         f(&mut self.cfg);
         self
     }
 
-    /// Binds 127.0.0.1:0 and serves in the current runtime.
+    /// Binds 127.0.0.1:0 (or the configured Unix socket) and serves in
+    /// the current runtime.
     pub async fn start(self) -> Proxy {
-        let listener =
-            myplex::server::bind("127.0.0.1:0", self.cfg.listen_backlog).expect("bind proxy");
-        let addr = listener.local_addr().expect("proxy addr");
+        let socket = myplex::config::Address::parse(&self.cfg.listen)
+            .unix_path()
+            .map(|p| p.to_path_buf());
+        let listener: myplex::listener::Listener = match socket {
+            Some(_) => myplex::listener::Listener::bind(&self.cfg).expect("bind proxy socket"),
+            None => myplex::server::bind("127.0.0.1:0", self.cfg.listen_backlog)
+                .expect("bind proxy")
+                .into(),
+        };
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
         let (trigger, sd) = shutdown::channel();
         let shared = myplex::server::build(self.cfg, sd)
             .await
@@ -159,6 +192,7 @@ impl ProxyBuilder {
         tokio::spawn(myplex::admin::http::serve(admin_listener, shared.clone()));
         Proxy {
             addr,
+            socket,
             shared,
             admin,
             trigger,

@@ -101,18 +101,13 @@ impl Session {
             (c, _) => (c, c),
         };
         let name = String::from_utf8_lossy(req.user).into_owned();
-        let ip = self
-            .client
-            .stream
-            .tcp()
-            .and_then(|t| t.peer_addr().ok())
-            .map(|a| a.ip());
+        let peer = self.client.stream.peer();
         let shared = self.shared.clone();
         // The client answered the greeting's challenge, issued for the
         // greeting's plugin.
         let attempt = users::Attempt {
             name: &name,
-            ip,
+            peer,
             client_plugin: req.plugin.unwrap_or(b"mysql_native_password"),
             challenged: shared.config.load().frontend.default_auth_plugin,
             nonce: &self.nonce,
