@@ -80,6 +80,17 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
             errs.push(format!("{key}: {v:?} is not an ip:port address"));
         }
     }
+    if let Ok(a) = c.admin_listen.parse::<SocketAddr>()
+        && !a.ip().is_loopback()
+        && c.admin_token_file.trim().is_empty()
+    {
+        errs.push(format!(
+            "admin_listen: {} is reachable from other hosts, so /status and POST /reload \
+             need a token: set admin_token_file (a file holding the bearer token) or \
+             listen on a loopback address",
+            c.admin_listen
+        ));
+    }
     if c.backend.address.is_empty() || !c.backend.address.contains(':') {
         errs.push(format!(
             "backend.address: {:?} must be host:port",
