@@ -75,6 +75,7 @@ async fn serve(cfg: myplex::config::Config, path: Option<PathBuf>) -> anyhow::Re
         .with_context(|| format!("binding listen address {}", cfg.listen))?;
     tracing::info!(listen = %cfg.listen, backend = %cfg.backend.address, "myplex listening");
     let (trigger, shutdown) = myplex::shutdown::channel();
+    myplex::admin::http::check_token_file(&cfg).context("admin_token_file")?;
     let admin = tokio::net::TcpListener::bind(&cfg.admin_listen)
         .await
         .with_context(|| format!("binding admin_listen address {}", cfg.admin_listen))?;

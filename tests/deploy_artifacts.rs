@@ -330,3 +330,112 @@ fn kubernetes_manifests_agree_with_the_config() {
             < replicas
     );
 }
+
+// ---- The admin endpoint's token (issue 16, item 14).
+
+/// The compose file and the image config agree on the admin token: the
+/// config names the secret's mount, myplex and Prometheus both get the
+/// secret, and Prometheus sends it on its scrape.
+#[test]
+fn docker_admin_endpoint_asks_for_the_token() {
+    let cfg = myplex::config::load_str(IMAGE_CONFIG).expect("image config is valid");
+    let c: Yaml = serde_yaml::from_str(COMPOSE).expect("compose is YAML");
+    let secrets = c["secrets"].as_mapping().expect("top-level secrets");
+    let (name, def) = secrets
+        .iter()
+        .find(|(n, _)| cfg.admin_token_file == format!("/run/secrets/{}", s(n)))
+        .unwrap_or_else(|| {
+            panic!(
+                "admin_token_file {} is not a compose secret's mount",
+                cfg.admin_token_file
+            )
+        });
+    let name = s(name);
+    let file = s(&def["file"]);
+    assert_eq!(file, "./admin_token");
+    assert!(
+        !include_str!("../deploy/docker/admin_token")
+            .trim()
+            .is_empty(),
+        "the shipped token file holds a token"
+    );
+    for svc in ["myplex", "prometheus"] {
+        let got: Vec<&str> = c["services"][svc]["secrets"]
+            .as_sequence()
+            .unwrap_or_else(|| panic!("{svc} secrets"))
+            .iter()
+            .map(s)
+            .collect();
+        assert!(got.contains(&name), "{svc} gets {name}: {got:?}");
+    }
+    assert!(
+        !cfg.admin_metrics_public,
+        "compose scrapes with the token, so /metrics stays protected"
+    );
+    let prom: Yaml = serde_yaml::from_str(include_str!("../deploy/prometheus/prometheus.yml"))
+        .expect("prometheus config is YAML");
+    let auth = &prom["scrape_configs"][0]["authorization"];
+    assert_eq!(s(&auth["type"]), "Bearer");
+    assert_eq!(s(&auth["credentials_file"]), cfg.admin_token_file);
+}
+
+/// The ConfigMap's token file is the Secret's admin-token key, mounted by
+/// the Deployment; the probes' paths stay open.
+#[test]
+fn kubernetes_admin_endpoint_asks_for_the_token() {
+    let cm = k8s("ConfigMap");
+    let cfg = myplex::config::load_str(s(&cm["data"]["myplex.toml"])).expect("valid config");
+    let dep = k8s("Deployment");
+    let pod = &dep["spec"]["template"]["spec"];
+    let secret = k8s("Secret");
+    let secret_name = s(&secret["metadata"]["name"]);
+    let mounts = pod["containers"][0]["volumeMounts"]
+        .as_sequence()
+        .expect("mounts");
+    let volumes = pod["volumes"].as_sequence().expect("volumes");
+    let found = mounts.iter().find_map(|m| {
+        let dir = s(&m["mountPath"]);
+        let file = cfg.admin_token_file.strip_prefix(dir)?.strip_prefix('/')?;
+        let v = volumes.iter().find(|v| v["name"] == m["name"])?;
+        let sec = &v["secret"];
+        if !sec.is_mapping() || s(&sec["secretName"]) != secret_name {
+            return None;
+        }
+        let item = sec["items"]
+            .as_sequence()?
+            .iter()
+            .find(|i| s(&i["path"]) == file)?;
+        Some(s(&item["key"]).to_string())
+    });
+    let key = found.unwrap_or_else(|| {
+        panic!(
+            "admin_token_file {} is not a mounted key of Secret {secret_name}",
+            cfg.admin_token_file
+        )
+    });
+    assert!(
+        secret["stringData"][key.as_str()].is_string(),
+        "Secret has {key}"
+    );
+    // Annotation-based scraping cannot send a token.
+    assert_eq!(
+        dep["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"],
+        Yaml::String("true".into())
+    );
+    assert!(
+        cfg.admin_metrics_public,
+        "scraped by annotation: /metrics open"
+    );
+}
+
+/// A config that publishes the admin endpoint without a token is refused.
+#[test]
+fn published_admin_endpoint_without_a_token_is_refused() {
+    let open = IMAGE_CONFIG
+        .lines()
+        .filter(|l| !l.starts_with("admin_token_file"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let e = myplex::config::load_str(&open).expect_err("refused without a token");
+    assert!(e.to_string().contains("admin_token_file"), "{e}");
+}

@@ -168,6 +168,42 @@ async fn password_guessing_is_throttled_per_address_and_user() {
     assert_eq!(auth, Some(7.0), "{metrics}");
 }
 
+/// Issue 16 item 14b: failures of one user from an address do not throttle
+/// another user's logins from that address (one misconfigured client on an
+/// application host must not slow every account there), while every
+/// attempt of the failing (address, user) stays delayed, right password
+/// included. Checked on the proxy's own throttle decision, not on timing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_of_one_user_do_not_throttle_another_from_the_same_address() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .with(|c| {
+            c.frontend.auth_throttle_free_failures = 1;
+            c.frontend.auth_throttle_max_delay_ms = 200;
+        })
+        .start()
+        .await;
+    let addr = p.addr.to_string();
+    let host: IpAddr = [127, 0, 0, 7].into();
+    for _ in 0..3 {
+        let r = RawConn::try_connect_from(host, &addr, "app", "wrong").await;
+        assert_eq!(r.err().map(|e| e.code), Some(1045));
+    }
+    assert!(
+        !p.shared.throttle.delay(host, "app").is_zero(),
+        "the failing user is throttled from that address"
+    );
+    assert!(
+        p.shared.throttle.delay(host, "other").is_zero(),
+        "another user from the same address must not be throttled"
+    );
+    RawConn::try_connect_from(host, &addr, "other", "otherpw")
+        .await
+        .expect("other user logs in");
+    // The other user's success clears nothing of the failing user's.
+    assert!(!p.shared.throttle.delay(host, "app").is_zero());
+}
+
 fn check_config(toml: &str) -> (bool, String) {
     let dir = std::env::temp_dir().join(format!("myplex-secrets-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");

@@ -84,6 +84,17 @@ fn finish(b: config::ConfigBuilder<config::builder::DefaultState>) -> Result<Con
 
 fn validate(c: &Config) -> Result<(), ConfigError> {
     let mut errs = Vec::new();
+    if let Ok(a) = c.admin_listen.parse::<SocketAddr>()
+        && !a.ip().is_loopback()
+        && c.admin_token_file.trim().is_empty()
+    {
+        errs.push(format!(
+            "admin_listen: {} is reachable from other hosts, so /status and POST /reload \
+             need a token: set admin_token_file (a file holding the bearer token) or \
+             listen on a loopback address",
+            c.admin_listen
+        ));
+    }
     let ip_port = |v: &str| v.parse::<SocketAddr>().is_ok();
     if let Some(p) = Address::parse(&c.listen).problem(ip_port) {
         errs.push(format!(

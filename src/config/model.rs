@@ -21,6 +21,14 @@ pub struct Config {
     pub listen_socket_group: String,
     /// Address of the HTTP admin endpoint (/metrics, /status, /healthz, /readyz).
     pub admin_listen: String,
+    /// File holding the admin endpoint's bearer token (e.g. a Kubernetes
+    /// Secret mount); empty = no token (then `admin_listen` must be a
+    /// loopback address). Read at every protected request, so a rotated
+    /// Secret takes effect without a restart.
+    pub admin_token_file: String,
+    /// With a token: `/metrics` answers without it (for scrapers that
+    /// cannot send one). `/healthz` and `/readyz` are always open.
+    pub admin_metrics_public: bool,
     /// Accept queue length of the client listener (capped by the kernel's
     /// net.core.somaxconn).
     pub listen_backlog: u32,
@@ -51,6 +59,8 @@ impl Default for Config {
             listen_socket_owner: String::new(),
             listen_socket_group: String::new(),
             admin_listen: "127.0.0.1:6034".into(),
+            admin_token_file: String::new(),
+            admin_metrics_public: false,
             listen_backlog: 4096,
             worker_threads: 0,
             runtime: RuntimeMode::default(),

@@ -74,6 +74,18 @@ async fn refuse(io: &mut PacketIo, seq: u8, e: ErrPacket) -> HandshakeError {
     HandshakeError::Refused(e.message)
 }
 
+/// Hands TLS bytes the client sent before the upgrade to the TLS session.
+fn feed_tls(conn: &mut rustls::ServerConnection, mut early: &[u8]) -> Result<(), String> {
+    while !early.is_empty() {
+        let n = conn.read_tls(&mut early).map_err(|e| e.to_string())?;
+        conn.process_new_packets().map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Runs the login on a fresh client socket.
 pub async fn login(
     shared: &Shared,
@@ -109,32 +121,40 @@ pub async fn login(
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .unwrap_or(0);
     if client_caps & flag::SSL != 0 && pkt.payload.len() == 32 {
+        // From here on the client expects TLS: whatever the proxy says goes
+        // over TLS, or it closes without a word (a plaintext ERR would
+        // reach a TLS client as garbage, WRONG_VERSION_NUMBER).
         let Some(tls) = tls_config else {
-            return Err(refuse(
-                &mut io,
-                pkt.last_seq.wrapping_add(1),
-                errors::bad_handshake(),
-            )
-            .await);
+            return Err(HandshakeError::Refused(
+                "tls requested but not offered".into(),
+            ));
         };
-        if io.buffered() != 0 {
-            return Err(refuse(
-                &mut io,
-                pkt.last_seq.wrapping_add(1),
-                errors::bad_handshake(),
-            )
-            .await);
-        }
         // TLS over a Unix socket too: the server offers and accepts it on
         // its socket as on TCP.
         let Some(socket) = io.take_stream().into_socket() else {
             return Err(HandshakeError::Refused("stream already upgraded".into()));
         };
+        // A client may send its TLS ClientHello right behind the
+        // SSLRequest, so it can already sit in the read buffer: it is the
+        // start of the TLS handshake and goes into it (whose transcript
+        // authenticates it), never read as plaintext.
+        let early = io.take_buffered();
+        let mut early_error = None;
         let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-        let tls_stream = acceptor
-            .accept(socket)
-            .await
-            .map_err(|e| HandshakeError::Refused(format!("tls handshake failed: {e}")))?;
+        let accepted = acceptor
+            .accept_with(socket, |conn| {
+                if let Err(e) = feed_tls(conn, &early) {
+                    early_error = Some(e);
+                }
+            })
+            .await;
+        if let Some(e) = early_error {
+            return Err(HandshakeError::Refused(format!(
+                "tls handshake failed: {e}"
+            )));
+        }
+        let tls_stream =
+            accepted.map_err(|e| HandshakeError::Refused(format!("tls handshake failed: {e}")))?;
         io =
             PacketIo::new(Stream::ServerTls(Box::new(tls_stream))).with_read_step(CLIENT_READ_STEP);
         pkt = read_login_packet(&mut io, max, 2).await?;
@@ -161,8 +181,15 @@ pub async fn login(
             Ok(c) => c.id(),
             Err(e) => return Err(refuse(&mut io, seq, e).await),
         },
-        // Not learned yet (backend unreachable so far): as asked.
-        None => requested,
+        // Not learned yet (backend unreachable so far): the same rule
+        // from what every MariaDB knows.
+        None => match crate::protocol::collations::login_unlearned(
+            requested,
+            u16::from(server.collation),
+        ) {
+            Ok(c) => c.id(),
+            Err(e) => return Err(refuse(&mut io, seq, e).await),
+        },
     };
     let Response {
         user: user_name,
@@ -193,7 +220,7 @@ pub async fn login(
             return Err(refuse(&mut io, seq, e).await);
         }
     };
-    shared.throttle.succeeded(&user_name);
+    shared.throttle.succeeded(peer.address_key(), &user_name);
     let pool = shared.pool.key(user.pool, caps.flavour());
     if caps.has(flag::COMPRESS) {
         // The final OK (sent by the session) is the last plain packet.

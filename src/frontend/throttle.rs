@@ -1,13 +1,18 @@
-//! Password-guessing throttle: failed logins are counted per client address
-//! and per user name, and every login attempt for a key with more than
+//! Password-guessing throttle: failed logins are counted per (client
+//! address, user name) and per user name, and every login attempt for a key
+//! with more than
 //! `auth_throttle_free_failures` recent failures waits a growing delay
 //! (100 ms doubling, up to `auth_throttle_max_delay_ms`) *before* its
 //! outcome is revealed — success too, or an attacker could stop waiting
 //! once no OK came at once. Memory is bounded: each map holds at most
 //! [`CAPACITY`] keys, dropping the least recently failed; counts are
 //! forgotten [`FORGET`] after the last failure. A successful login clears
-//! its user's count (not its address's: an attacker with one valid account
-//! must not reset the count of the address it guesses from).
+//! its user's count and its (address, user) count — never another user's:
+//! an attacker with one valid account cannot reset the count of the account
+//! it guesses.
+//!
+//! Not per address alone: one misconfigured client on an application host
+//! would slow every account's logins from that host (issue 16, 14b).
 //!
 //! Owns the rate-limited "login failed" log line (no secrets: user name
 //! shortened, address, count, delay).
@@ -80,7 +85,7 @@ impl<K: Hash + Eq + Clone> Counts<K> {
 /// Failed-login counts and the delay they impose.
 pub struct Throttle {
     settings: Settings,
-    by_addr: Mutex<Counts<IpAddr>>,
+    by_pair: Mutex<Counts<(IpAddr, String)>>,
     by_user: Mutex<Counts<String>>,
     log: crate::telemetry::RateLimit,
 }
@@ -101,7 +106,7 @@ impl Throttle {
     pub fn new(settings: Settings) -> Self {
         Self {
             settings,
-            by_addr: Mutex::new(Counts::new()),
+            by_pair: Mutex::new(Counts::new()),
             by_user: Mutex::new(Counts::new()),
             log: crate::telemetry::RateLimit::new(5),
         }
@@ -119,11 +124,12 @@ impl Throttle {
     /// outcome is sent.
     pub fn delay(&self, ip: IpAddr, user: &str) -> Duration {
         let now = Instant::now();
-        let a = self.by_addr.lock().map(|c| c.get(&ip, now)).unwrap_or(0);
-        let u = self
-            .by_user
+        let user = short(user);
+        let u = self.by_user.lock().map(|c| c.get(&user, now)).unwrap_or(0);
+        let a = self
+            .by_pair
             .lock()
-            .map(|c| c.get(&short(user), now))
+            .map(|c| c.get(&(ip, user), now))
             .unwrap_or(0);
         self.delay_for(a.max(u))
     }
@@ -133,9 +139,9 @@ impl Throttle {
         let now = Instant::now();
         let user = short(user);
         let a = self
-            .by_addr
+            .by_pair
             .lock()
-            .map(|mut c| c.fail(&ip, now))
+            .map(|mut c| c.fail(&(ip, user.clone()), now))
             .unwrap_or(0);
         let u = self
             .by_user
@@ -146,7 +152,7 @@ impl Throttle {
             warn!(
                 user = ?user,
                 address = %ip,
-                address_failures = a,
+                pair_failures = a,
                 user_failures = u,
                 next_delay_ms = self.delay_for(a.max(u)).as_millis() as u64,
                 suppressed,
@@ -155,17 +161,22 @@ impl Throttle {
         }
     }
 
-    /// Records a successful login: clears the user's count.
-    pub fn succeeded(&self, user: &str) {
+    /// Records a successful login from `ip` as `user`: clears the user's
+    /// count and that (address, user) count.
+    pub fn succeeded(&self, ip: IpAddr, user: &str) {
+        let user = short(user);
+        if let Ok(mut c) = self.by_pair.lock() {
+            c.map.remove(&(ip, user.clone()));
+        }
         if let Ok(mut c) = self.by_user.lock() {
-            c.map.remove(&short(user));
+            c.map.remove(&user);
         }
     }
 
-    /// Keys held (addresses, users).
+    /// Keys held ((address, user) pairs, users).
     pub fn len(&self) -> (usize, usize) {
         (
-            self.by_addr.lock().map(|c| c.map.len()).unwrap_or(0),
+            self.by_pair.lock().map(|c| c.map.len()).unwrap_or(0),
             self.by_user.lock().map(|c| c.map.len()).unwrap_or(0),
         )
     }
@@ -194,17 +205,20 @@ mod tests {
         assert_eq!(seen, [0, 0, 0, 100, 200, 400, 800]);
         t.failed(ip, "u");
         assert_eq!(t.delay(ip, "u").as_millis(), 1000);
-        // The address throttles another user; another address for that
-        // user is throttled too; an unrelated pair is not.
-        assert_eq!(t.delay(ip, "v").as_millis(), 1000);
+        // Another user from the same address is not throttled; the user
+        // is, from another address too; an unrelated pair is not.
+        assert_eq!(t.delay(ip, "v").as_millis(), 0);
         assert_eq!(t.delay(IpAddr::from([10, 0, 0, 2]), "u").as_millis(), 1000);
         assert_eq!(t.delay(IpAddr::from([10, 0, 0, 2]), "v").as_millis(), 0);
-        // Success clears the user, not the address.
-        t.succeeded("u");
+        // Another user's success clears nothing of u's.
+        t.succeeded(ip, "v");
+        assert_eq!(t.delay(ip, "u").as_millis(), 1000);
+        // u's success clears the user and the pair.
+        t.succeeded(IpAddr::from([10, 0, 0, 2]), "u");
         assert_eq!(t.delay(IpAddr::from([10, 0, 0, 2]), "u").as_millis(), 0);
-        assert_eq!(t.delay(ip, "w").as_millis(), 1000);
+        assert_eq!(t.delay(ip, "u").as_millis(), 1000);
         tokio::time::advance(FORGET).await;
-        assert_eq!(t.delay(ip, "w").as_millis(), 0);
+        assert_eq!(t.delay(ip, "u").as_millis(), 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -90,6 +90,32 @@ impl Collations {
     }
 }
 
+/// Ids from here up (in the one-byte handshake field) are MySQL 8's only
+/// (gb18030, `utf8mb4_0900_ai_ci` = 255): no MariaDB knows them.
+const FIRST_MYSQL_ONLY_ID: u16 = 248;
+
+/// The server's rule for a login collation while its table was never
+/// learned (the backend not reached yet): ids MariaDB has known in every
+/// supported version keep their meaning (and client-unusable character sets
+/// are refused as the server refuses them); MySQL-only and unknown ids get
+/// the server's defaults — the collation of the greeting the client got.
+/// Using such an id as is would make every statement of the session fail
+/// with 1273 once a backend runs it.
+pub fn login_unlearned(requested: u16, server_default: u16) -> Result<LoginCollation, ErrPacket> {
+    let c = mysql_common::collations::Collation::resolve(
+        mysql_common::collations::CollationId::from(requested),
+    );
+    if requested >= FIRST_MYSQL_ONLY_ID
+        || c.id == mysql_common::collations::CollationId::UNKNOWN_COLLATION_ID
+    {
+        return Ok(LoginCollation::ServerDefault(server_default));
+    }
+    if !is_parser_charset(c.charset) {
+        return Err(wrong_client_charset(c.charset));
+    }
+    Ok(LoginCollation::Known(requested))
+}
+
 /// Character sets the server's parser cannot read (fixed multi-byte
 /// minimum length): never allowed as `character_set_client`.
 pub fn is_parser_charset(charset: &str) -> bool {
@@ -135,6 +161,22 @@ mod tests {
             e.message,
             "Variable 'character_set_client' can't be set to the value of 'utf16le'"
         );
+    }
+
+    #[test]
+    fn unlearned_table_maps_mysql_only_ids_to_the_default() {
+        assert_eq!(
+            login_unlearned(255, 45),
+            Ok(LoginCollation::ServerDefault(45))
+        );
+        assert_eq!(
+            login_unlearned(248, 45),
+            Ok(LoginCollation::ServerDefault(45))
+        );
+        assert_eq!(login_unlearned(224, 45), Ok(LoginCollation::Known(224)));
+        assert_eq!(login_unlearned(8, 45), Ok(LoginCollation::Known(8)));
+        let e = login_unlearned(35, 45).expect_err("ucs2 is refused");
+        assert_eq!(e.code, ER_WRONG_VALUE_FOR_VAR);
     }
 
     #[test]

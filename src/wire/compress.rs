@@ -122,11 +122,18 @@ impl Zlib {
         Ok(())
     }
 
-    /// Decodes every complete frame in [`Self::raw`] into `plain`. Returns
-    /// the number of plain bytes added.
+    /// Decodes the next complete frame in [`Self::raw`] that holds data
+    /// into `plain` (skipping empty ones). Returns the number of plain bytes
+    /// added (0: no complete frame buffered).
+    ///
+    /// One frame at a time: the reader inflates only what it needs next.
+    /// Decoding every buffered frame let ~1 MiB of pipelined 16 KiB frames,
+    /// each declaring 16 MiB of zeros, inflate ~1 GiB at once (issue 16,
+    /// item 9); now at most one frame's worth (16 MiB) is inflated ahead of
+    /// what the connection consumed.
     pub fn decode(&mut self, plain: &mut BytesMut) -> Result<usize, WireError> {
         let mut added = 0;
-        while self.raw.len() >= FRAME_HEADER {
+        while added == 0 && self.raw.len() >= FRAME_HEADER {
             let clen = u24(&self.raw[..3]);
             let seq = self.raw[3];
             let ulen = u24(&self.raw[4..7]);
@@ -237,7 +244,7 @@ mod tests {
         let mut d = Zlib::new();
         d.raw.extend_from_slice(&z.out);
         let mut plain = BytesMut::new();
-        d.decode(&mut plain).expect("decode");
+        while d.decode(&mut plain).expect("decode") > 0 {}
         assert_eq!(&plain[..], &big[..]);
     }
 
@@ -268,7 +275,7 @@ mod tests {
         // Feed in odd pieces: frames are decoded only once complete.
         for piece in z.out.chunks(7777) {
             d.raw.extend_from_slice(piece);
-            d.decode(&mut plain).expect("decode");
+            while d.decode(&mut plain).expect("decode") > 0 {}
         }
         assert_eq!(plain.len(), data.len());
         assert!(plain[..] == data[..]);
@@ -292,6 +299,25 @@ mod tests {
 
     /// Found by `fuzz/compress` (malloc limit): a 12-byte frame announcing
     /// 16 MiB made the decoder reserve 32 MiB before looking at it.
+    #[test]
+    fn frames_are_inflated_one_at_a_time() {
+        let mut e = Zlib::new();
+        let data = vec![0u8; 4096];
+        for _ in 0..3 {
+            e.encode(&data).expect("encode");
+        }
+        let mut d = Zlib::new();
+        d.raw.extend_from_slice(&e.out);
+        let mut plain = BytesMut::new();
+        assert_eq!(d.decode(&mut plain).expect("decode"), 4096);
+        assert_eq!(plain.len(), 4096, "only the first frame is inflated");
+        assert!(d.pending() > 0, "the others stay compressed");
+        assert_eq!(d.decode(&mut plain).expect("decode"), 4096);
+        assert_eq!(d.decode(&mut plain).expect("decode"), 4096);
+        assert_eq!(d.decode(&mut plain).expect("decode"), 0);
+        assert_eq!(plain.len(), 3 * 4096);
+    }
+
     #[test]
     fn a_header_claim_does_not_reserve_memory() {
         let mut d = Zlib::new();

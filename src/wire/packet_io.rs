@@ -437,6 +437,13 @@ impl PacketIo {
         }
     }
 
+    /// Takes the bytes read but not consumed (before a TLS upgrade: the
+    /// start of the client's TLS handshake, when it sent it right behind
+    /// its SSLRequest). Only for an uncompressed hop.
+    pub fn take_buffered(&mut self) -> BytesMut {
+        std::mem::take(&mut self.rbuf)
+    }
+
     /// Takes the stream out for a TLS upgrade.
     pub fn take_stream(&mut self) -> Stream {
         std::mem::replace(&mut self.stream, Stream::Closed)
