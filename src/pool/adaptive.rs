@@ -213,6 +213,11 @@ impl Adaptive {
         self.limit = self.limit.clamp(self.t.min, self.t.max);
     }
 
+    /// The limit's upper bound now.
+    pub fn max(&self) -> usize {
+        self.t.max
+    }
+
     /// The limit on busy statements.
     pub fn limit(&self) -> usize {
         self.limit
