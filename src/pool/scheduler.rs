@@ -201,6 +201,7 @@ impl<B: Pooled> GroupState<B> {
                 Tuning {
                     min: 1,
                     max: limits.max_owned + common,
+                    base: limits.max_owned,
                     initial: limits.cap,
                     stall_cap: limits.stall_cap,
                 },
@@ -236,7 +237,7 @@ impl<B: Pooled> GroupState<B> {
         };
         let ceiling = self.ceiling();
         if let Some(a) = self.adaptive.as_mut() {
-            a.set_bounds(ceiling, self.limits.stall_cap);
+            a.set_bounds(ceiling, self.limits.max_owned, self.limits.stall_cap);
         }
         while self.over() && !self.idle.is_empty() {
             self.idle.remove(0);
@@ -260,11 +261,21 @@ impl<B: Pooled> GroupState<B> {
         self.owned > self.limits.max_owned + self.borrowed()
     }
 
+    /// True when the statements wait (the proxy's `thd_wait_begin`): the
+    /// adaptive limit rose above the base because completions kept rising
+    /// with more in flight, or most running statements are stalled (not an
+    /// outlier or two of a CPU-bound load).
+    fn waits(&self) -> bool {
+        self.adaptive.as_ref().is_some_and(|a| {
+            a.limit() > self.limits.max_owned
+                || (a.stalled() > 0 && a.stalled() * 2 >= self.in_flight)
+        })
+    }
+
     /// True when one more backend could be owned now (a peek).
     fn can_grow(&self) -> bool {
         self.owned < self.limits.max_owned + self.borrowed()
-            || (self.adaptive.is_some()
-                && self.budget.as_ref().is_some_and(|(b, g)| b.can_borrow(*g)))
+            || (self.waits() && self.budget.as_ref().is_some_and(|(b, g)| b.can_borrow(*g)))
     }
 
     /// Counts one more owned backend: within the base (or what is already
@@ -274,7 +285,7 @@ impl<B: Pooled> GroupState<B> {
             self.owned += 1;
             return true;
         }
-        if self.adaptive.is_some()
+        if self.waits()
             && let Some((b, g)) = self.budget.as_ref()
             && b.borrow(*g)
         {
@@ -357,7 +368,10 @@ impl<B: Pooled> GroupState<B> {
         let waiting = !self.high.is_empty() || !self.low.is_empty();
         let room = self.has_room();
         if let Some(a) = self.adaptive.as_mut() {
-            a.gate(waiting && !room);
+            // Demand reached the limit: statements wait for it, or every
+            // place under it is taken (a limit at or above the demand
+            // teaches nothing unless probing below it may help).
+            a.gate((waiting || self.in_flight > 0) && !room);
         }
         self.claim();
     }
@@ -567,10 +581,10 @@ impl<B: Pooled> GroupState<B> {
     pub fn adapt(&mut self, now: Instant) {
         let t = self.clock(now);
         let ceiling = self.ceiling();
-        let stall_cap = self.limits.stall_cap;
+        let (base, stall_cap) = (self.limits.max_owned, self.limits.stall_cap);
         let room = self.adaptive.as_mut().is_some_and(|a| {
             if a.max() != ceiling {
-                a.set_bounds(ceiling, stall_cap);
+                a.set_bounds(ceiling, base, stall_cap);
             }
             a.tick(t)
         });
