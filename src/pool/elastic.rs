@@ -142,7 +142,20 @@ impl Budget {
     /// True when group `g` could borrow one now (a peek; the common pool may
     /// still run out before [`Budget::borrow`]).
     pub fn can_borrow(&self, g: usize) -> bool {
-        g < self.borrowed.len() && self.used.load(Ordering::Acquire) < self.common()
+        g < self.borrowed.len()
+            && self.used.load(Ordering::Acquire) < self.common()
+            && !self.owed_elsewhere(g)
+    }
+
+    /// Another group is starved while `g` holds its fair part or more: room
+    /// freed in the pool is theirs.
+    fn owed_elsewhere(&self, g: usize) -> bool {
+        self.borrowed(g) >= self.fair()
+            && self
+                .starved
+                .iter()
+                .enumerate()
+                .any(|(i, s)| i != g && s.load(Ordering::Acquire))
     }
 
     /// Takes one backend's room from the common pool for group `g`.
@@ -150,6 +163,9 @@ impl Budget {
         let Some(mine) = self.borrowed.get(g) else {
             return false;
         };
+        if self.owed_elsewhere(g) {
+            return false;
+        }
         let common = self.common();
         let ok = self
             .used
@@ -200,12 +216,7 @@ impl Budget {
         if self.used.load(Ordering::Acquire) > self.common() {
             return true;
         }
-        mine > self.fair()
-            && self
-                .starved
-                .iter()
-                .enumerate()
-                .any(|(i, s)| i != g && s.load(Ordering::Acquire))
+        mine > self.fair() && self.owed_elsewhere(g)
     }
 }
 

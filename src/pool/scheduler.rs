@@ -908,6 +908,76 @@ mod tests {
         assert_eq!(priority(HighPrioMode::None, true, &mut t, 2), Priority::Low);
     }
 
+    fn elastic_group(budget: &Arc<Budget>, index: usize) -> GroupState<Conn> {
+        GroupState::with_budget(
+            Limits {
+                cap: 2,
+                adaptive: true,
+                stall_cap: Duration::from_millis(100),
+                max_owned: 2,
+                kickup: Duration::from_millis(1000),
+            },
+            Some((budget.clone(), index)),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_groups_borrow_and_a_starved_group_is_paid_back() {
+        use super::super::elastic::Source;
+        let budget = Arc::new(Budget::new(2, 4, Source::Default));
+        budget.set(12, 4, Source::Server); // common pool 8, fair part 4
+        let (mut a, mut b) = (elastic_group(&budget, 0), elastic_group(&budget, 1));
+        let t0 = Instant::now();
+        // Group a: the base (2), then nothing more while its statements run
+        // quickly (a limit at the base, nothing stalled).
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            match a.request(LEASE, Priority::Low, t0) {
+                Admission::Now(Grant::Open, id) => ids.push(id),
+                _ => panic!("within the base"),
+            }
+        }
+        let (_, mut third) = queued(a.request(LEASE, Priority::Low, t0));
+        assert!(
+            third.try_recv().is_err(),
+            "no borrowing while nothing waits"
+        );
+        // Its statements stall (stall_limit_ms before any sample): they wait,
+        // so it borrows — the whole common pool, since nobody else wants it.
+        let t1 = t0 + Duration::from_millis(100);
+        a.adapt(t1);
+        assert!(matches!(third.try_recv(), Ok(Grant::Open)));
+        let mut rxs = Vec::new();
+        for _ in 0..10 {
+            if let Admission::Queued(_, rx) = a.request(LEASE, Priority::Low, t1) {
+                rxs.push(rx);
+            }
+            a.adapt(t1 + Duration::from_millis(100));
+        }
+        let s = a.snapshot();
+        assert_eq!((s.owned, s.elastic, s.ceiling), (10, 8, 10), "{s:?}");
+        // Group b's statements wait too and find the pool empty: starved.
+        let mut b_ids = Vec::new();
+        for _ in 0..2 {
+            if let Admission::Now(Grant::Open, id) = b.request(LEASE, Priority::Low, t1) {
+                b_ids.push(id);
+            }
+        }
+        let (_, mut b_wait) = queued(b.request(LEASE, Priority::Low, t1));
+        b.adapt(t1 + Duration::from_millis(100));
+        assert!(b_wait.try_recv().is_err(), "the pool is empty");
+        // As a's backends come back, it closes those above its fair part.
+        let t2 = t1 + Duration::from_millis(200);
+        for id in ids {
+            a.complete(id, Some(Conn(0, 1)), t2);
+        }
+        assert_eq!(a.snapshot().counters.given_back, 2);
+        assert_eq!(budget.borrowed(0), 6);
+        b.adapt(t2);
+        assert!(matches!(b_wait.try_recv(), Ok(Grant::Open)), "b borrows");
+        assert_eq!(budget.borrowed(1), 1);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn idle_stack_is_lifo() {
         let mut g = group(4, 4);
