@@ -101,6 +101,10 @@ fn groups(shared: &Shared) -> ResultSet {
             "stalls",
             "kickups",
             "oldest_wait_ms",
+            "backends",
+            "backends_base",
+            "backends_elastic",
+            "backends_ceiling",
         ],
         rows: Vec::new(),
     };
@@ -124,6 +128,10 @@ fn groups(shared: &Shared) -> ResultSet {
             s.counters.stalls.to_string(),
             s.counters.kickups.to_string(),
             oldest.to_string(),
+            s.owned.to_string(),
+            s.max_owned.to_string(),
+            s.elastic.to_string(),
+            s.ceiling.to_string(),
         ]);
     }
     rs

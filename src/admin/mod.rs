@@ -31,7 +31,13 @@ pub fn refresh_gauges(shared: &Shared) {
         m.idle.set(idle as f64);
         m.busy.set(busy as f64);
         m.pinned.set(pinned as f64);
+        m.base.set(s.max_owned as f64);
+        m.elastic.set(s.elastic as f64);
     }
+    shared
+        .metrics
+        .backend_ceiling
+        .set(shared.pool.budget.view().ceiling as f64);
     if let Ok(r) = shared.registry.lock() {
         shared.metrics.registry_entries.set(r.len() as f64);
         shared.metrics.registry_bytes.set(r.bytes() as f64);

@@ -47,7 +47,12 @@ pub struct Scheduler {
     queue_high: usize,
     queue_low: usize,
     backends_owned: usize,
+    /// The group's guaranteed base share.
     backends_max: usize,
+    /// Borrowed from the common elastic pool now (within `backends_owned`).
+    backends_elastic: usize,
+    /// The most the group may own now (base + common pool).
+    backends_ceiling: usize,
     backends_idle: usize,
     backends_busy: usize,
     backends_pinned: usize,
@@ -73,6 +78,8 @@ pub struct Status {
     draining: bool,
     last_10s: Span,
     last_60s: Span,
+    /// The shared backend budget: ceiling, its source, bases, common pool.
+    backend_budget: crate::pool::elastic::View,
     groups: Vec<GroupStatus>,
     prepared_registry_entries: usize,
     prepared_registry_bytes: usize,
@@ -107,6 +114,8 @@ pub fn status(shared: &Shared) -> Status {
                     queue_low: s.low,
                     backends_owned: s.owned,
                     backends_max: s.max_owned,
+                    backends_elastic: s.elastic,
+                    backends_ceiling: s.ceiling,
                     backends_idle: idle,
                     backends_busy: busy,
                     backends_pinned: pinned,
@@ -128,6 +137,7 @@ pub fn status(shared: &Shared) -> Status {
         draining: shared.shutdown.is_triggered(),
         last_10s: span(&m.windows, 10),
         last_60s: span(&m.windows, 60),
+        backend_budget: shared.pool.budget.view(),
         groups,
         prepared_registry_entries: entries,
         prepared_registry_bytes: bytes,

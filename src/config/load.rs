@@ -118,6 +118,9 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     if p.oversubscribe > 1000 {
         errs.push("pool.oversubscribe: must be at most 1000".into());
     }
+    if p.proxies_per_server == 0 {
+        errs.push("pool.proxies_per_server: must be at least 1".into());
+    }
     if p.thread_groups > 1024 {
         errs.push("pool.thread_groups: must be at most 1024".into());
     }

@@ -275,9 +275,18 @@ pub struct PoolConfig {
     /// `adaptive` (default): the per-group in-flight limit is found at run
     /// time; `fixed`: `1 + oversubscribe`.
     pub inflight: InflightMode,
-    /// Total backend connections, split evenly across groups;
-    /// 0 = 4 × groups × (1 + oversubscribe).
+    /// Total backend connections, split evenly across groups (a hard cap);
+    /// 0 = each group's base share is 4 × (1 + oversubscribe), and with the
+    /// adaptive limit groups borrow beyond it up to a ceiling learnt from
+    /// the server: (`@@max_connections` − `reserved_server_connections`) /
+    /// `proxies_per_server`.
     pub max_backend_connections: usize,
+    /// With `max_backend_connections = 0`: server connections left for
+    /// administrators and other clients.
+    pub reserved_server_connections: usize,
+    /// With `max_backend_connections = 0`: proxies sharing the server (the
+    /// learnt ceiling is divided among them).
+    pub proxies_per_server: usize,
     /// Stall detection / kickup timer period.
     pub stall_limit_ms: u64,
     /// Which statements go to the high-priority queue.
@@ -315,6 +324,8 @@ impl Default for PoolConfig {
             oversubscribe: 3,
             inflight: InflightMode::Adaptive,
             max_backend_connections: 0,
+            reserved_server_connections: 10,
+            proxies_per_server: 1,
             stall_limit_ms: 500,
             high_prio_mode: HighPrioMode::Transactions,
             high_prio_tickets: u32::MAX,

@@ -94,6 +94,10 @@ pub struct GroupMetrics {
     pub busy: Gauge,
     /// Pinned backends.
     pub pinned: Gauge,
+    /// Base share of backends.
+    pub base: Gauge,
+    /// Backends borrowed from the elastic pool.
+    pub elastic: Gauge,
     /// Windows for `/status`.
     pub windows: Windows,
 }
@@ -108,6 +112,8 @@ pub struct Metrics {
     pub client_connections_total: Counter,
     bytes_to_client: Counter,
     bytes_from_client: Counter,
+    /// The proxy's backend ceiling.
+    pub backend_ceiling: Gauge,
     /// Registry size.
     pub registry_entries: Gauge,
     /// Registry bytes.
@@ -193,6 +199,8 @@ impl Metrics {
                         BACKEND_CONNECTIONS,
                         &[gl.clone(), ("state", "pinned".into())],
                     ),
+                    base: gauge(BACKEND_CONNECTIONS_BASE, std::slice::from_ref(&gl)),
+                    elastic: gauge(BACKEND_CONNECTIONS_ELASTIC, std::slice::from_ref(&gl)),
                     windows: Windows::default(),
                 }
             })
@@ -202,6 +210,7 @@ impl Metrics {
             client_connections_total: counter(CLIENT_CONNECTIONS_TOTAL, &[]),
             bytes_to_client: counter(BYTES_TOTAL, &[("direction", "to_client".into())]),
             bytes_from_client: counter(BYTES_TOTAL, &[("direction", "from_client".into())]),
+            backend_ceiling: gauge(BACKEND_CEILING, &[]),
             registry_entries: gauge(PREPARED_REGISTRY_ENTRIES, &[]),
             registry_bytes: gauge(PREPARED_REGISTRY_BYTES, &[]),
             groups,

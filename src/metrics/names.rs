@@ -73,6 +73,15 @@ pub const QUEUE_TIMEOUTS_TOTAL: &str = "myplex_queue_timeouts_total";
 /// Gauge{group, state}: backend connections `idle`, `busy` (executing) and
 /// `pinned` (held by a session between statements).
 pub const BACKEND_CONNECTIONS: &str = "myplex_backend_connections";
+/// Gauge: backend connections the proxy may hold in all: the configured
+/// `pool.max_backend_connections`, or the ceiling learnt from the server's
+/// `@@max_connections` (the elastic pool's top).
+pub const BACKEND_CEILING: &str = "myplex_backend_ceiling";
+/// Gauge{group}: the group's guaranteed base share of backend connections.
+pub const BACKEND_CONNECTIONS_BASE: &str = "myplex_backend_connections_base";
+/// Gauge{group}: backend connections the group borrows from the common
+/// elastic pool now (included in `myplex_backend_connections`).
+pub const BACKEND_CONNECTIONS_ELASTIC: &str = "myplex_backend_connections_elastic";
 /// Counter{reason}: times a session became pinned, by reason.
 pub const PINS_TOTAL: &str = "myplex_pins_total";
 /// Counter{action}: backend connections cleaned before another client could
@@ -111,6 +120,9 @@ pub const ALL: &[&str] = &[
     KICKUPS_TOTAL,
     QUEUE_TIMEOUTS_TOTAL,
     BACKEND_CONNECTIONS,
+    BACKEND_CEILING,
+    BACKEND_CONNECTIONS_BASE,
+    BACKEND_CONNECTIONS_ELASTIC,
     PINS_TOTAL,
     BACKEND_CLEANUPS_TOTAL,
     PREPARED_REGISTRY_ENTRIES,

@@ -22,7 +22,8 @@
 //! - **Startup.** The limit doubles each limited interval while
 //!   completions/s grow by ≥ 25 %; after two intervals without such growth
 //!   it settles on the smallest limit tried that reached 90 % of the best
-//!   rate.
+//!   rate. Above the group's base share (into the elastic pool) it doubles
+//!   only right after a growing interval.
 //! - **Probing.** After three cruise intervals the limit tries one step up
 //!   (× 1.25) or down (× 0.8), alternating. Up is kept if the rate rose
 //!   beyond noise; a rise nearly proportional to the step means the server
@@ -47,8 +48,13 @@ use std::time::Duration;
 pub struct Tuning {
     /// The limit never goes below this (1).
     pub min: usize,
-    /// Nor above this: the group's backend connections.
+    /// Nor above this: the group's backend ceiling (its base share plus the
+    /// common elastic pool).
     pub max: usize,
+    /// The group's base share: Startup doubles past it only on an interval
+    /// that just grew the rate by ≥ 25 % (so a CPU-bound group, whose rate
+    /// stopped growing below it, never borrows backends to probe).
+    pub base: usize,
     /// Where it starts (`1 + oversubscribe`).
     pub initial: usize,
     /// A statement running this long is always stalled (`stall_limit_ms`).
@@ -207,10 +213,16 @@ impl Adaptive {
 
     /// New bounds (a configuration reload): the limit is clamped into
     /// them and the search goes on from there.
-    pub fn set_bounds(&mut self, max: usize, stall_cap: Duration) {
+    pub fn set_bounds(&mut self, max: usize, base: usize, stall_cap: Duration) {
         self.t.max = max.max(self.t.min);
+        self.t.base = base;
         self.t.stall_cap = stall_cap;
         self.limit = self.limit.clamp(self.t.min, self.t.max);
+    }
+
+    /// The limit's upper bound now.
+    pub fn max(&self) -> usize {
+        self.t.max
     }
 
     /// The limit on busy statements.
@@ -355,6 +367,20 @@ impl Adaptive {
         self.limit = (self.limit * 2).min(self.t.max);
     }
 
+    /// Ends Startup on the smallest limit tried that reached 90 % of the
+    /// best rate.
+    fn settle(&mut self) {
+        let best = self.best;
+        let settle = self
+            .tried
+            .iter()
+            .filter(|(_, r)| *r >= 0.9 * best)
+            .map(|(l, _)| *l)
+            .min()
+            .unwrap_or(self.limit);
+        self.enter_cruise(settle);
+    }
+
     fn close(&mut self, now: Duration) {
         let elapsed = now.saturating_sub(self.since).max(Duration::from_micros(1));
         let (done, sum) = (self.done, self.latency_sum);
@@ -401,6 +427,10 @@ impl Adaptive {
         });
         if shifted {
             self.shifts += 1;
+            // Borrowed concurrency is not kept across a change of workload:
+            // the search starts again from the base share at most (a new
+            // I/O-bound load doubles back up within a few intervals).
+            self.limit = self.limit.min(self.t.base).max(self.t.min);
             self.phase = Phase::Startup;
             self.best = 0.0;
             self.strikes = 0;
@@ -409,8 +439,15 @@ impl Adaptive {
         }
         if !limited {
             // Demand stayed below the limit: nothing learned about capacity.
-            if matches!(self.phase, Phase::ProbeUp | Phase::ProbeDown) {
-                self.enter_cruise(self.before_probe);
+            match self.phase {
+                Phase::ProbeUp | Phase::ProbeDown => self.enter_cruise(self.before_probe),
+                // Startup doubled past the demand: growth ends here.
+                Phase::Startup if !self.tried.is_empty() => {
+                    self.tried.push((self.limit, rate));
+                    self.best = self.best.max(rate);
+                    self.settle();
+                }
+                _ => {}
             }
             return;
         }
@@ -431,16 +468,12 @@ impl Adaptive {
                     self.best = self.best.max(rate);
                     self.strikes += 1;
                 }
-                if self.strikes >= 2 || self.limit >= self.t.max {
-                    let best = self.best;
-                    let settle = self
-                        .tried
-                        .iter()
-                        .filter(|(_, r)| *r >= 0.9 * best)
-                        .map(|(l, _)| *l)
-                        .min()
-                        .unwrap_or(self.limit);
-                    self.enter_cruise(settle);
+                let next = (self.limit * 2).min(self.t.max);
+                if self.strikes >= 2
+                    || self.limit >= self.t.max
+                    || (self.strikes > 0 && next > self.t.base)
+                {
+                    self.settle();
                 } else {
                     self.limit = (self.limit * 2).min(self.t.max);
                 }
@@ -497,7 +530,10 @@ impl Adaptive {
                     .min(half_step(self.before_probe, self.limit))
                     .max(0.03);
                 if rate >= self.reference * (1.0 - tolerance) {
-                    // Same throughput with less concurrency: keep going down.
+                    // Same throughput with less concurrency (or more: the
+                    // higher limit thrashed): keep going down, measuring
+                    // against the best rate seen.
+                    self.reference = self.reference.max(rate);
                     self.before_probe = self.limit;
                     let down = self.down(self.limit);
                     if down == self.limit {
@@ -530,6 +566,7 @@ mod tests {
         Tuning {
             min: 1,
             max,
+            base: max,
             initial,
             stall_cap: ms(500),
         }

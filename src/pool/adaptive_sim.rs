@@ -1,10 +1,18 @@
 //! Simulation tests of the adaptive limit: a server model on made-up time
 //! (CPU cores shared by the running statements, disk channels for I/O waits,
-//! a network hop that uses neither), closed-loop clients with no think time,
-//! and an admission gate that applies the controller's limit the way
-//! `GroupState` does. Deterministic: a seeded xorshift drives service times.
+//! a network hop that uses neither, one hot row's lock taken in turn, and a
+//! group commit that flushes every waiting commit at once), closed-loop
+//! clients with no think time, and an admission gate: a fixed limit, the
+//! controller alone, or a whole thread group (`GroupState` with its elastic
+//! budget, every statement a lease of a backend connection). Deterministic:
+//! a seeded xorshift drives service times.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::*;
+use crate::pool::elastic::{Budget, Source};
+use crate::pool::scheduler::{Admission, Grant, GroupState, Limits, Need, Pooled, Priority};
 
 /// Simulation step, µs.
 const DT_US: u64 = 100;
@@ -28,7 +36,21 @@ struct Workload {
     io_ms: f64,
     /// Share of statements that wait on the disk.
     io_share: f64,
+    /// Time each statement holds the one hot row's lock, ms (taken in turn;
+    /// the others wait holding their backend).
+    lock_ms: f64,
+    /// Each statement ends with a commit flush of this long, ms, shared by
+    /// every commit waiting when it starts (group commit).
+    commit_ms: f64,
 }
+
+const NO_WAITS: Workload = Workload {
+    cpu_ms: 0.0,
+    io_ms: 0.0,
+    io_share: 0.0,
+    lock_ms: 0.0,
+    commit_ms: 0.0,
+};
 
 struct Rng(u64);
 impl Rng {
@@ -47,19 +69,42 @@ struct Job {
     ticket: u64,
     net: f64,
     io: f64,
+    lock: f64,
     cpu: f64,
+    /// Commit flush: > 0 still to join one, the flush number once joined.
+    commit: f64,
+    flush: u64,
+    conn: Option<Conn>,
+}
+
+/// A simulated backend connection.
+#[derive(Debug)]
+struct Conn;
+impl Pooled for Conn {
+    fn pool(&self) -> usize {
+        0
+    }
+}
+
+/// A thread group under test: the scheduler, its clients' queued requests.
+struct GroupGate {
+    g: GroupState<Conn>,
+    origin: tokio::time::Instant,
+    pending: VecDeque<(u64, tokio::sync::oneshot::Receiver<Grant<Conn>>)>,
 }
 
 enum Gate {
     Fixed(usize),
     Adaptive(Box<Adaptive>),
+    Group(Box<GroupGate>),
 }
 
-/// A run's record, one entry per 100 ms of simulated time: completions and
-/// the limit.
+/// A run's record, one entry per 100 ms of simulated time: completions, the
+/// limit, and the backend connections owned (the group gate; else in flight).
 struct Run {
     done: Vec<u64>,
     limits: Vec<usize>,
+    owned: Vec<usize>,
 }
 
 impl Run {
@@ -76,6 +121,11 @@ struct Sim {
     running: Vec<Job>,
     waiting: usize,
     next: u64,
+    /// The hot row's lock holder.
+    holder: Option<u64>,
+    /// The commit flush under way: its number and when it ends, ms.
+    flush_no: u64,
+    flush_end: Option<f64>,
 }
 
 impl Sim {
@@ -86,21 +136,27 @@ impl Sim {
             running: Vec::new(),
             waiting: clients,
             next: 0,
+            holder: None,
+            flush_no: 0,
+            flush_end: None,
         }
     }
 
-    fn job(&mut self, w: Workload) -> Job {
-        self.next += 1;
+    fn job(&mut self, w: Workload, ticket: u64, conn: Option<Conn>) -> Job {
         let io = if self.rng.next() < w.io_share {
             self.rng.exp(w.io_ms)
         } else {
             0.0
         };
         Job {
-            ticket: self.next,
+            ticket,
             net: self.server.net_ms,
             io,
+            lock: w.lock_ms,
             cpu: self.rng.exp(w.cpu_ms),
+            commit: if w.commit_ms > 0.0 { 1.0 } else { 0.0 },
+            flush: 0,
+            conn,
         }
     }
 
@@ -111,6 +167,7 @@ impl Sim {
         let mut completed = 0u64;
         let mut done = Vec::new();
         let mut limits = Vec::new();
+        let mut owned = Vec::new();
         for step in 0..steps {
             let us = step * DT_US;
             let now = Duration::from_micros(us);
@@ -121,32 +178,89 @@ impl Sim {
                 .find(|(from, _)| secs_now >= *from)
                 .map_or(phases[0].1, |p| p.1);
             // Admission.
+            if let Gate::Group(g) = gate {
+                let at = g.origin + now;
+                while self.waiting > 0 {
+                    self.waiting -= 1;
+                    match g.g.request(Need::Lease { pool: 0 }, Priority::Low, at) {
+                        Admission::Now(grant, id) => {
+                            let j = self.job(w, id, Some(conn(grant)));
+                            self.running.push(j);
+                        }
+                        Admission::Queued(id, rx) => g.pending.push_back((id, rx)),
+                    }
+                }
+                let mut granted = Vec::new();
+                g.pending.retain_mut(|(id, rx)| match rx.try_recv() {
+                    Ok(grant) => {
+                        granted.push((*id, grant));
+                        false
+                    }
+                    Err(_) => true,
+                });
+                for (id, grant) in granted {
+                    let j = self.job(w, id, Some(conn(grant)));
+                    self.running.push(j);
+                }
+            }
             loop {
                 let room = match gate {
                     Gate::Fixed(l) => self.running.len() < *l,
                     Gate::Adaptive(a) => a.busy() < a.limit(),
+                    Gate::Group(_) => false,
                 };
                 if self.waiting == 0 || !room {
                     break;
                 }
                 self.waiting -= 1;
-                let j = self.job(w);
+                self.next += 1;
+                let j = self.job(w, self.next, None);
                 if let Gate::Adaptive(a) = gate {
                     a.start(j.ticket, now);
                 }
                 self.running.push(j);
             }
             if let Gate::Adaptive(a) = gate {
-                a.gate(self.waiting > 0);
+                a.gate(self.waiting > 0 || a.busy() >= a.limit());
             }
-            // Progress: the wire first, then the disk (FIFO channels), then
-            // the CPU (shared equally).
+            // Progress: the wire first, then the disk (FIFO channels), the
+            // hot row's lock (one holder, in turn), the CPU (shared equally),
+            // then the commit flush (all waiting commits at once).
             let mut disk_free = self.server.disk;
             let on_cpu = self
                 .running
                 .iter()
-                .filter(|j| j.net <= 0.0 && j.io <= 0.0)
+                .filter(|j| j.net <= 0.0 && j.io <= 0.0 && j.lock <= 0.0 && j.cpu > 0.0)
                 .count();
+            let now_ms = us as f64 / 1000.0;
+            if self.flush_end.is_some_and(|end| now_ms >= end) {
+                let no = self.flush_no;
+                for j in &mut self.running {
+                    if j.flush == no {
+                        j.commit = 0.0;
+                    }
+                }
+                self.flush_end = None;
+            }
+            if self.flush_end.is_none()
+                && self.running.iter().any(|j| {
+                    j.net <= 0.0 && j.io <= 0.0 && j.lock <= 0.0 && j.cpu <= 0.0 && j.commit > 0.0
+                })
+            {
+                self.flush_no += 1;
+                let no = self.flush_no;
+                for j in &mut self.running {
+                    if j.net <= 0.0
+                        && j.io <= 0.0
+                        && j.lock <= 0.0
+                        && j.cpu <= 0.0
+                        && j.commit > 0.0
+                    {
+                        j.flush = no;
+                    }
+                }
+                self.flush_end = Some(now_ms + w.commit_ms);
+            }
             let excess = (on_cpu as f64 - self.server.cores).max(0.0);
             let capacity = self.server.cores / (1.0 + self.server.thrash * excess);
             let share = if on_cpu > 0 {
@@ -162,17 +276,29 @@ impl Sim {
                         disk_free -= 1;
                         j.io -= dt;
                     }
-                } else {
+                } else if j.lock > 0.0 {
+                    if self.holder.is_none() {
+                        self.holder = Some(j.ticket);
+                    }
+                    if self.holder == Some(j.ticket) {
+                        j.lock -= dt;
+                        if j.lock <= 0.0 {
+                            self.holder = None;
+                        }
+                    }
+                } else if j.cpu > 0.0 {
                     j.cpu -= dt * share;
                 }
             }
             let mut i = 0;
             while i < self.running.len() {
                 let j = &self.running[i];
-                if j.net <= 0.0 && j.io <= 0.0 && j.cpu <= 0.0 {
-                    let j = self.running.remove(i);
-                    if let Gate::Adaptive(a) = gate {
-                        a.finish(j.ticket, now);
+                if j.net <= 0.0 && j.io <= 0.0 && j.lock <= 0.0 && j.cpu <= 0.0 && j.commit <= 0.0 {
+                    let mut j = self.running.remove(i);
+                    match gate {
+                        Gate::Adaptive(a) => a.finish(j.ticket, now),
+                        Gate::Group(g) => g.g.complete(j.ticket, j.conn.take(), g.origin + now),
+                        Gate::Fixed(_) => {}
                     }
                     self.waiting += 1;
                     completed += 1;
@@ -180,21 +306,74 @@ impl Sim {
                     i += 1;
                 }
             }
-            if us.is_multiple_of(TICK_US)
-                && let Gate::Adaptive(a) = gate
+            if us.is_multiple_of(TICK_US) {
+                match gate {
+                    Gate::Adaptive(a) => {
+                        a.tick(now);
+                    }
+                    Gate::Group(g) => g.g.adapt(g.origin + now),
+                    Gate::Fixed(_) => {}
+                }
+            }
+            if us.is_multiple_of(500_000)
+                && let Gate::Group(g) = gate
             {
-                a.tick(now);
+                g.g.tick(g.origin + now);
             }
             if (us + DT_US).is_multiple_of(100_000) {
                 done.push(std::mem::take(&mut completed));
                 limits.push(match gate {
                     Gate::Fixed(l) => *l,
                     Gate::Adaptive(a) => a.limit(),
+                    Gate::Group(g) => g.g.snapshot().cap,
+                });
+                owned.push(match gate {
+                    Gate::Group(g) => g.g.snapshot().owned,
+                    _ => self.running.len(),
                 });
             }
         }
-        Run { done, limits }
+        Run {
+            done,
+            limits,
+            owned,
+        }
     }
+}
+
+/// The connection a grant brings (an open is as good as a new one here).
+fn conn(grant: Grant<Conn>) -> Conn {
+    match grant {
+        Grant::Backend(c) => c,
+        Grant::Slot | Grant::Open => Conn,
+    }
+}
+
+/// A thread group with base share `base` and a common elastic pool making
+/// the proxy's ceiling `ceiling`; `others` more groups share it (idle here).
+fn group(base: usize, ceiling: usize, others: usize) -> (Gate, Arc<Budget>) {
+    let budget = Arc::new(Budget::new(
+        1 + others,
+        base * (1 + others),
+        Source::Default,
+    ));
+    budget.set(ceiling, base * (1 + others), Source::Server);
+    let g = GroupState::with_budget(
+        Limits {
+            cap: 4,
+            adaptive: true,
+            stall_cap: Duration::from_millis(500),
+            max_owned: base,
+            kickup: Duration::from_millis(1000),
+        },
+        Some((budget.clone(), 0)),
+    );
+    let gate = Gate::Group(Box::new(GroupGate {
+        g,
+        origin: tokio::time::Instant::now(),
+        pending: VecDeque::new(),
+    }));
+    (gate, budget)
 }
 
 fn adaptive(max: usize) -> Gate {
@@ -202,6 +381,7 @@ fn adaptive(max: usize) -> Gate {
         Tuning {
             min: 1,
             max,
+            base: max,
             initial: 4,
             stall_cap: Duration::from_millis(500),
         },
@@ -249,6 +429,7 @@ const CPU_BOUND: Workload = Workload {
     cpu_ms: 1.0,
     io_ms: 0.0,
     io_share: 0.0,
+    ..NO_WAITS
 };
 const IO_SERVER: Server = Server {
     cores: 2.0,
@@ -260,6 +441,7 @@ const IO_BOUND: Workload = Workload {
     cpu_ms: 0.3,
     io_ms: 8.0,
     io_share: 1.0,
+    ..NO_WAITS
 };
 
 #[test]
@@ -288,6 +470,7 @@ fn mixed_workload_converges() {
         cpu_ms: 1.0,
         io_ms: 10.0,
         io_share: 0.4,
+        ..NO_WAITS
     };
     let s = Server {
         cores: 2.0,
@@ -312,6 +495,7 @@ fn sudden_change_is_followed_both_ways() {
         cpu_ms: 1.0,
         io_ms: 0.0,
         io_share: 0.0,
+        ..NO_WAITS
     };
     let (best_io, _) = best_fixed(s, IO_BOUND, 128, 64);
     let (best_cpu, _) = best_fixed(s, cpu, 128, 64);
@@ -353,8 +537,184 @@ fn sleep_like_statements_raise_the_limit_to_the_backends() {
         cpu_ms: 0.01,
         io_ms: 0.0,
         io_share: 0.0,
+        ..NO_WAITS
     };
     let run = check("sleep", s, w, 32, 16);
     let tail = &run.limits[run.limits.len() - 100..];
     assert!(tail.iter().all(|l| *l >= 12), "{tail:?}");
+}
+
+// The elastic pool: whole thread groups, base share 16 (today's default
+// share on 2 CPUs), the common pool above it.
+
+/// Base share of the group under test.
+const BASE: usize = 16;
+
+fn group_run(server: Server, phases: &[(f64, Workload)], clients: usize, secs: f64) -> Run {
+    let (mut gate, _budget) = group(BASE, 256, 0);
+    Sim::new(server, clients).run(&mut gate, phases, secs)
+}
+
+const FIXED_WIDE: &[usize] = &[4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256];
+
+fn best_wide(server: Server, w: Workload, clients: usize) -> (f64, usize) {
+    FIXED_WIDE
+        .iter()
+        .map(|l| {
+            let r = Sim::new(server, clients).run(&mut Gate::Fixed(*l), &[(0.0, w)], 6.0);
+            (r.rate(1.0, 6.0), *l)
+        })
+        .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a })
+}
+
+/// A disk with many channels (an SSD's queue depth), little CPU per read:
+/// the best fixed limit is far above the base share.
+const DEEP_DISK: Server = Server {
+    cores: 2.0,
+    disk: 128,
+    thrash: 0.02,
+    net_ms: 0.3,
+};
+const READS: Workload = Workload {
+    cpu_ms: 0.08,
+    io_ms: 8.0,
+    io_share: 1.0,
+    ..NO_WAITS
+};
+
+fn elastic_check(name: &str, server: Server, w: Workload, clients: usize) -> Run {
+    let (best, at) = best_wide(server, w, clients);
+    let run = group_run(server, &[(0.0, w)], clients, 20.0);
+    let rate = run.rate(5.0, 20.0);
+    eprintln!(
+        "{name}: best fixed {best:.0}/s at {at}, elastic group {rate:.0}/s ({:.2}); backends {:?}; limits {:?}; done {:?}",
+        rate / best,
+        run.owned,
+        run.limits,
+        run.done
+    );
+    assert!(
+        rate >= 0.85 * best,
+        "{name}: {rate:.0}/s < 85% of the best fixed limit's {best:.0}/s (at {at})"
+    );
+    run
+}
+
+#[test]
+fn elastic_io_bound_grows_far_beyond_the_share() {
+    let run = elastic_check("elastic io", DEEP_DISK, READS, 256);
+    let tail = &run.owned[run.owned.len() - 50..];
+    assert!(
+        tail.iter().all(|o| *o >= 4 * BASE),
+        "backends far above the base share: {tail:?}"
+    );
+    assert!(
+        run.owned.iter().all(|o| *o <= 256),
+        "never above the ceiling"
+    );
+}
+
+#[test]
+fn elastic_commit_bound_grows_beyond_the_share() {
+    // Durable commits: each flush takes 2 ms and takes every commit waiting
+    // when it starts, so more commits in flight means more per flush.
+    let w = Workload {
+        cpu_ms: 0.05,
+        commit_ms: 2.0,
+        ..NO_WAITS
+    };
+    let run = elastic_check("elastic commit", DEEP_DISK, w, 256);
+    let tail = &run.owned[run.owned.len() - 50..];
+    assert!(tail.iter().all(|o| *o > BASE), "{tail:?}");
+}
+
+#[test]
+fn elastic_cpu_bound_never_borrows() {
+    let run = elastic_check("elastic cpu", CPU_SERVER, CPU_BOUND, 256);
+    let most = run.owned.iter().max().copied().unwrap_or(0);
+    assert!(
+        most <= BASE,
+        "a CPU-bound group stays within its share: {:?}",
+        run.owned
+    );
+}
+
+/// Every statement updates one hot row: each holds its lock 1 ms, the
+/// others wait for it holding their backend. More in flight only queues.
+const HOT_ROW: Workload = Workload {
+    cpu_ms: 0.1,
+    lock_ms: 1.0,
+    ..NO_WAITS
+};
+
+#[test]
+fn elastic_lock_bound_gives_borrowed_backends_back() {
+    // I/O-bound first (the group borrows), then every statement waits on
+    // the same row lock: the borrowed backends stop helping and go back.
+    let (best_lock, at) = best_wide(DEEP_DISK, HOT_ROW, 256);
+    let run = group_run(DEEP_DISK, &[(0.0, READS), (10.0, HOT_ROW)], 256, 30.0);
+    let lock = run.rate(20.0, 30.0);
+    eprintln!(
+        "elastic lock: best fixed {best_lock:.0}/s at {at}, elastic {lock:.0}/s; backends {:?}",
+        run.owned
+    );
+    assert!(
+        run.owned[50..100].iter().all(|o| *o > 2 * BASE),
+        "borrowed while I/O-bound"
+    );
+    let tail = &run.owned[run.owned.len() - 50..];
+    assert!(
+        tail.iter().all(|o| *o <= BASE),
+        "given back once they stopped helping: {tail:?}"
+    );
+    assert!(lock >= 0.85 * best_lock, "lock: {lock:.0}/s");
+}
+
+#[test]
+fn elastic_follows_switches_between_cpu_io_and_commit_bound() {
+    let s = DEEP_DISK;
+    let cpu = Workload {
+        cpu_ms: 1.0,
+        ..NO_WAITS
+    };
+    let commit = Workload {
+        cpu_ms: 0.05,
+        commit_ms: 2.0,
+        ..NO_WAITS
+    };
+    let (best_cpu, _) = best_wide(s, cpu, 256);
+    let (best_io, _) = best_wide(s, READS, 256);
+    let (best_commit, _) = best_wide(s, commit, 256);
+    let run = group_run(
+        s,
+        &[(0.0, cpu), (10.0, READS), (20.0, cpu), (30.0, commit)],
+        256,
+        40.0,
+    );
+    let rates = [
+        run.rate(5.0, 10.0),
+        run.rate(14.0, 20.0),
+        run.rate(25.0, 30.0),
+        run.rate(34.0, 40.0),
+    ];
+    eprintln!(
+        "elastic switch: best fixed {best_cpu:.0} / {best_io:.0} / {best_commit:.0}; elastic {rates:?}; backends {:?}",
+        run.owned
+    );
+    assert!(rates[0] >= 0.85 * best_cpu, "cpu");
+    assert!(
+        run.owned[..100].iter().all(|o| *o <= BASE),
+        "cpu: no borrowing"
+    );
+    assert!(rates[1] >= 0.85 * best_io, "io");
+    assert!(
+        run.owned[150..200].iter().all(|o| *o > 2 * BASE),
+        "io: borrowed"
+    );
+    assert!(rates[2] >= 0.85 * best_cpu, "cpu again");
+    assert!(
+        run.owned[250..300].iter().all(|o| *o <= BASE),
+        "cpu again: given back"
+    );
+    assert!(rates[3] >= 0.85 * best_commit, "commit");
 }

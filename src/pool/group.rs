@@ -59,11 +59,20 @@ pub struct Admitted {
 }
 
 impl Group {
-    /// A new group.
+    /// A new group with a fixed backend share.
     pub fn new(id: usize, limits: Limits) -> Arc<Self> {
+        Self::with_budget(id, limits, None)
+    }
+
+    /// A new group sharing `budget` (the elastic pool; this group's index).
+    pub fn with_budget(
+        id: usize,
+        limits: Limits,
+        budget: Option<(Arc<super::elastic::Budget>, usize)>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             id,
-            state: Mutex::new(GroupState::new(limits)),
+            state: Mutex::new(GroupState::with_budget(limits, budget)),
         })
     }
 

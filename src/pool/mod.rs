@@ -1,11 +1,14 @@
 //! The backend pool: thread groups with priority queues (the Percona /
 //! MariaDB thread-pool model), the pool keys backend connections belong to
 //! (credential pool × flavour, see [`keys`]), dialing with retry, and the
-//! per-group timer and maintenance.
+//! per-group timer and maintenance, and the elastic backend budget the groups
+//! share ([`elastic`]; its ceiling is learnt here from the server's
+//! `@@max_connections`).
 //! Limits, timings and credential pools can be replaced at run time
 //! ([`Pool::reconfigure`], on a configuration reload).
 
 pub mod adaptive;
+pub mod elastic;
 pub mod group;
 pub mod health;
 pub mod helper;
@@ -20,7 +23,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::{self, BackendConn, BackendError, BackendParams, ServerInfo};
-use crate::config::{Config, InflightMode, PoolMode};
+use crate::config::{Config, InflightMode, PoolConfig, PoolMode};
 use crate::protocol::caps::Flavour;
 use group::Group;
 use keys::Keys;
@@ -30,6 +33,15 @@ use scheduler::Limits;
 pub struct Pool {
     /// The thread groups.
     pub groups: Vec<Arc<Group>>,
+    /// The backend budget the groups share: ceiling, bases, common pool.
+    pub budget: Arc<elastic::Budget>,
+    /// The `[pool]` settings the budget and group limits derive from.
+    pool_cfg: ArcSwap<PoolConfig>,
+    /// The server's `@@global.max_connections` as last read (0 = not yet).
+    server_max_connections: std::sync::atomic::AtomicUsize,
+    /// 1 + the globals epoch it was read in (0 = read it at the next
+    /// maintenance round: at start, after a reload or a `SET GLOBAL`).
+    ceiling_epoch: std::sync::atomic::AtomicU64,
     /// Login parameters per credential pool (indexes never change; a
     /// reload may append pools and update their settings). The flavour is
     /// added per pool key by [`Pool::params`].
@@ -91,17 +103,34 @@ impl Timings {
     }
 }
 
-/// Group `i`'s limits out of `n`: the backend budget split evenly, the
-/// first `total % n` groups getting one more.
-fn limits_for(cfg: &Config, i: usize, n: usize) -> Limits {
-    let total = cfg.pool.effective_max_backend_connections();
-    let share = total / n + usize::from(i < total % n);
+/// The proxy's backend ceiling, the sum of the groups' base shares, and
+/// where the ceiling comes from, for `n` groups when the server allows
+/// `max_connections` (0 = not known).
+fn budget_for(p: &PoolConfig, n: usize, max_connections: usize) -> (usize, usize, elastic::Source) {
+    if p.max_backend_connections > 0 {
+        let m = p.max_backend_connections;
+        return (m, m, elastic::Source::Configured);
+    }
+    let default = p.effective_max_backend_connections();
+    if max_connections == 0 {
+        return (default, default, elastic::Source::Default);
+    }
+    let ceiling = (max_connections.saturating_sub(p.reserved_server_connections)
+        / p.proxies_per_server.max(1))
+    .max(n);
+    (ceiling, default.min(ceiling), elastic::Source::Server)
+}
+
+/// Group `i`'s limits out of `n`: the bases (`bases` in all) split evenly,
+/// the first `bases % n` groups getting one more.
+fn limits_for(p: &PoolConfig, i: usize, n: usize, bases: usize) -> Limits {
+    let share = bases / n + usize::from(i < bases % n);
     Limits {
-        cap: 1 + cfg.pool.oversubscribe,
-        adaptive: cfg.pool.inflight == InflightMode::Adaptive,
-        stall_cap: Duration::from_millis(cfg.pool.stall_limit_ms),
+        cap: 1 + p.oversubscribe,
+        adaptive: p.inflight == InflightMode::Adaptive,
+        stall_cap: Duration::from_millis(p.stall_limit_ms),
         max_owned: share.max(1),
-        kickup: Duration::from_millis(cfg.pool.prio_kickup_ms),
+        kickup: Duration::from_millis(p.prio_kickup_ms),
     }
 }
 
@@ -112,11 +141,23 @@ impl Pool {
     /// Builds the groups from the config; `params` are the credential pools.
     pub fn new(cfg: &Config, params: Vec<BackendParams>, server: ServerInfo) -> Arc<Self> {
         let n = cfg.pool.effective_groups();
+        let (_, bases, source) = budget_for(&cfg.pool, n, 0);
+        let budget = Arc::new(elastic::Budget::new(n, bases, source));
         let groups = (0..n)
-            .map(|i| Group::new(i, limits_for(cfg, i, n)))
+            .map(|i| {
+                Group::with_budget(
+                    i,
+                    limits_for(&cfg.pool, i, n, bases),
+                    Some((budget.clone(), i)),
+                )
+            })
             .collect();
         Arc::new(Self {
             groups,
+            budget,
+            pool_cfg: ArcSwap::from_pointee(cfg.pool.clone()),
+            server_max_connections: std::sync::atomic::AtomicUsize::new(0),
+            ceiling_epoch: std::sync::atomic::AtomicU64::new(0),
             keys: Keys::new(params.len()),
             credentials: ArcSwap::from_pointee(params),
             credential_writes: std::sync::Mutex::new(()),
@@ -134,10 +175,11 @@ impl Pool {
     /// Applies a reloaded configuration (same thread groups and mode):
     /// group limits, timings and the credential pools.
     pub fn reconfigure(&self, cfg: &Config, params: Vec<BackendParams>) {
-        let n = self.groups.len();
-        for (i, g) in self.groups.iter().enumerate() {
-            g.set_limits(limits_for(cfg, i, n));
-        }
+        self.pool_cfg.store(Arc::new(cfg.pool.clone()));
+        self.apply_budget();
+        // Read the server's max_connections again at the next round.
+        self.ceiling_epoch
+            .store(0, std::sync::atomic::Ordering::Release);
         self.timings.store(Arc::new(Timings::from_config(cfg)));
         let _w = self
             .credential_writes
@@ -156,6 +198,75 @@ impl Pool {
             params.extend(cur[params.len()..].iter().cloned());
         }
         self.credentials.store(Arc::new(params));
+    }
+
+    /// Applies the budget for the current settings and the last known
+    /// `@@max_connections`: the ceiling and the groups' base shares.
+    fn apply_budget(&self) {
+        let p = self.pool_cfg.load();
+        let n = self.groups.len();
+        let known = self
+            .server_max_connections
+            .load(std::sync::atomic::Ordering::Acquire);
+        let (ceiling, bases, source) = budget_for(&p, n, known);
+        self.budget.set(ceiling, bases, source);
+        for (i, g) in self.groups.iter().enumerate() {
+            g.set_limits(limits_for(&p, i, n, bases));
+        }
+    }
+
+    /// Records the server's `@@global.max_connections` and applies the
+    /// budget it allows (with `pool.max_backend_connections = 0`).
+    pub fn learn_max_connections(&self, max_connections: usize) {
+        let old = self
+            .server_max_connections
+            .swap(max_connections, std::sync::atomic::Ordering::AcqRel);
+        if old != max_connections {
+            self.apply_budget();
+            let v = self.budget.view();
+            tracing::info!(
+                max_connections,
+                ceiling = v.ceiling,
+                bases = v.bases,
+                "backend ceiling learnt from the server"
+            );
+        }
+    }
+
+    /// Reads `@@global.max_connections` on a connection of its own (within
+    /// the budget, closed afterwards) when not read yet, after a reload, or
+    /// after a client's `SET GLOBAL`; only with
+    /// `pool.max_backend_connections = 0`.
+    async fn learn_ceiling(self: &Arc<Self>) {
+        use std::sync::atomic::Ordering;
+        if self.pool_cfg.load().max_backend_connections > 0 {
+            return;
+        }
+        let epoch = self.globals_epoch();
+        if self.ceiling_epoch.load(Ordering::Acquire) == epoch + 1 {
+            return;
+        }
+        let Some(res) = self.groups.iter().find_map(|g| g.reserve_open()) else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let Ok(conn) = self.dial(0, deadline).await else {
+            return;
+        };
+        // Dropped at the end: the connection closes and frees its room.
+        let mut conn = res.fulfil(conn);
+        match conn.query_row("SELECT @@global.max_connections").await {
+            Ok(row) => {
+                let n = row
+                    .and_then(|r| r.into_iter().next().flatten())
+                    .and_then(|v| v.trim().parse::<usize>().ok());
+                if let Some(n) = n {
+                    self.ceiling_epoch.store(epoch + 1, Ordering::Release);
+                    self.learn_max_connections(n);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the server's max_connections"),
+        }
     }
 
     /// Current timings.
@@ -410,6 +521,7 @@ impl Pool {
     /// Closes idle connections past `idle_timeout` (above the minimum) and
     /// ones the server closed; keeps `min_idle` connections per group open.
     async fn maintain(self: &Arc<Self>) {
+        self.learn_ceiling().await;
         let t = self.timings.load_full();
         for g in &self.groups {
             let now = Instant::now();

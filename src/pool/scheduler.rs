@@ -1,18 +1,25 @@
 //! The dispatch rules of one thread group (design §6.1) as a pure state
 //! machine: two FIFO queues, the in-flight limit (fixed `1 + oversubscribe`,
 //! or found at run time by [`super::adaptive`]), stall extra slots, kickup,
-//! an idle-backend stack and the count of owned backend connections.
+//! an idle-backend stack and the count of owned backend connections: the
+//! group's base share, plus backends borrowed from the common elastic pool
+//! ([`super::elastic`]) while the adaptive limit lets more statements run
+//! than the base holds (statements that wait stopped counting, or more in
+//! flight kept raising completions); borrowed ones go back when they return
+//! with nothing to do, or when another group is owed its part.
 //!
 //! No I/O and no locking here: [`super::group::Group`] wraps this in a mutex
 //! and delivers grants through channels. Generic over the backend type so the
 //! rules are tested with plain values on paused time.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 use tokio::time::{Duration, Instant};
 
 use super::adaptive::{Adaptive, Estimate, Tuning};
+use super::elastic::Budget;
 
 /// What a backend connection must tell the scheduler.
 pub trait Pooled {
@@ -86,7 +93,8 @@ pub struct Limits {
     /// `stall_limit_ms`: with the adaptive limit, a statement running this
     /// long always stops counting as busy.
     pub stall_cap: Duration,
-    /// This group's share of `max_backend_connections`.
+    /// This group's base share of the backend budget (guaranteed; with the
+    /// adaptive limit and a common elastic pool it may borrow beyond it).
     pub max_owned: usize,
     /// `prio_kickup_ms`.
     pub kickup: Duration,
@@ -110,6 +118,11 @@ pub struct Counters {
     pub kickups: u64,
     /// Idle connections closed to make room for another credential pool.
     pub evictions: u64,
+    /// Backend connections borrowed from the common elastic pool.
+    pub borrowed: u64,
+    /// Borrowed connections given back on return (no longer useful, or
+    /// owed to another group).
+    pub given_back: u64,
 }
 
 /// A point-in-time view of the group.
@@ -132,8 +145,14 @@ pub struct Snapshot {
     pub idle: usize,
     /// Backend connections owned (idle + busy + pinned + opening).
     pub owned: usize,
-    /// The group's share of backend connections.
+    /// The group's base share of backend connections.
     pub max_owned: usize,
+    /// Backend connections borrowed from the common elastic pool now
+    /// (included in `owned`).
+    pub elastic: usize,
+    /// The most this group may own now: its base plus the whole common
+    /// pool (the adaptive limit's upper bound).
+    pub ceiling: usize,
     /// Counters.
     pub counters: Counters,
 }
@@ -141,6 +160,8 @@ pub struct Snapshot {
 /// State of one thread group.
 pub struct GroupState<B> {
     limits: Limits,
+    /// The shared elastic budget and this group's index in it.
+    budget: Option<(Arc<Budget>, usize)>,
     adaptive: Option<Box<Adaptive>>,
     /// Time zero of the adaptive controller's clock.
     origin: Instant,
@@ -165,14 +186,22 @@ pub enum Admission<B> {
 }
 
 impl<B: Pooled> GroupState<B> {
-    /// An empty group.
+    /// An empty group with a fixed backend share (no elastic pool).
     pub fn new(limits: Limits) -> Self {
+        Self::with_budget(limits, None)
+    }
+
+    /// An empty group; with `budget` (the shared budget and this group's
+    /// index) it may borrow from the common elastic pool when adaptive.
+    pub fn with_budget(limits: Limits, budget: Option<(Arc<Budget>, usize)>) -> Self {
         let origin = Instant::now();
+        let common = budget.as_ref().map_or(0, |(b, _)| b.common());
         let adaptive = limits.adaptive.then(|| {
             Box::new(Adaptive::new(
                 Tuning {
                     min: 1,
-                    max: limits.max_owned,
+                    max: limits.max_owned + common,
+                    base: limits.max_owned,
                     initial: limits.cap,
                     stall_cap: limits.stall_cap,
                 },
@@ -181,6 +210,7 @@ impl<B: Pooled> GroupState<B> {
         });
         Self {
             limits,
+            budget,
             adaptive,
             origin,
             in_flight: 0,
@@ -205,14 +235,89 @@ impl<B: Pooled> GroupState<B> {
             adaptive: self.limits.adaptive,
             ..limits
         };
+        let ceiling = self.ceiling();
         if let Some(a) = self.adaptive.as_mut() {
-            a.set_bounds(self.limits.max_owned, self.limits.stall_cap);
+            a.set_bounds(ceiling, self.limits.max_owned, self.limits.stall_cap);
         }
-        while self.owned > self.limits.max_owned && !self.idle.is_empty() {
+        while self.over() && !self.idle.is_empty() {
             self.idle.remove(0);
-            self.owned -= 1;
+            self.shrink();
         }
         self.dispatch(now);
+    }
+
+    /// Backends borrowed from the common pool.
+    fn borrowed(&self) -> usize {
+        self.budget.as_ref().map_or(0, |(b, g)| b.borrowed(*g))
+    }
+
+    /// The most this group may own: its base plus the common pool.
+    fn ceiling(&self) -> usize {
+        self.limits.max_owned + self.budget.as_ref().map_or(0, |(b, _)| b.common())
+    }
+
+    /// Owns more than its base and what it borrowed (the share shrank).
+    fn over(&self) -> bool {
+        self.owned > self.limits.max_owned + self.borrowed()
+    }
+
+    /// True when the statements wait (the proxy's `thd_wait_begin`): the
+    /// adaptive limit rose above the base because completions kept rising
+    /// with more in flight, or most running statements are stalled (not an
+    /// outlier or two of a CPU-bound load).
+    fn waits(&self) -> bool {
+        self.adaptive.as_ref().is_some_and(|a| {
+            a.limit() > self.limits.max_owned
+                || (a.stalled() > 0 && a.stalled() * 2 >= self.in_flight)
+        })
+    }
+
+    /// True when one more backend could be owned now (a peek).
+    fn can_grow(&self) -> bool {
+        self.owned < self.limits.max_owned + self.borrowed()
+            || (self.waits() && self.budget.as_ref().is_some_and(|(b, g)| b.can_borrow(*g)))
+    }
+
+    /// Counts one more owned backend: within the base (or what is already
+    /// borrowed), else borrowed from the common pool (adaptive only).
+    fn grow(&mut self) -> bool {
+        if self.owned < self.limits.max_owned + self.borrowed() {
+            self.owned += 1;
+            return true;
+        }
+        if self.waits()
+            && let Some((b, g)) = self.budget.as_ref()
+            && b.borrow(*g)
+        {
+            self.owned += 1;
+            self.counters.borrowed += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Counts one owned backend less; borrowed room goes back first.
+    fn shrink(&mut self) {
+        self.owned = self.owned.saturating_sub(1);
+        if let Some((b, g)) = self.budget.as_ref()
+            && self.owned < self.limits.max_owned + b.borrowed(*g)
+        {
+            b.give_back(*g);
+        }
+    }
+
+    /// True when a backend coming back should be closed and its room given
+    /// back to the common pool rather than kept idle: it is borrowed, and
+    /// another group is owed its part, or the idle ones already cover every
+    /// free slot under the limit (it stopped helping).
+    fn give_back_on_return(&self) -> bool {
+        let Some((b, g)) = self.budget.as_ref() else {
+            return false;
+        };
+        if b.borrowed(*g) == 0 || self.owned <= self.limits.max_owned {
+            return false;
+        }
+        b.should_give_back(*g) || self.idle.len() >= self.limit().saturating_sub(self.busy())
     }
 
     /// Current view.
@@ -227,6 +332,8 @@ impl<B: Pooled> GroupState<B> {
             idle: self.idle.len(),
             owned: self.owned,
             max_owned: self.limits.max_owned,
+            elastic: self.borrowed(),
+            ceiling: self.ceiling(),
             counters: self.counters,
         }
     }
@@ -255,11 +362,38 @@ impl<B: Pooled> GroupState<B> {
         now.saturating_duration_since(self.origin)
     }
 
-    /// Tells the adaptive controller whether work waits on the limit now.
+    /// Tells the adaptive controller whether work waits on the limit now,
+    /// and the elastic budget whether this group wants to borrow.
     fn observe(&mut self) {
-        let blocked = (!self.high.is_empty() || !self.low.is_empty()) && !self.has_room();
+        let waiting = !self.high.is_empty() || !self.low.is_empty();
+        let room = self.has_room();
         if let Some(a) = self.adaptive.as_mut() {
-            a.gate(blocked);
+            // Demand reached the limit: statements wait for it, or every
+            // place under it is taken (a limit at or above the demand
+            // teaches nothing unless probing below it may help).
+            a.gate((waiting || self.in_flight > 0) && !room);
+        }
+        self.claim();
+    }
+
+    /// Tells the elastic budget whether this group wants to borrow now.
+    fn claim(&self) {
+        let waiting = !self.high.is_empty() || !self.low.is_empty();
+        let room = self.has_room();
+        if let Some((b, g)) = self.budget.as_ref() {
+            // Wants: a lease could run under the limit but no backend can be
+            // had (cheap tests first; the queue scan only when it is full).
+            let wants = waiting
+                && room
+                && self.adaptive.is_some()
+                && self.idle.is_empty()
+                && !self.can_grow()
+                && self
+                    .high
+                    .iter()
+                    .chain(self.low.iter())
+                    .any(|w| matches!(w.need, Need::Lease { .. }));
+            b.want(*g, wants);
         }
     }
 
@@ -267,33 +401,37 @@ impl<B: Pooled> GroupState<B> {
     fn runnable(&self, need: Need) -> bool {
         match need {
             Need::Slot => true,
-            Need::Lease { .. } => !self.idle.is_empty() || self.owned < self.limits.max_owned,
+            Need::Lease { .. } => !self.idle.is_empty() || self.can_grow(),
         }
     }
 
     /// Takes what a lease needs; evicts an idle connection of another pool
-    /// when the group is full.
-    fn take(&mut self, need: Need) -> Grant<B> {
+    /// when the group is full. `None` when the common pool ran out since
+    /// [`Self::runnable`] looked (another group borrowed the last room).
+    fn take(&mut self, need: Need) -> Option<Grant<B>> {
         match need {
-            Need::Slot => Grant::Slot,
+            Need::Slot => Some(Grant::Slot),
             Need::Lease { pool } => {
                 if let Some(i) = self.idle.iter().rposition(|b| b.pool() == pool) {
-                    return Grant::Backend(self.idle.remove(i));
+                    return Some(Grant::Backend(self.idle.remove(i)));
                 }
-                if self.owned < self.limits.max_owned {
-                    self.owned += 1;
-                    return Grant::Open;
+                if self.grow() {
+                    return Some(Grant::Open);
+                }
+                if self.idle.is_empty() {
+                    return None;
                 }
                 // Full, and only other pools' connections are idle: close the
                 // least recently used one and open ours in its place.
                 self.idle.remove(0);
                 self.counters.evictions += 1;
-                Grant::Open
+                Some(Grant::Open)
             }
         }
     }
 
-    fn admit(&mut self, need: Need, id: u64, now: Instant) -> Grant<B> {
+    fn admit(&mut self, need: Need, id: u64, now: Instant) -> Option<Grant<B>> {
+        let grant = self.take(need)?;
         let t = self.clock(now);
         if let Some(a) = self.adaptive.as_mut() {
             a.start(id, t);
@@ -301,7 +439,7 @@ impl<B: Pooled> GroupState<B> {
         self.in_flight += 1;
         self.dispatched_since_tick += 1;
         self.counters.dispatched += 1;
-        self.take(need)
+        Some(grant)
     }
 
     /// Asks for `need` at `prio`. Granted at once when the queues are empty
@@ -317,8 +455,11 @@ impl<B: Pooled> GroupState<B> {
         };
         let id = self.next_id;
         self.next_id += 1;
-        if !ahead && self.has_room() && self.runnable(need) {
-            let grant = self.admit(need, id, now);
+        if !ahead
+            && self.has_room()
+            && self.runnable(need)
+            && let Some(grant) = self.admit(need, id, now)
+        {
             self.observe();
             return Admission::Now(grant, id);
         }
@@ -341,15 +482,22 @@ impl<B: Pooled> GroupState<B> {
     /// frees a slot or a backend.
     pub fn dispatch(&mut self, now: Instant) {
         while self.has_room() {
-            let pick = match self.high.iter().position(|w| self.runnable(w.need)) {
-                Some(i) => self.high.remove(i),
+            let (high, i) = match self.high.iter().position(|w| self.runnable(w.need)) {
+                Some(i) => (true, i),
                 None => match self.low.iter().position(|w| self.runnable(w.need)) {
-                    Some(i) => self.low.remove(i),
-                    None => None,
+                    Some(i) => (false, i),
+                    None => break,
                 },
             };
-            let Some(w) = pick else { break };
-            let grant = self.admit(w.need, w.id, now);
+            let (need, id) = {
+                let q = if high { &self.high } else { &self.low };
+                (q[i].need, q[i].id)
+            };
+            let Some(grant) = self.admit(need, id, now) else {
+                break;
+            };
+            let q = if high { &mut self.high } else { &mut self.low };
+            let Some(w) = q.remove(i) else { break };
             if let Err(grant) = w.tx.send(grant) {
                 // The waiter went away between queueing and now.
                 self.undo(w.id, grant);
@@ -366,7 +514,7 @@ impl<B: Pooled> GroupState<B> {
         match grant {
             Grant::Slot => {}
             Grant::Backend(b) => self.put_idle(b),
-            Grant::Open => self.owned -= 1,
+            Grant::Open => self.shrink(),
         }
     }
 
@@ -404,10 +552,15 @@ impl<B: Pooled> GroupState<B> {
     }
 
     /// A connection comes back: idle, or closed (dropped) when the group
-    /// owns more than its share (the share shrank on a reload).
+    /// owns more than its share (the share shrank on a reload) or it was
+    /// borrowed and is no longer useful here.
     fn put_idle(&mut self, backend: B) {
-        if self.owned > self.limits.max_owned {
-            self.owned -= 1;
+        if self.over() {
+            self.shrink();
+            drop(backend);
+        } else if self.give_back_on_return() {
+            self.shrink();
+            self.counters.given_back += 1;
             drop(backend);
         } else {
             self.idle.push(backend);
@@ -416,29 +569,36 @@ impl<B: Pooled> GroupState<B> {
 
     /// A backend connection owned by this group was closed (or failed to open).
     pub fn closed(&mut self, now: Instant) {
-        self.owned = self.owned.saturating_sub(1);
+        self.shrink();
         self.dispatch(now);
     }
 
     /// The adaptive limit's timer (a few tens of ms): statements that ran
     /// too long stop counting as busy, a measuring interval may close and
     /// move the limit. No-op with the fixed cap.
+    /// Also follows the elastic ceiling (the limit's upper bound) and
+    /// retries waiters when the common pool may have room again.
     pub fn adapt(&mut self, now: Instant) {
         let t = self.clock(now);
-        let room = self.adaptive.as_mut().is_some_and(|a| a.tick(t));
-        if room {
+        let ceiling = self.ceiling();
+        let (base, stall_cap) = (self.limits.max_owned, self.limits.stall_cap);
+        let room = self.adaptive.as_mut().is_some_and(|a| {
+            if a.max() != ceiling {
+                a.set_bounds(ceiling, base, stall_cap);
+            }
+            a.tick(t)
+        });
+        let waiting = !self.high.is_empty() || !self.low.is_empty();
+        if room || (waiting && self.budget.is_some()) {
             self.dispatch(now);
         }
+        self.claim();
     }
 
-    /// Counts a connection opened outside a grant (pre-warming).
+    /// Counts a connection opened outside a grant (pre-warming, helper
+    /// connections): within the base, or borrowed.
     pub fn try_reserve_open(&mut self) -> bool {
-        if self.owned < self.limits.max_owned {
-            self.owned += 1;
-            true
-        } else {
-            false
-        }
+        self.grow()
     }
 
     /// Takes idle connections matching `pred` out of the group (for
@@ -746,6 +906,76 @@ mod tests {
             Priority::High
         );
         assert_eq!(priority(HighPrioMode::None, true, &mut t, 2), Priority::Low);
+    }
+
+    fn elastic_group(budget: &Arc<Budget>, index: usize) -> GroupState<Conn> {
+        GroupState::with_budget(
+            Limits {
+                cap: 2,
+                adaptive: true,
+                stall_cap: Duration::from_millis(100),
+                max_owned: 2,
+                kickup: Duration::from_millis(1000),
+            },
+            Some((budget.clone(), index)),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_groups_borrow_and_a_starved_group_is_paid_back() {
+        use super::super::elastic::Source;
+        let budget = Arc::new(Budget::new(2, 4, Source::Default));
+        budget.set(12, 4, Source::Server); // common pool 8, fair part 4
+        let (mut a, mut b) = (elastic_group(&budget, 0), elastic_group(&budget, 1));
+        let t0 = Instant::now();
+        // Group a: the base (2), then nothing more while its statements run
+        // quickly (a limit at the base, nothing stalled).
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            match a.request(LEASE, Priority::Low, t0) {
+                Admission::Now(Grant::Open, id) => ids.push(id),
+                _ => panic!("within the base"),
+            }
+        }
+        let (_, mut third) = queued(a.request(LEASE, Priority::Low, t0));
+        assert!(
+            third.try_recv().is_err(),
+            "no borrowing while nothing waits"
+        );
+        // Its statements stall (stall_limit_ms before any sample): they wait,
+        // so it borrows — the whole common pool, since nobody else wants it.
+        let t1 = t0 + Duration::from_millis(100);
+        a.adapt(t1);
+        assert!(matches!(third.try_recv(), Ok(Grant::Open)));
+        let mut rxs = Vec::new();
+        for _ in 0..10 {
+            if let Admission::Queued(_, rx) = a.request(LEASE, Priority::Low, t1) {
+                rxs.push(rx);
+            }
+            a.adapt(t1 + Duration::from_millis(100));
+        }
+        let s = a.snapshot();
+        assert_eq!((s.owned, s.elastic, s.ceiling), (10, 8, 10), "{s:?}");
+        // Group b's statements wait too and find the pool empty: starved.
+        let mut b_ids = Vec::new();
+        for _ in 0..2 {
+            if let Admission::Now(Grant::Open, id) = b.request(LEASE, Priority::Low, t1) {
+                b_ids.push(id);
+            }
+        }
+        let (_, mut b_wait) = queued(b.request(LEASE, Priority::Low, t1));
+        b.adapt(t1 + Duration::from_millis(100));
+        assert!(b_wait.try_recv().is_err(), "the pool is empty");
+        // As a's backends come back, it closes those above its fair part.
+        let t2 = t1 + Duration::from_millis(200);
+        for id in ids {
+            a.complete(id, Some(Conn(0, 1)), t2);
+        }
+        assert_eq!(a.snapshot().counters.given_back, 2);
+        assert_eq!(budget.borrowed(0), 6);
+        b.adapt(t2);
+        assert!(matches!(b_wait.try_recv(), Ok(Grant::Open)), "b borrows");
+        assert_eq!(budget.borrowed(1), 1);
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,0 +1,118 @@
+//! The elastic backend pool against a real server: with
+//! `pool.max_backend_connections = 0` the proxy learns its ceiling from the
+//! server's `@@max_connections` (minus the reserve), a group whose
+//! statements wait (`SELECT SLEEP`) opens backends beyond its base share but
+//! never beyond that ceiling, and the borrowed backends close again once the
+//! load is gone (a short `idle_timeout_s`).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{MariaDb, Proxy};
+use mysql_async::Conn;
+use mysql_async::prelude::*;
+
+/// The server's max_connections, the reserve, and what is left for the proxy.
+const MAX_CONNECTIONS: usize = 40;
+const RESERVE: usize = 22;
+const CEILING: usize = MAX_CONNECTIONS - RESERVE;
+/// One group, `oversubscribe = 0`: base share 4 × 1 × (1 + 0).
+const BASE: usize = 4;
+const CLIENTS: usize = 30;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_statements_borrow_backends_up_to_the_server_ceiling_and_give_them_back() {
+    let db = MariaDb::start_with_args(&["--max-connections=40"]);
+    let p = Proxy::builder(&db)
+        .groups(1)
+        .max_backend(0)
+        .oversubscribe(0)
+        .with(|c| {
+            c.pool.reserved_server_connections = RESERVE;
+            c.pool.idle_timeout_s = 1;
+            c.pool.stall_limit_ms = 100;
+        })
+        .start()
+        .await;
+    // The ceiling is read by the pool's maintenance right after start.
+    let t0 = Instant::now();
+    while p.shared.pool.budget.view().ceiling != CEILING {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "ceiling not learnt: {:?}",
+            p.shared.pool.budget.view()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(p.shared.pool.groups[0].snapshot().max_owned, BASE);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let most = Arc::new(AtomicUsize::new(0));
+    let sampler = {
+        let (stop, most, shared) = (stop.clone(), most.clone(), p.shared.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let owned: usize = shared.pool.groups.iter().map(|g| g.snapshot().owned).sum();
+                most.fetch_max(owned, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let url = p.app_url();
+        let stop = stop.clone();
+        clients.push(tokio::spawn(async move {
+            let mut c = Conn::from_url(url).await.expect("login");
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let v: Option<u32> = c.query_first("SELECT SLEEP(0.2)").await.expect("sleep");
+                assert_eq!(v, Some(0));
+                n += 1;
+            }
+            drop(c);
+            n
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let status = p.http_get("/status").await.1;
+    let metrics = p.http_get("/metrics").await.1;
+    stop.store(true, Ordering::Relaxed);
+    let mut done = 0;
+    for c in clients {
+        done += c.await.expect("client");
+    }
+    sampler.await.expect("sampler");
+    let most = most.load(Ordering::Relaxed);
+    eprintln!("{done} sleeps; at most {most} backend connections (base {BASE}, ceiling {CEILING})");
+    assert!(
+        most > 2 * BASE,
+        "waiting statements opened backends beyond the base share: {most}"
+    );
+    assert!(most <= CEILING, "never above the ceiling: {most}");
+    assert!(
+        status.contains(&format!("\"ceiling\": {CEILING}")),
+        "{status}"
+    );
+    assert!(
+        metrics.contains(&format!("myplex_backend_ceiling {CEILING}")),
+        "{metrics}"
+    );
+
+    // Afterwards the borrowed backends close (idle_timeout_s = 1).
+    let t1 = Instant::now();
+    loop {
+        let s = p.shared.pool.groups[0].snapshot();
+        if s.owned <= BASE && s.elastic == 0 {
+            break;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(6),
+            "backends did not come back down: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
