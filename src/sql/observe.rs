@@ -121,6 +121,9 @@ const NAME_CONTEXT: &[&[u8]] = &[
     b"fulltext",
     b"spatial",
     b"recursive",
+    // `CHARACTER SET utf8 (@a, col)` in LOAD DATA.
+    b"set",
+    b"charset",
 ];
 
 /// Words that continue an expression after NULL (so `@x := NULL IS NULL`

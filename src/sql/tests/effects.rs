@@ -61,8 +61,8 @@ fn user_variable_assignments() {
             &[
                 uv("a", true),
                 uv("b", false),
-                Effect::StoredFunction,
                 uv("c", false),
+                Effect::StoredFunction,
             ],
         ),
         ("SELECT @x := 5", &[Select], &[uv("x", false)]),
@@ -101,7 +101,7 @@ fn user_variable_assignments() {
         (
             "CALL p((@a), f(@b), @c)",
             &[Call],
-            &[Effect::Call, uv("c", false)],
+            &[Effect::Call, Effect::StoredFunction, uv("c", false)],
         ),
         (
             "LOAD DATA INFILE 'f' INTO TABLE t PARTITION (p1) CHARACTER SET utf8 \
