@@ -271,6 +271,11 @@ const DOCUMENTED: &[(&str, &str, &str)] = &[
         "state the text does not show … pinned until COM_RESET_CONNECTION",
     ),
     (
+        "CALL of an INVOKER procedure setting a role",
+        "stuck pin",
+        "state the text does not show … pinned until COM_RESET_CONNECTION",
+    ),
+    (
         "CALL setting a session variable",
         "stuck pin",
         "state the text does not show … pinned until COM_RESET_CONNECTION",

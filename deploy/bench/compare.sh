@@ -60,7 +60,9 @@
 #   MYPLEX_GROUPS              pool.thread_groups                      [CPUs]
 #   MYPLEX_OVERSUBSCRIBE       pool.oversubscribe                      [3]
 #   MYPLEX_INFLIGHT            pool.inflight of the myplex target (adaptive|fixed) [adaptive]
-#   MYPLEX_MAX_BACKEND         pool.max_backend_connections  [4 x groups x (1 + oversubscribe)]
+#   MYPLEX_MAX_BACKEND         pool.max_backend_connections; 0 = myplex's default, the
+#                              elastic pool (base 4 x groups x (1 + oversubscribe),
+#                              borrowing up to a ceiling learnt from the server) [0]
 #   MYPLEX_RUNTIME             runtime of the myplex target (per_group|shared) [per_group]
 #   MYPLEX_ALT_RUNTIME         also target myplex-<it>, on this runtime       []
 #   MYPLEX_SWEEP               comma list of oversubscribe values N: one more target
@@ -117,7 +119,10 @@ BENCH_SKIP=${BENCH_SKIP:-}
 IOBOUND_DIVISOR=${IOBOUND_DIVISOR:-12}
 MYPLEX_GROUPS=${MYPLEX_GROUPS:-$CPUS}
 MYPLEX_OVERSUBSCRIBE=${MYPLEX_OVERSUBSCRIBE:-3}
-MYPLEX_MAX_BACKEND=${MYPLEX_MAX_BACKEND:-$((4 * MYPLEX_GROUPS * (1 + MYPLEX_OVERSUBSCRIBE)))}
+MYPLEX_MAX_BACKEND=${MYPLEX_MAX_BACKEND:-0}
+# The groups' base shares (myplex's default budget without borrowing): the
+# floor of the sweep targets and ProxySQL's backend budget.
+BASE_BACKEND=$((4 * MYPLEX_GROUPS * (1 + MYPLEX_OVERSUBSCRIBE)))
 MYPLEX_INFLIGHT=${MYPLEX_INFLIGHT:-adaptive}
 MYPLEX_SWEEP=${MYPLEX_SWEEP:-}
 MYPLEX_RUNTIME=${MYPLEX_RUNTIME:-per_group}
@@ -165,6 +170,7 @@ done
     die "TRANSPORT=unix: the ProxySQL target is TCP only here; unset PROXYSQL_BIN"
 ALT_BACKENDS=0
 [[ -n $MYPLEX_ALT_RUNTIME ]] && ALT_BACKENDS=$MYPLEX_MAX_BACKEND
+((ALT_BACKENDS == 0)) && [[ -n $MYPLEX_ALT_RUNTIME ]] && ALT_BACKENDS=BORROW_ALL
 [[ $MYPLEX_INFLIGHT == adaptive || $MYPLEX_INFLIGHT == fixed ]] ||
     die "MYPLEX_INFLIGHT must be adaptive or fixed (got '$MYPLEX_INFLIGHT')"
 BENCH_WORKLOAD=${BENCH_WORKLOAD//-/_}
@@ -196,13 +202,23 @@ if [[ -n $MYPLEX_SWEEP ]]; then
     for n in "${SWEEP[@]}"; do
         [[ -z ${SWEEP_BACKENDS[$n]:-} ]] || die "MYPLEX_SWEEP: $n given twice"
         b=$((2 * MYPLEX_GROUPS * (1 + n)))
+        ((b < BASE_BACKEND)) && b=$BASE_BACKEND
         ((b < MYPLEX_MAX_BACKEND)) && b=$MYPLEX_MAX_BACKEND
         SWEEP_BACKENDS[$n]=$b
         SWEEP_BACKENDS_TOTAL=$((SWEEP_BACKENDS_TOTAL + b))
     done
 fi
 # Server a carries every proxy's backends besides the direct target's clients.
-SERVER_MAX_CONN=$((MAX_CLIENTS + 100 + SWEEP_BACKENDS_TOTAL + ALT_BACKENDS))
+[[ $ALT_BACKENDS == BORROW_ALL ]] && ALT_BACKENDS=$MAX_CLIENTS
+# An elastic myplex (MYPLEX_MAX_BACKEND=0) may hold up to one backend per
+# client, and its idle ones outlive its point (idle_timeout_s) while the next
+# target's clients log in: the server gets room for both, and the myplex
+# targets a reserve (pool.reserved_server_connections) that leaves the other
+# targets theirs, as an operator reserves room for a server's other clients.
+ELASTIC_BACKENDS=0
+((MYPLEX_MAX_BACKEND == 0)) && ELASTIC_BACKENDS=$MAX_CLIENTS
+SERVER_MAX_CONN=$((MAX_CLIENTS + 100 + SWEEP_BACKENDS_TOTAL + ALT_BACKENDS + ELASTIC_BACKENDS))
+MYPLEX_RESERVED=$((SERVER_MAX_CONN - MAX_CLIENTS))
 
 # --- file descriptors ------------------------------------------------------------
 
@@ -540,13 +556,16 @@ password = "secret"
 [pool]
 mode = "transaction"
 # thread_groups = CPUs, oversubscribe 3 (the thread-pool defaults), and
-# max_backend_connections = 4 x groups x (1 + oversubscribe): room for pinned
-# transactions beyond the in-flight cap without opening hundreds of server threads.
+# max_backend_connections = 0: myplex's default elastic budget (a base of
+# 4 x groups x (1 + oversubscribe), borrowing while statements wait up to
+# @@max_connections - reserved_server_connections; the reserve leaves the
+# other targets of this comparison their connections).
 # (Sweep targets myplex-oN: inflight fixed, oversubscribe N, more backends.)
 thread_groups = $MYPLEX_GROUPS
 oversubscribe = $over
 inflight = "$inflight"
 max_backend_connections = $max_backend
+reserved_server_connections = $MYPLEX_RESERVED
 max_client_connections = $((max_clients + 100))
 
 [[users]]
@@ -599,7 +618,7 @@ EOF
         -uadmin --connect-timeout=5 <<EOF || die "configuring proxysql via its admin interface failed"
 DELETE FROM mysql_servers;
 INSERT INTO mysql_servers (hostgroup_id, hostname, port, max_connections)
-    VALUES (0, '127.0.0.1', $backend_port, $MYPLEX_MAX_BACKEND);
+    VALUES (0, '127.0.0.1', $backend_port, $((MYPLEX_MAX_BACKEND > 0 ? MYPLEX_MAX_BACKEND : BASE_BACKEND)));
 DELETE FROM mysql_users;
 INSERT INTO mysql_users (username, password, default_hostgroup, default_schema)
     VALUES ('app', 'secret', 0, 'test');

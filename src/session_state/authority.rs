@@ -674,9 +674,12 @@ fn apply_statement(
             Effect::SetRole => {
                 // Privileges are the session's own from here on; no reset
                 // restores the login role, so the backend is closed after.
+                // Until the probe after it says otherwise (SET ROLE NONE, or
+                // the login's own default role, ends the pin).
                 explained = true;
                 inv.role = true;
                 marks.role_changed = true;
+                fu.probe_role = true;
             }
             Effect::SetDefaultRole => {
                 explained = true;

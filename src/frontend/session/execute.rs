@@ -584,19 +584,22 @@ impl Session {
         if fu.default_role_changed {
             self.shared.pool.default_roles_changed();
         }
-        if fu.probe_role && !self.inv.role {
-            // Stored code may leave another role active (an INVOKER
-            // procedure's SET ROLE outlives it). CURRENT_ROLE() reads no
-            // table: the diagnostics area stays.
+        if fu.probe_role {
+            // The active role, read from the server: SET ROLE (or stored
+            // code: an INVOKER procedure's SET ROLE outlives it) may leave
+            // another role than the backend's login role, or set it back.
+            // Equal to the login role, the backend is as a fresh login left
+            // it; anything else, or no answer, holds it for the session's
+            // life, as does a login role that a SET DEFAULT ROLE made stale.
+            // CURRENT_ROLE() reads no table: the diagnostics area stays.
             let now = backend
                 .query_row("SELECT CURRENT_ROLE()")
                 .await
                 .map(|r| r.and_then(|r| r.into_iter().next().flatten()));
-            let same = matches!(&now, Ok(role) if *role == backend.login_role);
-            if !same {
-                self.inv.role = true;
-                backend.marks.role_changed = true;
-            }
+            let same = matches!(&now, Ok(role) if *role == backend.login_role)
+                && backend.roles_epoch == self.shared.pool.roles_epoch();
+            self.inv.role = !same;
+            backend.marks.role_changed = !same;
         }
         if fu.verify_locks && !self.inv.locks.is_empty() {
             let names: Vec<Vec<u8>> = self.inv.locks.iter().cloned().collect();
