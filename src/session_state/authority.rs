@@ -103,7 +103,9 @@ pub enum Release {
 pub fn release(marks: BackendMarks) -> Release {
     if marks.role_changed {
         Release::Close
-    } else if marks.needs_reset {
+    } else if marks.needs_reset || marks.insert_id_unknown {
+        // LAST_INSERT_ID() changed and was never read back (session mode
+        // skips the read): the next client must not see it.
         Release::Reset
     } else if marks.diagnostics {
         Release::ClearDiagnostics
@@ -798,6 +800,27 @@ mod tests {
             assert!(r.inv.is_empty(), "{q}: {:?}", r.inv);
             assert_eq!(release(r.marks), Release::Share, "{q}");
         }
+    }
+
+    #[test]
+    fn an_insert_id_never_read_back_is_reset_before_sharing() {
+        // Session mode skips the read-back: the value must not reach the
+        // next client of the backend.
+        let mut r = Run::new();
+        let reply = Reply {
+            insert_id: true,
+            ..Default::default()
+        };
+        r.query(
+            "INSERT INTO t VALUES (NULL)",
+            reply,
+            ApplyEffects::default(),
+        );
+        assert!(r.marks.insert_id_unknown);
+        assert_eq!(release(r.marks), Release::Reset);
+        // Once read back (and replayed per session) it may be shared.
+        r.marks.insert_id_unknown = false;
+        assert_eq!(release(r.marks), Release::Share);
     }
 
     #[test]
