@@ -34,10 +34,15 @@ fn decode(z: &mut Zlib, parts: &[&[u8]]) -> (BytesMut, bool, usize) {
     let mut plain = BytesMut::new();
     for part in parts {
         z.raw.extend_from_slice(part);
-        let before = plain.len();
-        match z.decode(&mut plain) {
-            Ok(n) => assert_eq!(n, plain.len() - before, "reported length"),
-            Err(_) => return (plain, true, z.pending()),
+        // One frame per call: the reader asks again until nothing whole
+        // is left.
+        loop {
+            let before = plain.len();
+            match z.decode(&mut plain) {
+                Ok(0) => break,
+                Ok(n) => assert_eq!(n, plain.len() - before, "reported length"),
+                Err(_) => return (plain, true, z.pending()),
+            }
         }
     }
     (plain, false, z.pending())
