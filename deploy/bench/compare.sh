@@ -150,10 +150,10 @@ for var in "${!MYPLEX_@}"; do
 done
 
 for var in BENCH_TABLES BENCH_TABLE_SIZE BENCH_WARMUP BENCH_DURATION BENCH_CONNECT_CONCURRENCY \
-    IOBOUND_DIVISOR MYPLEX_GROUPS MYPLEX_MAX_BACKEND IDLE_CLIENTS CALIB_CLIENTS CALIB_ROUNDS; do
+    IOBOUND_DIVISOR MYPLEX_GROUPS IDLE_CLIENTS CALIB_CLIENTS CALIB_ROUNDS; do
     [[ ${!var} =~ ^[1-9][0-9]*$ ]] || die "$var must be a positive integer (got '${!var}')"
 done
-for var in MYPLEX_OVERSUBSCRIBE BENCH_QUIET_PCT BENCH_QUIET_WAIT; do
+for var in MYPLEX_OVERSUBSCRIBE MYPLEX_MAX_BACKEND BENCH_QUIET_PCT BENCH_QUIET_WAIT; do
     [[ ${!var} =~ ^[0-9]+$ ]] || die "$var must be a non-negative integer (got '${!var}')"
 done
 [[ -z $BENCH_STMT_CACHE || $BENCH_STMT_CACHE =~ ^[0-9]+$ ]] || die "BENCH_STMT_CACHE must be empty or an integer"
