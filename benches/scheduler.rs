@@ -17,6 +17,7 @@ use myplex::pool::group::Group;
 use myplex::pool::scheduler::{
     Admission, Grant, GroupState, Limits, Need, Pooled, Priority, priority,
 };
+use myplex::pool::tenants::{Tenant, TenantLimits};
 
 /// Waiters kept queued in the contended cases.
 const WAITERS: usize = 1_000;
@@ -187,6 +188,7 @@ fn group_acquire(c: &mut Criterion) {
             kickup: Duration::from_secs(3600),
         },
     );
+    let user = Tenant::new(1, "bench", TenantLimits::default());
     g.bench_function("uncontended", |b| {
         b.iter_custom(|iters| {
             rt.block_on(async {
@@ -194,7 +196,7 @@ fn group_acquire(c: &mut Criterion) {
                 let start = std::time::Instant::now();
                 for _ in 0..iters {
                     let a = group
-                        .acquire(Need::Slot, Priority::Low, deadline)
+                        .acquire(Need::Slot, Priority::Low, &user, deadline)
                         .await
                         .unwrap();
                     a.slot.finish(None);
@@ -226,10 +228,11 @@ fn group_acquire(c: &mut Criterion) {
                 let tasks: Vec<_> = (0..TASKS)
                     .map(|_| {
                         let group: Arc<Group> = group.clone();
+                        let user = user.clone();
                         tokio::spawn(async move {
                             for _ in 0..per_task {
                                 let a = group
-                                    .acquire(Need::Slot, Priority::Low, deadline)
+                                    .acquire(Need::Slot, Priority::Low, &user, deadline)
                                     .await
                                     .unwrap();
                                 tokio::task::yield_now().await;
