@@ -141,6 +141,8 @@ impl Session {
                 self.shared.metrics.queue_timeout(self.group.id);
                 let e = match self.shared.pool.health.down() {
                     Some(d) => self.shared.pool.health.unreachable_err(&d),
+                    // The user's own cap held it back: say so first.
+                    None if t.user_cap.is_some() => queue_timeout_err(&t.to_string()),
                     None => match self.transaction_holders(t.owned, t.waited_ms) {
                         Some(why) => queue_timeout_err(&why),
                         None => queue_timeout_err(&t.to_string()),

@@ -1,0 +1,147 @@
+//! Per-user limits against a real server (issue 19): a `[[users]]` entry's
+//! `max_client_connections` refuses the next login with 1040 / 08004 naming
+//! the user and the limit, and its `max_backend_connections` holds the
+//! user's further leases in the queue — across thread groups, while other
+//! users run — until they time out after the user's own `queue_timeout_ms`
+//! with an error naming the user's cap, or get a backend once one of the
+//! user's own goes back.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::mariadb::{OTHER_PASSWORD, OTHER_USER};
+use common::{MariaDb, Proxy};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Error};
+
+fn other(p: &Proxy) -> String {
+    p.url(OTHER_USER, OTHER_PASSWORD, "test")
+}
+
+fn tenant(p: &Proxy, name: &str) -> std::sync::Arc<myplex::pool::tenants::Tenant> {
+    p.shared.pool.tenants.for_user(name, true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_at_its_client_cap_is_refused_with_1040_naming_it() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .with(|c| {
+            let u = c
+                .users
+                .iter_mut()
+                .find(|u| u.name == OTHER_USER)
+                .expect("other user");
+            u.max_client_connections = 2;
+        })
+        .start()
+        .await;
+    let a = Conn::from_url(other(&p)).await.expect("first");
+    let b = Conn::from_url(other(&p)).await.expect("second");
+    match Conn::from_url(other(&p)).await {
+        Err(Error::Server(e)) => {
+            assert_eq!((e.code, e.state.as_str()), (1040, "08004"));
+            assert!(
+                e.message.contains("user 'other'")
+                    && e.message.contains("max_client_connections 2"),
+                "{}",
+                e.message
+            );
+        }
+        Err(e) => panic!("expected 1040, got {e}"),
+        Ok(_) => panic!("a third client of 'other' must be refused"),
+    }
+    assert_eq!(tenant(&p, OTHER_USER).clients(), 2);
+    // Another user is not affected.
+    let mut app = Conn::from_url(p.app_url()).await.expect("app logs in");
+    let one: Option<i64> = app.query_first("SELECT 1").await.expect("app query");
+    assert_eq!(one, Some(1));
+    // A client leaving makes room again.
+    a.disconnect().await.expect("disconnect");
+    let t0 = Instant::now();
+    let c = loop {
+        match Conn::from_url(other(&p)).await {
+            Ok(c) => break c,
+            Err(_) if t0.elapsed() < Duration::from_secs(5) => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Err(e) => panic!("room was not given back: {e}"),
+        }
+    };
+    drop((b, c, app));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_at_its_backend_cap_waits_and_times_out_naming_the_cap() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .groups(2)
+        .max_backend(8)
+        .queue_timeout_ms(30_000)
+        .with(|c| {
+            let u = c
+                .users
+                .iter_mut()
+                .find(|u| u.name == OTHER_USER)
+                .expect("other user");
+            u.max_backend_connections = 1;
+            u.queue_timeout_ms = 400;
+        })
+        .start()
+        .await;
+    // Every session logs in first (a login with a schema uses a backend).
+    let mut holder = Conn::from_url(other(&p)).await.expect("holder");
+    let mut others = Vec::new();
+    for _ in 0..3 {
+        others.push(Conn::from_url(other(&p)).await.expect("login"));
+    }
+    let mut waiter = others.pop().expect("three");
+    // The user's first session holds a backend in a transaction.
+    holder.query_drop("BEGIN").await.expect("begin");
+    let _: Option<i64> = holder.query_first("SELECT 1").await.expect("in txn");
+    assert_eq!(tenant(&p, OTHER_USER).leased(), 1);
+    // Its second and third sessions (one lands in each thread group) wait
+    // for it and time out after the user's own queue timeout.
+    for mut second in others {
+        let t0 = Instant::now();
+        match second.query_first::<i64, _>("SELECT 2").await {
+            Err(Error::Server(e)) => {
+                assert_eq!(e.code, 1317, "{}", e.message);
+                assert!(
+                    e.message.contains("user 'other'")
+                        && e.message.contains("max_backend_connections (1 of 1)"),
+                    "{}",
+                    e.message
+                );
+            }
+            other => panic!("expected the user's queue timeout, got {other:?}"),
+        }
+        let waited = t0.elapsed();
+        assert!(
+            waited < Duration::from_secs(20),
+            "the user's queue_timeout_ms applies, not the pool's: {waited:?}"
+        );
+        drop(second);
+    }
+    // Meanwhile another user is not held back.
+    let mut app = Conn::from_url(p.app_url()).await.expect("app");
+    let one: Option<i64> = app.query_first("SELECT 1").await.expect("app runs");
+    assert_eq!(one, Some(1));
+    // A waiter of the capped user gets a backend once the holder's goes back.
+    let run = tokio::spawn(async move {
+        let v: Option<i64> = waiter.query_first("SELECT 3").await.expect("runs");
+        v
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.query_drop("COMMIT").await.expect("commit");
+    assert_eq!(run.await.expect("join"), Some(3));
+    let t0 = Instant::now();
+    while tenant(&p, OTHER_USER).leased() != 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "leases not counted back"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
