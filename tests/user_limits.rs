@@ -4,7 +4,9 @@
 //! user's further leases in the queue — across thread groups, while other
 //! users run — until they time out after the user's own `queue_timeout_ms`
 //! with an error naming the user's cap, or get a backend once one of the
-//! user's own goes back.
+//! user's own goes back. And the per-user figures (`/status`, `/metrics`,
+//! `SHOW MYPLEX USERS`) count each user's own clients, statements,
+//! transactions and backends.
 
 mod common;
 
@@ -144,4 +146,106 @@ async fn a_user_at_its_backend_cap_waits_and_times_out_naming_the_cap() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_user_figures_in_status_metrics_and_the_console() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .with(|c| {
+            c.users.push(myplex::config::UserConfig {
+                name: "admin".into(),
+                password: Some("adminpw".into()),
+                backend_user: Some("app".into()),
+                backend_password: Some("secret".into()),
+                admin: true,
+                ..Default::default()
+            });
+            for u in c.users.iter_mut() {
+                if u.name == OTHER_USER {
+                    u.weight = 3;
+                    u.max_backend_connections = 2;
+                }
+            }
+        })
+        .start()
+        .await;
+    let mut app = Conn::from_url(p.app_url()).await.expect("app");
+    let mut oth = Conn::from_url(other(&p)).await.expect("other");
+    let app_before = tenant(&p, "app").statements();
+    for i in 0..5 {
+        let v: Option<i64> = app.query_first(format!("SELECT {i}")).await.expect("app");
+        assert_eq!(v, Some(i));
+    }
+    app.query_drop("BEGIN").await.expect("begin");
+    app.query_drop("SELECT 1").await.expect("in txn");
+    app.query_drop("COMMIT").await.expect("commit");
+    // The other user holds a backend in a transaction while we look.
+    oth.query_drop("BEGIN").await.expect("begin");
+    oth.query_drop("SELECT 1").await.expect("in txn");
+    assert_eq!(tenant(&p, "app").statements() - app_before, 8);
+
+    let (code, body) = p.http_get("/status").await;
+    assert_eq!(code, 200);
+    let st: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let users = st["users"].as_array().expect("users array");
+    let by = |name: &str| {
+        users
+            .iter()
+            .find(|u| u["user"] == name)
+            .unwrap_or_else(|| panic!("{name} in {users:?}"))
+            .clone()
+    };
+    let (a, o) = (by("app"), by(OTHER_USER));
+    assert_eq!(a["clients"], 1);
+    assert_eq!(a["transactions"], 1);
+    assert!(a["statements"].as_u64().expect("n") >= 8, "{a}");
+    assert!(a["latency"]["count"].as_u64().expect("n") >= 8, "{a}");
+    assert!(a["latency"]["p50_ms"].as_f64().expect("p50") > 0.0, "{a}");
+    assert!(a["queue_wait"]["count"].as_u64().expect("n") >= 8, "{a}");
+    assert_eq!(
+        (o["weight"].as_u64(), o["backends"].as_u64()),
+        (Some(3), Some(1))
+    );
+    assert_eq!(o["max_backends"], 2);
+    assert_eq!(o["clients"], 1);
+    assert_eq!(by(myplex::pool::tenants::SERVER_USERS)["clients"], 0);
+    assert_eq!(
+        users.len(),
+        4,
+        "the configured users and the server users' row"
+    );
+
+    let (code, metrics) = p.http_get("/metrics").await;
+    assert_eq!(code, 200);
+    for line in [
+        "myplex_user_weight{user=\"other\"} 3",
+        "myplex_user_backend_connections{user=\"other\"} 1",
+        "myplex_user_client_connections{user=\"app\"} 1",
+        "myplex_user_transactions_total{user=\"app\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} missing:\n{metrics}");
+    }
+    assert!(
+        metrics.contains("myplex_user_statement_latency_seconds{user=\"app\",quantile=\"0.95\"}"),
+        "{metrics}"
+    );
+    assert!(
+        myplex::metrics::names::undocumented(&metrics).is_empty(),
+        "{:?}",
+        myplex::metrics::names::undocumented(&metrics)
+    );
+
+    let mut admin = Conn::from_url(p.url("admin", "adminpw", "test"))
+        .await
+        .expect("admin");
+    let rows: Vec<mysql_async::Row> = admin.query("SHOW MYPLEX USERS").await.expect("console");
+    let row = rows
+        .iter()
+        .find(|r| r.get::<String, _>("user").as_deref() == Some(OTHER_USER))
+        .expect("a row for other");
+    assert_eq!(row.get::<String, _>("weight").as_deref(), Some("3"));
+    assert_eq!(row.get::<String, _>("backends").as_deref(), Some("1"));
+    assert_eq!(row.get::<String, _>("max_backends").as_deref(), Some("2"));
+    oth.query_drop("ROLLBACK").await.expect("rollback");
 }

@@ -39,6 +39,11 @@ pub struct Tenant {
     statements: AtomicU64,
     /// Queue timeouts.
     queue_timeouts: AtomicU64,
+    /// Explicit transactions ended.
+    transactions: AtomicU64,
+    /// `transactions` at the last roll, and the count in the last period.
+    tx_rolled: AtomicU64,
+    tx_last_period: AtomicU64,
     /// Statement latency, last minute.
     pub latency: Window,
     /// Queue wait, last minute.
@@ -88,6 +93,9 @@ impl Tenant {
             dispatched: AtomicU64::new(0),
             statements: AtomicU64::new(0),
             queue_timeouts: AtomicU64::new(0),
+            transactions: AtomicU64::new(0),
+            tx_rolled: AtomicU64::new(0),
+            tx_last_period: AtomicU64::new(0),
             latency: Window::new(),
             queue_wait: Window::new(),
             rolled: AtomicU64::new(0),
@@ -215,6 +223,16 @@ impl Tenant {
         self.queue_wait.record(wait.as_micros() as u64);
     }
 
+    /// An explicit transaction of this user ended.
+    pub fn transaction(&self) {
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Statements of this user completed since start.
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
+    }
+
     /// A request of this user timed out in a queue.
     pub fn queue_timed_out(&self) {
         self.queue_timeouts.fetch_add(1, Ordering::Relaxed);
@@ -265,6 +283,10 @@ pub struct Figures {
     pub statements: u64,
     /// Queue timeouts since start.
     pub queue_timeouts: u64,
+    /// Explicit transactions ended since start.
+    pub transactions: u64,
+    /// Explicit transactions ended in the last second.
+    pub tps: u64,
     /// Statement latency, last 10 s (rate = statements per second).
     pub latency: crate::metrics::window::Summary,
     /// Queue wait, last 10 s.
@@ -358,6 +380,10 @@ impl Tenants {
             let before = t.rolled.swap(now, Ordering::Relaxed);
             t.last_period
                 .store(now.saturating_sub(before), Ordering::Relaxed);
+            let now = t.transactions.load(Ordering::Relaxed);
+            let before = t.tx_rolled.swap(now, Ordering::Relaxed);
+            t.tx_last_period
+                .store(now.saturating_sub(before), Ordering::Relaxed);
         }
     }
 
@@ -396,6 +422,8 @@ impl Tenants {
                     max_backends: l.max_backends,
                     statements: t.statements.load(Ordering::Relaxed),
                     queue_timeouts: t.queue_timeouts.load(Ordering::Relaxed),
+                    transactions: t.transactions.load(Ordering::Relaxed),
+                    tps: t.tx_last_period.load(Ordering::Relaxed),
                     latency: t.latency.summary(10),
                     queue_wait: t.queue_wait.summary(10),
                 }

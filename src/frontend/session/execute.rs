@@ -384,6 +384,7 @@ impl Session {
                                 !self.last_is_rollback,
                                 t0.elapsed(),
                             );
+                            self.user_slot.tenant().transaction();
                         }
                         self.pins.remove(PinReason::Transaction);
                     }
