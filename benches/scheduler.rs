@@ -120,6 +120,58 @@ fn contended(c: &mut Criterion) {
         assert_eq!((s.in_flight, s.low + s.high), (4, WAITERS));
     }
 
+    // The same with the waiters spread over four users of weights 1–4
+    // (weighted fair share: the heap of lane heads picks the next one).
+    let users: Vec<_> = (1..=4)
+        .map(|w| {
+            Tenant::new(
+                w,
+                "u",
+                TenantLimits {
+                    weight: w,
+                    ..TenantLimits::default()
+                },
+            )
+        })
+        .collect();
+    let mut st = state(4, 4);
+    for _ in 0..4 {
+        now_grant(st.request(Need::Slot, Priority::Low, now));
+    }
+    let mut rxs: Vec<VecDeque<_>> = (0..4).map(|_| VecDeque::new()).collect();
+    for i in 0..WAITERS {
+        let u = i % 4;
+        rxs[u].push_back(queued(st.request_for(
+            Need::Slot,
+            Priority::Low,
+            &users[u],
+            now,
+        )));
+    }
+    g.bench_function("slot_low_4_weighted_users", |b| {
+        b.iter(|| {
+            st.complete(0, None, now);
+            // The grant went to some user's oldest waiter, who comes back
+            // at the end of its lane (a steady backlog per user).
+            for (u, q) in rxs.iter_mut().enumerate() {
+                if let Some(rx) = q.front_mut()
+                    && rx.try_recv().is_ok()
+                {
+                    q.pop_front();
+                    q.push_back(queued(st.request_for(
+                        Need::Slot,
+                        Priority::Low,
+                        &users[u],
+                        now,
+                    )));
+                    break;
+                }
+            }
+        })
+    });
+    let s = st.snapshot();
+    assert_eq!(s.in_flight, 4);
+
     // Lease waiters while every backend is busy: none is runnable, so each
     // request scans the whole queue before joining it; a returned backend
     // goes to the oldest.

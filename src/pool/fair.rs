@@ -26,11 +26,14 @@ use std::collections::{BinaryHeap, VecDeque};
 /// to 1000 closely enough: the remainder is below one part in a thousand).
 pub const STEP: u64 = 1 << 20;
 
-#[derive(Default)]
 struct Lane<W> {
-    q: VecDeque<(u64, W)>,
+    /// (start tag, light, request).
+    q: VecDeque<(u64, bool, W)>,
     /// Finish tag of the lane's last request.
     finish: u64,
+    /// Requests queued as *light* (they can always run: a pinned session's
+    /// slot request), so the slow path skips lanes without any.
+    light: usize,
 }
 
 /// One priority queue: per-user FIFO lanes served by weighted fair share.
@@ -75,6 +78,7 @@ impl<W> FairQueue<W> {
             self.lanes.resize_with(i + 1, || Lane {
                 q: VecDeque::new(),
                 finish: 0,
+                light: 0,
             });
         }
         &mut self.lanes[i]
@@ -89,14 +93,17 @@ impl<W> FairQueue<W> {
         start
     }
 
-    /// Queues `w` at the tail of `lane`.
-    pub fn push(&mut self, lane: u32, weight: u32, w: W) {
+    /// Queues `w` at the tail of `lane`; `light` when it can always run
+    /// (the selection's `runnable` must accept every light request).
+    pub fn push(&mut self, lane: u32, weight: u32, light: bool, w: W) {
         let tag = self.next_tag(lane, weight);
         let l = self.lane(lane);
         if l.q.is_empty() {
             self.heads.push(Reverse((tag, lane)));
         }
-        self.lane(lane).q.push_back((tag, w));
+        let l = self.lane(lane);
+        l.q.push_back((tag, light, w));
+        l.light += usize::from(light);
         self.len += 1;
     }
 
@@ -113,7 +120,7 @@ impl<W> FairQueue<W> {
         // Fast path: the smallest head, dropping stale heap entries.
         while let Some(&Reverse((tag, lane))) = self.heads.peek() {
             match self.lanes.get(lane as usize).and_then(|l| l.q.front()) {
-                Some((t, w)) if *t == tag => {
+                Some((t, _, w)) if *t == tag => {
                     if runnable(w) {
                         return Some((lane, 0));
                     }
@@ -127,10 +134,21 @@ impl<W> FairQueue<W> {
         if self.heads.is_empty() {
             return None;
         }
-        // The smallest head cannot run: the best runnable request anywhere.
+        // The smallest head cannot run: the best runnable request anywhere
+        // (a lane whose head cannot run is searched only for light ones).
         let mut best: Option<(u64, u32, usize)> = None;
         for (li, l) in self.lanes.iter().enumerate() {
-            if let Some(pos) = l.q.iter().position(|(_, w)| runnable(w)) {
+            let Some((_, _, head)) = l.q.front() else {
+                continue;
+            };
+            let found = if runnable(head) {
+                Some(0)
+            } else if l.light > 0 {
+                l.q.iter().position(|(_, light, w)| *light || runnable(w))
+            } else {
+                None
+            };
+            if let Some(pos) = found {
                 let tag = l.q[pos].0;
                 if best.is_none_or(|(t, _, _)| tag < t) {
                     best = Some((tag, li as u32, pos));
@@ -145,14 +163,16 @@ impl<W> FairQueue<W> {
         self.lanes
             .get(lane as usize)
             .and_then(|l| l.q.get(pos))
-            .map(|(_, w)| w)
+            .map(|(_, _, w)| w)
     }
 
     fn remove_at(&mut self, lane: u32, pos: usize) -> Option<(u64, W)> {
         let l = self.lanes.get_mut(lane as usize)?;
-        let out = l.q.remove(pos)?;
+        let (tag, light, w) = l.q.remove(pos)?;
+        l.light -= usize::from(light);
+        let out = (tag, w);
         if pos == 0
-            && let Some((tag, _)) = l.q.front()
+            && let Some((tag, _, _)) = l.q.front()
         {
             self.heads.push(Reverse((*tag, lane)));
         }
@@ -174,7 +194,7 @@ impl<W> FairQueue<W> {
     pub fn remove_where(&mut self, pred: impl Fn(&W) -> bool) -> Option<W> {
         let (lane, pos) = self.lanes.iter().enumerate().find_map(|(li, l)| {
             l.q.iter()
-                .position(|(_, w)| pred(w))
+                .position(|(_, _, w)| pred(w))
                 .map(|pos| (li as u32, pos))
         })?;
         self.remove_at(lane, pos).map(|(_, w)| w)
@@ -187,23 +207,26 @@ impl<W> FairQueue<W> {
         &mut self,
         key: impl Fn(&W) -> K,
         pred: impl Fn(&W) -> bool,
-    ) -> Option<(u32, W)> {
+    ) -> Option<(u32, bool, W)> {
         let (lane, _) = self
             .lanes
             .iter()
             .enumerate()
-            .filter_map(|(li, l)| l.q.front().map(|(_, w)| (li as u32, key(w))))
+            .filter_map(|(li, l)| l.q.front().map(|(_, _, w)| (li as u32, key(w))))
             .min_by(|a, b| a.1.cmp(&b.1))?;
         let w = self.get(lane, 0)?;
         if !pred(w) {
             return None;
         }
-        self.remove_at(lane, 0).map(|(_, w)| (lane, w))
+        let light = self.lanes.get(lane as usize)?.q.front()?.1;
+        self.remove_at(lane, 0).map(|(_, w)| (lane, light, w))
     }
 
     /// Every queued request (lane by lane, each in arrival order).
     pub fn iter(&self) -> impl Iterator<Item = &W> {
-        self.lanes.iter().flat_map(|l| l.q.iter().map(|(_, w)| w))
+        self.lanes
+            .iter()
+            .flat_map(|l| l.q.iter().map(|(_, _, w)| w))
     }
 
     /// Rebuilds the heap when stale entries pile up (cancels of heads
@@ -214,7 +237,7 @@ impl<W> FairQueue<W> {
         }
         self.heads.clear();
         for (li, l) in self.lanes.iter().enumerate() {
-            if let Some((tag, _)) = l.q.front() {
+            if let Some((tag, _, _)) = l.q.front() {
                 self.heads.push(Reverse((*tag, li as u32)));
             }
         }
@@ -230,7 +253,7 @@ mod tests {
         let mut q = FairQueue::default();
         for (lane, w) in weights.iter().enumerate() {
             for i in 0..n {
-                q.push(lane as u32, *w, (lane, i));
+                q.push(lane as u32, *w, false, (lane, i));
             }
         }
         let mut got = vec![0; weights.len()];
@@ -253,7 +276,7 @@ mod tests {
     fn fifo_inside_a_lane_and_cancel_keeps_order() {
         let mut q = FairQueue::default();
         for i in 0..5 {
-            q.push(0, 1, i);
+            q.push(0, 1, false, i);
         }
         assert_eq!(q.remove_where(|w| *w == 0), Some(0));
         assert_eq!(q.remove_where(|w| *w == 2), Some(2));
@@ -270,7 +293,7 @@ mod tests {
         let mut q = FairQueue::default();
         // Lane 0 alone for a while: it takes everything.
         for i in 0..10 {
-            q.push(0, 1, (0, i));
+            q.push(0, 1, false, (0, i));
         }
         for _ in 0..10 {
             let (l, p) = q.select(|_| true).expect("queued");
@@ -278,8 +301,8 @@ mod tests {
         }
         // Lane 1 arrives: it does not get ten grants in a row to catch up.
         for i in 0..10 {
-            q.push(0, 1, (0, 10 + i));
-            q.push(1, 1, (1, i));
+            q.push(0, 1, false, (0, 10 + i));
+            q.push(1, 1, false, (1, i));
         }
         let mut first = Vec::new();
         for _ in 0..4 {
@@ -293,13 +316,13 @@ mod tests {
     #[test]
     fn an_unrunnable_head_yields_to_the_best_runnable() {
         let mut q = FairQueue::default();
-        q.push(0, 1, "lease-a");
-        q.push(1, 1, "lease-b");
-        q.push(1, 1, "slot-b");
-        q.push(0, 1, "slot-a");
+        q.push(0, 1, false, "lease-a");
+        q.push(1, 1, false, "lease-b");
+        q.push(1, 1, true, "slot-b");
+        q.push(0, 1, true, "slot-a");
         let (l, p) = q.select(|w| w.starts_with("slot")).expect("a slot");
-        // slot-a and slot-b have the same tag; lane 1's was queued... both
-        // tag STEP: the lower lane index wins the tie.
+        // Both slots have the second tag of their lane: the tie goes to
+        // the lower lane.
         assert_eq!(q.take(l, p), Some("slot-a"));
         let (l, p) = q.select(|w| w.starts_with("slot")).expect("a slot");
         assert_eq!(q.take(l, p), Some("slot-b"));

@@ -514,10 +514,10 @@ impl<B: Pooled> GroupState<B> {
             tenant: tenant.clone(),
             tx,
         };
-        let (lane, weight) = (tenant.index, tenant.weight());
+        let (lane, weight, light) = (tenant.index, tenant.weight(), need == Need::Slot);
         match prio {
-            Priority::High => self.high.push(lane, weight, w),
-            Priority::Low => self.low.push(lane, weight, w),
+            Priority::High => self.high.push(lane, weight, light, w),
+            Priority::Low => self.low.push(lane, weight, light, w),
         }
         self.observe();
         Admission::Queued(id, rx)
@@ -687,12 +687,12 @@ impl<B: Pooled> GroupState<B> {
     /// Timer tick: kick up old low-priority requests, detect a stall.
     pub fn tick(&mut self, now: Instant) {
         let kickup = self.limits.kickup;
-        while let Some((lane, w)) = self
+        while let Some((lane, light, w)) = self
             .low
             .pop_min_head_if(|w| w.since, |w| now.duration_since(w.since) >= kickup)
         {
             let weight = w.tenant.weight();
-            self.high.push(lane, weight, w);
+            self.high.push(lane, weight, light, w);
             self.counters.kickups += 1;
         }
         let waiting = !self.high.is_empty() || !self.low.is_empty();
