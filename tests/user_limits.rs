@@ -4,7 +4,8 @@
 //! user's further leases in the queue — across thread groups, while other
 //! users run — until they time out after the user's own `queue_timeout_ms`
 //! with an error naming the user's cap, or get a backend once one of the
-//! user's own goes back. And the per-user figures (`/status`, `/metrics`,
+//! user's own goes back. Two backlogged users share one execution slot by
+//! weight. And the per-user figures (`/status`, `/metrics`,
 //! `SHOW MYPLEX USERS`) count each user's own clients, statements,
 //! transactions and backends.
 
@@ -248,4 +249,60 @@ async fn per_user_figures_in_status_metrics_and_the_console() {
     assert_eq!(row.get::<String, _>("backends").as_deref(), Some("1"));
     assert_eq!(row.get::<String, _>("max_backends").as_deref(), Some("2"));
     oth.query_drop("ROLLBACK").await.expect("rollback");
+}
+
+/// Both users keep eight clients busy against one thread group with one
+/// execution slot: the statements completed while both are backlogged
+/// split by weight (3:1), where first come, first served splits them evenly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backlogged_users_share_the_slot_by_weight() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .groups(1)
+        .max_backend(4)
+        .oversubscribe(0)
+        .with(|c| {
+            c.pool.inflight = myplex::config::InflightMode::Fixed;
+            for u in c.users.iter_mut() {
+                u.weight = if u.name == OTHER_USER { 1 } else { 3 };
+            }
+        })
+        .start()
+        .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for url in [p.app_url(), other(&p)] {
+        for _ in 0..8 {
+            let mut c = Conn::from_url(url.clone()).await.expect("login");
+            let stop = stop.clone();
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    c.query_drop("SELECT SLEEP(0.002)")
+                        .await
+                        .expect("statement");
+                }
+            }));
+        }
+    }
+    let (app, oth) = (tenant(&p, "app"), tenant(&p, OTHER_USER));
+    // Let every client queue up, then count 400 statements.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (a0, o0) = (app.statements(), oth.statements());
+    let t0 = Instant::now();
+    while app.statements() + oth.statements() - a0 - o0 < 400 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "too slow");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (a, o) = (app.statements() - a0, oth.statements() - o0);
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    let share = a as f64 / (a + o) as f64;
+    assert!(
+        (0.68..=0.82).contains(&share),
+        "weight 3:1 should give app about 75% of the statements: app {a}, other {o}"
+    );
 }
