@@ -22,6 +22,16 @@ fn other(p: &Proxy) -> String {
     p.url(OTHER_USER, OTHER_PASSWORD, "test")
 }
 
+/// Waits (up to 5 s) until `cond` holds: a statement is counted just after
+/// its reply is sent.
+async fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "{what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 fn tenant(p: &Proxy, name: &str) -> std::sync::Arc<myplex::pool::tenants::Tenant> {
     p.shared.pool.tenants.for_user(name, true)
 }
@@ -184,7 +194,10 @@ async fn per_user_figures_in_status_metrics_and_the_console() {
     // The other user holds a backend in a transaction while we look.
     oth.query_drop("BEGIN").await.expect("begin");
     oth.query_drop("SELECT 1").await.expect("in txn");
-    assert_eq!(tenant(&p, "app").statements() - app_before, 8);
+    eventually("eight statements of app", || {
+        tenant(&p, "app").statements() - app_before == 8
+    })
+    .await;
 
     let (code, body) = p.http_get("/status").await;
     assert_eq!(code, 200);
@@ -305,4 +318,50 @@ async fn backlogged_users_share_the_slot_by_weight() {
         (0.68..=0.82).contains(&share),
         "weight 3:1 should give app about 75% of the statements: app {a}, other {o}"
     );
+}
+
+/// COM_CHANGE_USER moves the session's client count (and its lane) to the
+/// new user; the old user's count goes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_user_moves_the_client_to_the_new_users_count() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).start().await;
+    let mut c = Conn::from_url(p.app_url()).await.expect("app");
+    assert_eq!(
+        (
+            tenant(&p, "app").clients(),
+            tenant(&p, OTHER_USER).clients()
+        ),
+        (1, 0)
+    );
+    c.change_user(
+        mysql_async::ChangeUserOpts::default()
+            .with_user(Some(OTHER_USER.into()))
+            .with_pass(Some(OTHER_PASSWORD.into()))
+            .with_db_name(Some("test".into())),
+    )
+    .await
+    .expect("change user");
+    let before = tenant(&p, OTHER_USER).statements();
+    let _: Option<i64> = c.query_first("SELECT 1").await.expect("as other");
+    assert_eq!(
+        (
+            tenant(&p, "app").clients(),
+            tenant(&p, OTHER_USER).clients()
+        ),
+        (0, 1)
+    );
+    eventually("counted as the new user's", || {
+        tenant(&p, OTHER_USER).statements() == before + 1
+    })
+    .await;
+    drop(c);
+    let t0 = Instant::now();
+    while tenant(&p, OTHER_USER).clients() != 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "count not given back"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
