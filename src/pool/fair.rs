@@ -57,6 +57,10 @@ impl<W> Default for FairQueue<W> {
     }
 }
 
+/// Virtual time at which every tag is moved back by the virtual time (so
+/// tags never overflow: at 2^20 per request this is ~2^42 requests).
+const REBASE: u64 = 1 << 62;
+
 fn step(weight: u32) -> u64 {
     STEP / u64::from(weight.max(1))
 }
@@ -111,7 +115,30 @@ impl<W> FairQueue<W> {
     /// the share all the same).
     pub fn charge(&mut self, lane: u32, weight: u32) {
         let tag = self.next_tag(lane, weight);
+        self.advance(tag);
+    }
+
+    /// Moves the virtual time to `tag` (if later); far along, moves every
+    /// tag back by it (their order is kept).
+    fn advance(&mut self, tag: u64) {
         self.vtime = self.vtime.max(tag);
+        if self.vtime < REBASE {
+            return;
+        }
+        let base = self.vtime;
+        for l in &mut self.lanes {
+            l.finish = l.finish.saturating_sub(base);
+            for (t, _, _) in l.q.iter_mut() {
+                *t = t.saturating_sub(base);
+            }
+        }
+        self.vtime = 0;
+        self.heads.clear();
+        for (li, l) in self.lanes.iter().enumerate() {
+            if let Some((tag, _, _)) = l.q.front() {
+                self.heads.push(Reverse((*tag, li as u32)));
+            }
+        }
     }
 
     /// The lane and position of the request to serve next among those
@@ -185,7 +212,7 @@ impl<W> FairQueue<W> {
     /// moves to its tag).
     pub fn take(&mut self, lane: u32, pos: usize) -> Option<W> {
         let (tag, w) = self.remove_at(lane, pos)?;
-        self.vtime = self.vtime.max(tag);
+        self.advance(tag);
         Some(w)
     }
 
@@ -270,6 +297,30 @@ mod tests {
         assert_eq!(serve(&[1, 1], 100), vec![50, 50]);
         assert_eq!(serve(&[4, 1], 100), vec![80, 20]);
         assert_eq!(serve(&[1, 2, 3], 120), vec![20, 40, 60]);
+    }
+
+    #[test]
+    fn tags_are_moved_back_before_they_could_overflow() {
+        let mut q = FairQueue::default();
+        q.vtime = REBASE - 3 * STEP;
+        for i in 0..6 {
+            q.push(0, 1, false, (0, i));
+            q.push(1, 2, false, (1, i));
+        }
+        let mut order = Vec::new();
+        for _ in 0..12 {
+            let (l, p) = q.select(|_| true).expect("queued");
+            order.push(q.take(l, p).expect("present"));
+        }
+        assert!(q.vtime < REBASE / 2, "rebased: {}", q.vtime);
+        // Same order as without the rebase: lane 1 twice as often, FIFO.
+        let lane1: Vec<_> = order
+            .iter()
+            .filter(|(l, _)| *l == 1)
+            .map(|(_, i)| *i)
+            .collect();
+        assert_eq!(lane1, vec![0, 1, 2, 3, 4, 5]);
+        assert_eq!(order.iter().take(6).filter(|(l, _)| *l == 1).count(), 4);
     }
 
     #[test]
