@@ -301,8 +301,10 @@ mod tests {
 
     #[test]
     fn tags_are_moved_back_before_they_could_overflow() {
-        let mut q = FairQueue::default();
-        q.vtime = REBASE - 3 * STEP;
+        let mut q = FairQueue {
+            vtime: REBASE - 3 * STEP,
+            ..FairQueue::default()
+        };
         for i in 0..6 {
             q.push(0, 1, false, (0, i));
             q.push(1, 2, false, (1, i));
