@@ -580,4 +580,48 @@ mod tests {
         drop(a.slot);
         assert_eq!(g.snapshot().in_flight, 0);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_held_back_by_its_users_cap_times_out_naming_it() {
+        let g = group(4);
+        let capped = Tenant::new(
+            1,
+            "batch",
+            TenantLimits {
+                max_backends: 1,
+                ..TenantLimits::default()
+            },
+        );
+        let deadline = Instant::now() + Duration::from_millis(300);
+        let lease = Need::Lease { pool: 0 };
+        let first = g
+            .acquire(lease, Priority::Low, &capped, deadline)
+            .await
+            .expect("first lease");
+        let err = match g.acquire(lease, Priority::Low, &capped, deadline).await {
+            Err(e) => e,
+            Ok(_) => panic!("the user's cap holds the second lease back"),
+        };
+        assert_eq!(err.user_cap, Some(("batch".to_string(), 1)));
+        assert!(
+            err.to_string()
+                .contains("user 'batch' waited 300 ms in thread group 0 queue: the user holds its max_backend_connections (1 of 1)"),
+            "{err}"
+        );
+        // Another user's lease runs meanwhile; dropping the first lease's
+        // reservation gives the user's count back.
+        let other = g
+            .acquire(
+                lease,
+                Priority::Low,
+                &user(),
+                deadline + Duration::from_secs(1),
+            )
+            .await
+            .expect("another user runs");
+        drop(first);
+        assert_eq!(capped.leased(), 0);
+        drop(other);
+        assert_eq!(g.snapshot().in_flight, 0);
+    }
 }

@@ -90,9 +90,7 @@ pub fn user_too_many_connections(user: &str, limit: usize) -> ErrPacket {
     ErrPacket::new(
         ER_CON_COUNT_ERROR,
         "08004",
-        format!(
-            "Too many connections: user '{user}' has {limit} of its max_client_connections {limit}"
-        ),
+        format!("Too many connections: user '{user}' is at its max_client_connections {limit}"),
     )
 }
 
