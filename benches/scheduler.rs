@@ -17,6 +17,7 @@ use myplex::pool::group::Group;
 use myplex::pool::scheduler::{
     Admission, Grant, GroupState, Limits, Need, Pooled, Priority, priority,
 };
+use myplex::pool::tenants::{Tenant, TenantLimits};
 
 /// Waiters kept queued in the contended cases.
 const WAITERS: usize = 1_000;
@@ -119,6 +120,58 @@ fn contended(c: &mut Criterion) {
         assert_eq!((s.in_flight, s.low + s.high), (4, WAITERS));
     }
 
+    // The same with the waiters spread over four users of weights 1–4
+    // (weighted fair share: the heap of lane heads picks the next one).
+    let users: Vec<_> = (1..=4)
+        .map(|w| {
+            Tenant::new(
+                w,
+                "u",
+                TenantLimits {
+                    weight: w,
+                    ..TenantLimits::default()
+                },
+            )
+        })
+        .collect();
+    let mut st = state(4, 4);
+    for _ in 0..4 {
+        now_grant(st.request(Need::Slot, Priority::Low, now));
+    }
+    let mut rxs: Vec<VecDeque<_>> = (0..4).map(|_| VecDeque::new()).collect();
+    for i in 0..WAITERS {
+        let u = i % 4;
+        rxs[u].push_back(queued(st.request_for(
+            Need::Slot,
+            Priority::Low,
+            &users[u],
+            now,
+        )));
+    }
+    g.bench_function("slot_low_4_weighted_users", |b| {
+        b.iter(|| {
+            st.complete(0, None, now);
+            // The grant went to some user's oldest waiter, who comes back
+            // at the end of its lane (a steady backlog per user).
+            for (u, q) in rxs.iter_mut().enumerate() {
+                if let Some(rx) = q.front_mut()
+                    && rx.try_recv().is_ok()
+                {
+                    q.pop_front();
+                    q.push_back(queued(st.request_for(
+                        Need::Slot,
+                        Priority::Low,
+                        &users[u],
+                        now,
+                    )));
+                    break;
+                }
+            }
+        })
+    });
+    let s = st.snapshot();
+    assert_eq!(s.in_flight, 4);
+
     // Lease waiters while every backend is busy: none is runnable, so each
     // request scans the whole queue before joining it; a returned backend
     // goes to the oldest.
@@ -187,6 +240,7 @@ fn group_acquire(c: &mut Criterion) {
             kickup: Duration::from_secs(3600),
         },
     );
+    let user = Tenant::new(1, "bench", TenantLimits::default());
     g.bench_function("uncontended", |b| {
         b.iter_custom(|iters| {
             rt.block_on(async {
@@ -194,7 +248,7 @@ fn group_acquire(c: &mut Criterion) {
                 let start = std::time::Instant::now();
                 for _ in 0..iters {
                     let a = group
-                        .acquire(Need::Slot, Priority::Low, deadline)
+                        .acquire(Need::Slot, Priority::Low, &user, deadline)
                         .await
                         .unwrap();
                     a.slot.finish(None);
@@ -226,10 +280,11 @@ fn group_acquire(c: &mut Criterion) {
                 let tasks: Vec<_> = (0..TASKS)
                     .map(|_| {
                         let group: Arc<Group> = group.clone();
+                        let user = user.clone();
                         tokio::spawn(async move {
                             for _ in 0..per_task {
                                 let a = group
-                                    .acquire(Need::Slot, Priority::Low, deadline)
+                                    .acquire(Need::Slot, Priority::Low, &user, deadline)
                                     .await
                                     .unwrap();
                                 tokio::task::yield_now().await;

@@ -484,12 +484,27 @@ async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32) {
         let _ = tokio::time::timeout(Duration::from_secs(1), send).await;
         return;
     };
+    let configured = shared.users.load().find(&login.user.name).is_some();
+    let tenant = shared.pool.tenants.for_user(&login.user.name, configured);
+    let slot = match tenant.enter() {
+        Ok(slot) => slot,
+        Err(limit) => {
+            debug!(user = %login.user.name, limit, "user at max_client_connections");
+            shared.metrics.rejected("user_max_client_connections");
+            let mut b = BytesMut::new();
+            errors::user_too_many_connections(&login.user.name, limit).write(&mut b);
+            let send = login.io.send_packet(login.ok_seq, &b);
+            let _ = tokio::time::timeout(Duration::from_secs(1), send).await;
+            return;
+        }
+    };
     let write_timeout =
         Duration::from_millis(shared.config.load().frontend.client_write_timeout_ms);
     login.io.set_write_timeout(write_timeout);
     // A socket client is `localhost`: the loopback address matches that
     // name where a client's host is compared (KILL USER).
-    let (mut session, ok_seq, schema) = Session::new(shared.clone(), login, id, peer.address_key());
+    let (mut session, ok_seq, schema) =
+        Session::new(shared.clone(), login, slot, id, peer.address_key());
     match session.run(ok_seq, schema).await {
         Ok(()) | Err(End::ClientGone) => debug!("client left"),
         Err(e) => debug!(reason = %e, "session ended"),

@@ -1,4 +1,5 @@
-//! The admin SQL console: `SHOW MYPLEX GROUPS | POOLS | CLIENTS | STATS`
+//! The admin SQL console: `SHOW MYPLEX GROUPS | POOLS | CLIENTS | STATS |
+//! USERS`
 //! and `RELOAD MYPLEX` (re-read the configuration, see `crate::reload`)
 //! answered on the MySQL port for users with `admin = true`, as text result
 //! sets any MySQL client prints. Answered without a backend or a queue.
@@ -21,6 +22,8 @@ pub enum Command {
     Clients,
     /// Throughput and latency percentiles.
     Stats,
+    /// Per-user figures: clients, backends, share, latency.
+    Users,
     /// Reload the configuration.
     Reload,
 }
@@ -44,6 +47,7 @@ pub fn parse(sql: &[u8]) -> Option<Command> {
         ["show", "myplex", "pools"] => Some(Command::Pools),
         ["show", "myplex", "clients"] => Some(Command::Clients),
         ["show", "myplex", "stats"] => Some(Command::Stats),
+        ["show", "myplex", "users"] => Some(Command::Users),
         ["reload", "myplex"] | ["reload", "config"] => Some(Command::Reload),
         _ => None,
     }
@@ -65,6 +69,7 @@ pub fn run(cmd: Command, shared: &Shared) -> ResultSet {
         Command::Pools => pools(shared),
         Command::Clients => clients(shared),
         Command::Stats => stats(shared),
+        Command::Users => users(shared),
         Command::Reload => reload(shared),
     }
 }
@@ -201,6 +206,54 @@ fn clients(shared: &Shared) -> ResultSet {
             if thread != 0 { "executing" } else { "idle" }.into(),
             pins.primary().map_or("", |r| r.label()).into(),
             thread.to_string(),
+        ]);
+    }
+    rs
+}
+
+/// `SHOW MYPLEX USERS`: one row per `[[users]]` entry, and one for all
+/// server users; latency and rates over the last 10 s, share over the last
+/// second.
+fn users(shared: &Shared) -> ResultSet {
+    let mut rs = ResultSet {
+        columns: vec![
+            "user",
+            "weight",
+            "share_weight",
+            "share_used",
+            "clients",
+            "max_clients",
+            "backends",
+            "max_backends",
+            "statements",
+            "qps",
+            "tps",
+            "stmt_p50_ms",
+            "stmt_p95_ms",
+            "stmt_p99_ms",
+            "wait_p95_ms",
+            "queue_timeouts",
+        ],
+        rows: Vec::new(),
+    };
+    for f in shared.pool.tenants.figures() {
+        rs.rows.push(vec![
+            f.user,
+            f.weight.to_string(),
+            format!("{:.3}", f.share_weight),
+            format!("{:.3}", f.share_used),
+            f.clients.to_string(),
+            f.max_clients.to_string(),
+            f.backends.to_string(),
+            f.max_backends.to_string(),
+            f.statements.to_string(),
+            format!("{:.3}", f.latency.rate),
+            f.tps.to_string(),
+            format!("{:.3}", f.latency.p50_ms),
+            format!("{:.3}", f.latency.p95_ms),
+            format!("{:.3}", f.latency.p99_ms),
+            format!("{:.3}", f.queue_wait.p95_ms),
+            f.queue_timeouts.to_string(),
         ]);
     }
     rs
@@ -370,6 +423,7 @@ mod tests {
         assert_eq!(parse(b"SHOW MYPLEX GROUPS"), Some(Command::Groups));
         assert_eq!(parse(b"  show  myplex\tstats ;"), Some(Command::Stats));
         assert_eq!(parse(b"SHOW MYPLEX"), None);
+        assert_eq!(parse(b"show myplex users;"), Some(Command::Users));
         assert_eq!(parse(b"reload myplex;"), Some(Command::Reload));
         assert_eq!(parse(b"SHOW DATABASES"), None);
     }

@@ -42,6 +42,7 @@ pub fn refresh_gauges(shared: &Shared) {
         shared.metrics.registry_entries.set(r.len() as f64);
         shared.metrics.registry_bytes.set(r.bytes() as f64);
     }
+    shared.metrics.users(&shared.pool.tenants.figures());
 }
 
 /// Idle, busy (executing) and pinned (held between statements) backend

@@ -1,5 +1,6 @@
 //! The `/status` JSON report: TPS, QPS and latency percentiles over the last
-//! 10 s and 60 s, overall and per thread group, plus the live scheduler state.
+//! 10 s and 60 s, overall and per thread group, plus the live scheduler state
+//! and the per-user figures.
 
 use serde::Serialize;
 
@@ -83,6 +84,9 @@ pub struct Status {
     groups: Vec<GroupStatus>,
     prepared_registry_entries: usize,
     prepared_registry_bytes: usize,
+    /// Per user (each `[[users]]` entry, and all server users as one):
+    /// clients, backends, statements, TPS, latency, queue wait, share.
+    users: Vec<crate::pool::tenants::Figures>,
 }
 
 /// Builds the report.
@@ -141,6 +145,7 @@ pub fn status(shared: &Shared) -> Status {
         groups,
         prepared_registry_entries: entries,
         prepared_registry_bytes: bytes,
+        users: shared.pool.tenants.figures(),
     }
 }
 

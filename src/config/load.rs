@@ -7,6 +7,9 @@ use std::path::Path;
 use super::address::Address;
 use super::model::Config;
 
+/// Largest share weight (keeps the scheduler's fixed-point tags exact).
+pub const MAX_WEIGHT: u32 = 1000;
+
 /// The shipped default configuration, embedded in the binary.
 pub const DEFAULT_TOML: &str = include_str!("../../config/myplex.toml");
 
@@ -140,6 +143,11 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     if p.max_client_connections == 0 {
         errs.push("pool.max_client_connections: must be positive".into());
     }
+    if !(1..=MAX_WEIGHT).contains(&p.default_user_weight) {
+        errs.push(format!(
+            "pool.default_user_weight: must be between 1 and {MAX_WEIGHT}"
+        ));
+    }
     if c.frontend.max_allowed_packet < 1024 || c.frontend.max_allowed_packet > 1 << 30 {
         errs.push("frontend.max_allowed_packet: must be between 1024 and 1073741824".into());
     }
@@ -195,6 +203,9 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
             && crate::frontend::auth::parse_sha256_hash(h).is_none()
         {
             errs.push(format!("{key}.password_sha256: must be 64 hex digits"));
+        }
+        if !(1..=MAX_WEIGHT).contains(&u.weight) {
+            errs.push(format!("{key}.weight: must be between 1 and {MAX_WEIGHT}"));
         }
     }
     if errs.is_empty() {

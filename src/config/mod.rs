@@ -9,6 +9,6 @@ pub mod redact;
 mod server_users;
 
 pub use address::Address;
-pub use load::{ConfigError, DEFAULT_TOML, load, load_str, socket_mode};
+pub use load::{ConfigError, DEFAULT_TOML, MAX_WEIGHT, load, load_str, socket_mode};
 pub use model::*;
 pub use server_users::ServerUsersConfig;

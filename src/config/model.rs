@@ -314,6 +314,10 @@ pub struct PoolConfig {
     /// next statement; 0 = never hold (diagnostic statements may then run
     /// on another backend).
     pub diagnostics_hold_ms: u64,
+    /// Share weight of users looked up in the server (`[server_users]`),
+    /// which all share one scheduler lane; `[[users]]` entries set their
+    /// own `weight`.
+    pub default_user_weight: u32,
 }
 
 impl Default for PoolConfig {
@@ -337,6 +341,7 @@ impl Default for PoolConfig {
             prepared_per_backend: 256,
             prepared_registry_size: 10_000,
             diagnostics_hold_ms: 1000,
+            default_user_weight: 1,
         }
     }
 }
@@ -364,7 +369,7 @@ impl PoolConfig {
 }
 
 /// One `[[users]]` entry.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct UserConfig {
     /// Login name.
@@ -382,4 +387,33 @@ pub struct UserConfig {
     pub backend_password: Option<String>,
     /// May use the `SHOW MYPLEX …` admin console.
     pub admin: bool,
+    /// Share of each thread group's execution slots under contention,
+    /// relative to the other users' weights (1–1000).
+    pub weight: u32,
+    /// This user's client connections; beyond it logins get 1040
+    /// (0 = only `pool.max_client_connections`).
+    pub max_client_connections: usize,
+    /// Backend connections this user's sessions may hold at once, across
+    /// all groups; beyond it its statements wait in the queue (0 = no cap).
+    pub max_backend_connections: usize,
+    /// This user's queue timeout in ms (0 = `pool.queue_timeout_ms`).
+    pub queue_timeout_ms: u64,
+}
+
+impl Default for UserConfig {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            password: None,
+            password_sha1: None,
+            password_sha256: None,
+            backend_user: None,
+            backend_password: None,
+            admin: false,
+            weight: 1,
+            max_client_connections: 0,
+            max_backend_connections: 0,
+            queue_timeout_ms: 0,
+        }
+    }
 }

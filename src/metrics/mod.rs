@@ -221,6 +221,35 @@ impl Metrics {
         }
     }
 
+    /// Copies the per-user figures into the `user`-labelled series (at
+    /// scrape time; the label values are bounded by the configured users).
+    pub fn users(&self, figures: &[crate::pool::tenants::Figures]) {
+        let r = &self.recorder;
+        for f in figures {
+            let u = ("user", f.user.clone());
+            let one = std::slice::from_ref(&u);
+            let gauge = |n: &'static str, v: f64| r.register_gauge(&key(n, one), &META).set(v);
+            let count =
+                |n: &'static str, v: u64| r.register_counter(&key(n, one), &META).absolute(v);
+            gauge(USER_CLIENT_CONNECTIONS, f.clients as f64);
+            gauge(USER_BACKEND_CONNECTIONS, f.backends as f64);
+            gauge(USER_WEIGHT, f64::from(f.weight));
+            gauge(USER_SHARE_USED_RATIO, f.share_used);
+            count(USER_STATEMENTS_TOTAL, f.statements);
+            count(USER_TRANSACTIONS_TOTAL, f.transactions);
+            count(USER_QUEUE_TIMEOUTS_TOTAL, f.queue_timeouts);
+            for (name, s) in [
+                (USER_STATEMENT_LATENCY_SECONDS, &f.latency),
+                (USER_QUEUE_WAIT_LATENCY_SECONDS, &f.queue_wait),
+            ] {
+                for (q, v) in [("0.5", s.p50_ms), ("0.95", s.p95_ms), ("0.99", s.p99_ms)] {
+                    let labels = [u.clone(), ("quantile", q.to_string())];
+                    r.register_gauge(&key(name, &labels), &META).set(v / 1000.0);
+                }
+            }
+        }
+    }
+
     fn dynamic_counter(&self, name: &'static str, labels: &[(&'static str, String)]) -> Counter {
         let k = key(name, labels);
         let Ok(mut map) = self.dynamic.lock() else {

@@ -2,7 +2,8 @@
 //! the metric catalogue. Names use the `myplex_` prefix and base units;
 //! counters end in `_total`. Labels are bounded: `group` (thread group
 //! number), `priority`, `kind` (command kind), `state`, `reason`, `code`
-//! (MySQL error code), `source`, `direction`, `outcome`.
+//! (MySQL error code), `source`, `direction`, `outcome`, `user` (one per
+//! configured user, plus one for all server users), `quantile`.
 
 /// Gauge: client connections open now.
 pub const CLIENT_CONNECTIONS: &str = "myplex_client_connections";
@@ -88,6 +89,31 @@ pub const PINS_TOTAL: &str = "myplex_pins_total";
 /// get them: `clear_diagnostics` (a warning or error was left) or `reset`
 /// (COM_RESET_CONNECTION after unshareable state).
 pub const BACKEND_CLEANUPS_TOTAL: &str = "myplex_backend_cleanups_total";
+/// Gauge{user}: client connections of a user. Per-user series have one
+/// `user` label value per `[[users]]` entry plus `(server users)`, which
+/// every user looked up in the server folds into (bounded by the
+/// configuration, whatever names log in).
+pub const USER_CLIENT_CONNECTIONS: &str = "myplex_user_client_connections";
+/// Gauge{user}: backend connections a user's sessions hold now (what
+/// `users.max_backend_connections` caps).
+pub const USER_BACKEND_CONNECTIONS: &str = "myplex_user_backend_connections";
+/// Gauge{user}: a user's share weight.
+pub const USER_WEIGHT: &str = "myplex_user_weight";
+/// Gauge{user}: the part (0–1) of all queue grants a user got in the last
+/// second (compare with its weight's part of the active users' weights).
+pub const USER_SHARE_USED_RATIO: &str = "myplex_user_share_used_ratio";
+/// Counter{user}: statements of a user completed.
+pub const USER_STATEMENTS_TOTAL: &str = "myplex_user_statements_total";
+/// Counter{user}: explicit transactions of a user ended.
+pub const USER_TRANSACTIONS_TOTAL: &str = "myplex_user_transactions_total";
+/// Counter{user}: a user's requests that hit its queue timeout.
+pub const USER_QUEUE_TIMEOUTS_TOTAL: &str = "myplex_user_queue_timeouts_total";
+/// Gauge{user, quantile}: a user's statement latency (queue wait +
+/// execution) over the last 10 s at quantile 0.5 / 0.95 / 0.99, seconds.
+pub const USER_STATEMENT_LATENCY_SECONDS: &str = "myplex_user_statement_latency_seconds";
+/// Gauge{user, quantile}: a user's queue wait over the last 10 s at
+/// quantile 0.5 / 0.95 / 0.99, seconds.
+pub const USER_QUEUE_WAIT_LATENCY_SECONDS: &str = "myplex_user_queue_wait_latency_seconds";
 /// Gauge: statements in the prepared-statement registry.
 pub const PREPARED_REGISTRY_ENTRIES: &str = "myplex_prepared_registry_entries";
 /// Gauge: approximate bytes held by the prepared-statement registry.
@@ -127,6 +153,15 @@ pub const ALL: &[&str] = &[
     BACKEND_CLEANUPS_TOTAL,
     PREPARED_REGISTRY_ENTRIES,
     PREPARED_REGISTRY_BYTES,
+    USER_CLIENT_CONNECTIONS,
+    USER_BACKEND_CONNECTIONS,
+    USER_WEIGHT,
+    USER_SHARE_USED_RATIO,
+    USER_STATEMENTS_TOTAL,
+    USER_TRANSACTIONS_TOTAL,
+    USER_QUEUE_TIMEOUTS_TOTAL,
+    USER_STATEMENT_LATENCY_SECONDS,
+    USER_QUEUE_WAIT_LATENCY_SECONDS,
 ];
 
 /// Label names in use.
@@ -140,6 +175,8 @@ pub const LABELS: &[&str] = &[
     "source",
     "direction",
     "outcome",
+    "user",
+    "quantile",
 ];
 
 /// What a Prometheus text exposition exports that this catalogue does not

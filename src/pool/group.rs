@@ -1,6 +1,8 @@
 //! One thread group at run time: the scheduler state behind a mutex (never
 //! held across `.await`), cancel-safe waiting with a deadline, and guards
-//! that give slots and backend connections back on every path.
+//! that give slots and backend connections back on every path — including
+//! the user's count of leased backends (its `max_backend_connections`),
+//! which a lease carries until its connection goes back or closes.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -8,6 +10,7 @@ use tokio::sync::oneshot;
 use tokio::time::{Duration, Instant};
 
 use super::scheduler::{Admission, Grant, GroupState, Limits, Need, Pooled, Priority, Snapshot};
+use super::tenants::Tenant;
 use crate::backend::BackendConn;
 
 impl Pooled for BackendConn {
@@ -24,11 +27,12 @@ pub struct Group {
 }
 
 /// Why waiting for a slot or backend failed.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "myplex: statement waited {waited_ms} ms in thread group {group} queue (in-flight {in_flight}/{cap}, {queued} queued, backend connections {owned}/{max_owned}); raise pool.oversubscribe, pool.max_backend_connections or pool.queue_timeout_ms"
-)]
+#[derive(Debug, Clone)]
 pub struct QueueTimeout {
+    /// The user's name and `max_backend_connections` when its sessions
+    /// held that many backends as it gave up (the user's cap, not the
+    /// group, held it back).
+    pub user_cap: Option<(String, usize)>,
     /// Group number.
     pub group: usize,
     /// How long it waited.
@@ -44,6 +48,31 @@ pub struct QueueTimeout {
     /// Share of backend connections.
     pub max_owned: usize,
 }
+
+impl std::fmt::Display for QueueTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some((user, cap)) = &self.user_cap {
+            return write!(
+                f,
+                "myplex: statement of user '{user}' waited {} ms in thread group {} queue: the user holds its max_backend_connections ({cap} of {cap}); raise users.max_backend_connections or users.queue_timeout_ms of '{user}'",
+                self.waited_ms, self.group
+            );
+        }
+        write!(
+            f,
+            "myplex: statement waited {} ms in thread group {} queue (in-flight {}/{}, {} queued, backend connections {}/{}); raise pool.oversubscribe, pool.max_backend_connections or pool.queue_timeout_ms",
+            self.waited_ms,
+            self.group,
+            self.in_flight,
+            self.cap,
+            self.queued,
+            self.owned,
+            self.max_owned
+        )
+    }
+}
+
+impl std::error::Error for QueueTimeout {}
 
 /// An admitted request: an execution slot, plus what the lease gave.
 pub struct Admitted {
@@ -92,34 +121,39 @@ impl Group {
         self.lock().set_limits(limits, Instant::now());
     }
 
-    /// Waits for `need` at `prio` until `deadline`. Cancel-safe: dropping the
-    /// future removes the request or gives back what was granted.
+    /// Waits for `need` at `prio` for `tenant` (its lane, weight and
+    /// backend cap) until `deadline`. Cancel-safe: dropping the future
+    /// removes the request or gives back what was granted.
     pub async fn acquire(
         self: &Arc<Self>,
         need: Need,
         prio: Priority,
+        tenant: &Arc<Tenant>,
         deadline: Instant,
     ) -> Result<Admitted, QueueTimeout> {
         let start = Instant::now();
-        let adm = self.lock().request(need, prio, start);
+        let adm = self.lock().request_for(need, prio, tenant, start);
         let (grant, id) = match adm {
             Admission::Now(g, id) => (g, id),
             Admission::Queued(id, rx) => {
                 let mut w = Waiting {
                     group: self,
                     id,
+                    tenant,
+                    lease: matches!(need, Need::Lease { .. }),
                     rx: Some(rx),
                 };
                 (w.wait(deadline, start).await?, id)
             }
         };
-        Ok(self.admitted(grant, id, start.elapsed()))
+        Ok(self.admitted(grant, id, tenant, start.elapsed()))
     }
 
     fn admitted(
         self: &Arc<Self>,
         grant: Grant<BackendConn>,
         id: u64,
+        tenant: &Arc<Tenant>,
         waited: Duration,
     ) -> Admitted {
         let slot = SlotGuard {
@@ -135,7 +169,11 @@ impl Group {
             },
             Grant::Backend(b) => Admitted {
                 slot,
-                backend: Some(Leased::new(self.clone(), b)),
+                backend: Some(Leased {
+                    group: self.clone(),
+                    conn: Some(b),
+                    tenant: Some(tenant.clone()),
+                }),
                 open: None,
                 waited,
             },
@@ -144,6 +182,7 @@ impl Group {
                 backend: None,
                 open: Some(OpenReservation {
                     group: Some(self.clone()),
+                    tenant: Some(tenant.clone()),
                 }),
                 waited,
             },
@@ -164,6 +203,7 @@ impl Group {
     pub fn reserve_open(self: &Arc<Self>) -> Option<OpenReservation> {
         self.lock().try_reserve_open().then(|| OpenReservation {
             group: Some(self.clone()),
+            tenant: None,
         })
     }
 
@@ -189,6 +229,9 @@ impl Group {
 struct Waiting<'a> {
     group: &'a Arc<Group>,
     id: u64,
+    tenant: &'a Arc<Tenant>,
+    /// A lease (subject to the user's backend cap).
+    lease: bool,
     rx: Option<oneshot::Receiver<Grant<BackendConn>>>,
 }
 
@@ -219,11 +262,17 @@ impl Waiting<'_> {
             && let Some(mut rx) = self.rx.take()
             && let Ok(g) = rx.try_recv()
         {
-            st.undo(self.id, g);
+            st.undo_for(self.id, g, self.tenant);
             st.dispatch(Instant::now());
         }
         self.rx = None;
+        self.tenant.queue_timed_out();
         QueueTimeout {
+            user_cap: self
+                .tenant
+                .at_backend_cap()
+                .filter(|_| self.lease)
+                .map(|cap| (self.tenant.name.clone(), cap)),
             group: self.group.id,
             waited_ms: start.elapsed().as_millis(),
             in_flight: s.in_flight,
@@ -242,7 +291,7 @@ impl Drop for Waiting<'_> {
             if !st.cancel(self.id)
                 && let Ok(g) = rx.try_recv()
             {
-                st.undo(self.id, g);
+                st.undo_for(self.id, g, self.tenant);
                 st.dispatch(Instant::now());
             }
         }
@@ -263,7 +312,7 @@ impl SlotGuard {
             let now = Instant::now();
             // Closed (dropped) unless the authority's verdict says share.
             let backend = backend.filter(Leased::shareable);
-            let conn = backend.and_then(|mut l| l.conn.take()).map(|mut c| {
+            let conn = backend.and_then(|mut l| l.take_conn()).map(|mut c| {
                 c.last_used = now;
                 c.io.shrink_large_buffers();
                 c
@@ -285,18 +334,27 @@ impl Drop for SlotGuard {
 /// dial failed) releases the room.
 pub struct OpenReservation {
     group: Option<Arc<Group>>,
+    /// The user whose lease count this reservation holds.
+    tenant: Option<Arc<Tenant>>,
 }
 
 impl OpenReservation {
     /// The dial succeeded: the connection now carries the reservation.
     pub fn fulfil(mut self, conn: BackendConn) -> Leased {
         let g = self.group.take().expect("reservation used once");
-        Leased::new(g, conn)
+        Leased {
+            group: g,
+            conn: Some(conn),
+            tenant: self.tenant.take(),
+        }
     }
 }
 
 impl Drop for OpenReservation {
     fn drop(&mut self) {
+        if let Some(t) = self.tenant.take() {
+            t.release_lease();
+        }
         if let Some(g) = self.group.take() {
             g.lock().closed(Instant::now());
         }
@@ -308,6 +366,9 @@ impl Drop for OpenReservation {
 pub struct Leased {
     group: Arc<Group>,
     conn: Option<BackendConn>,
+    /// The user whose lease count this connection holds (none for the
+    /// pool's own uses: pre-warming, health checks, helpers).
+    tenant: Option<Arc<Tenant>>,
 }
 
 impl Leased {
@@ -315,6 +376,37 @@ impl Leased {
         Self {
             group,
             conn: Some(conn),
+            tenant: None,
+        }
+    }
+
+    /// Takes the connection out (it goes back to the group next) and gives
+    /// the user's lease back first, so the user's own waiters can run.
+    fn take_conn(&mut self) -> Option<BackendConn> {
+        if let Some(t) = self.tenant.take() {
+            t.release_lease();
+        }
+        self.conn.take()
+    }
+
+    /// Closes this (dead) connection and reserves room for a new one in its
+    /// group for the same user, who keeps its lease. `None` when the group
+    /// has no room (the user's lease is given back).
+    pub fn replace(mut self) -> Option<OpenReservation> {
+        let tenant = self.tenant.take();
+        let group = self.group.clone();
+        drop(self);
+        match group.reserve_open() {
+            Some(mut r) => {
+                r.tenant = tenant;
+                Some(r)
+            }
+            None => {
+                if let Some(t) = tenant {
+                    t.release_lease();
+                }
+                None
+            }
         }
     }
 
@@ -341,7 +433,7 @@ impl Leased {
         if !self.shareable() {
             return;
         }
-        if let Some(mut c) = self.conn.take() {
+        if let Some(mut c) = self.take_conn() {
             let now = Instant::now();
             c.last_used = now;
             c.io.shrink_large_buffers();
@@ -374,7 +466,7 @@ impl std::ops::DerefMut for Leased {
 
 impl Drop for Leased {
     fn drop(&mut self) {
-        if self.conn.take().is_some() {
+        if self.take_conn().is_some() {
             self.group.lock().closed(Instant::now());
         }
     }
@@ -383,6 +475,11 @@ impl Drop for Leased {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool::tenants::TenantLimits;
+
+    fn user() -> Arc<Tenant> {
+        Tenant::new(1, "u", TenantLimits::default())
+    }
 
     fn group(cap: usize) -> Arc<Group> {
         Group::new(
@@ -402,10 +499,13 @@ mod tests {
         let g = group(1);
         let deadline = Instant::now() + Duration::from_millis(500);
         let running = g
-            .acquire(Need::Slot, Priority::Low, deadline)
+            .acquire(Need::Slot, Priority::Low, &user(), deadline)
             .await
             .expect("first");
-        let err = match g.acquire(Need::Slot, Priority::Low, deadline).await {
+        let err = match g
+            .acquire(Need::Slot, Priority::Low, &user(), deadline)
+            .await
+        {
             Err(e) => e,
             Ok(_) => panic!("must time out while the slot is taken"),
         };
@@ -427,12 +527,15 @@ mod tests {
         let g = group(1);
         let far = Instant::now() + Duration::from_secs(60);
         let running = g
-            .acquire(Need::Slot, Priority::Low, far)
+            .acquire(Need::Slot, Priority::Low, &user(), far)
             .await
             .expect("first");
         let g2 = g.clone();
-        let waiter =
-            tokio::spawn(async move { g2.acquire(Need::Slot, Priority::High, far).await.is_ok() });
+        let waiter = tokio::spawn(async move {
+            g2.acquire(Need::Slot, Priority::High, &user(), far)
+                .await
+                .is_ok()
+        });
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(g.snapshot().high, 1);
         waiter.abort();
@@ -441,7 +544,7 @@ mod tests {
         // A grant racing with the drop is given back, not leaked.
         let g3 = g.clone();
         let racer = tokio::spawn(async move {
-            g3.acquire(Need::Slot, Priority::Low, far)
+            g3.acquire(Need::Slot, Priority::Low, &user(), far)
                 .await
                 .map(|a| a.waited)
         });
@@ -464,7 +567,7 @@ mod tests {
         let g = group(4);
         let far = Instant::now() + Duration::from_secs(1);
         let a = g
-            .acquire(Need::Lease { pool: 0 }, Priority::Low, far)
+            .acquire(Need::Lease { pool: 0 }, Priority::Low, &user(), far)
             .await
             .expect("lease");
         assert!(
@@ -475,6 +578,50 @@ mod tests {
         drop(a.open);
         assert_eq!(g.snapshot().owned, 0, "a failed dial frees the place");
         drop(a.slot);
+        assert_eq!(g.snapshot().in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_held_back_by_its_users_cap_times_out_naming_it() {
+        let g = group(4);
+        let capped = Tenant::new(
+            1,
+            "batch",
+            TenantLimits {
+                max_backends: 1,
+                ..TenantLimits::default()
+            },
+        );
+        let deadline = Instant::now() + Duration::from_millis(300);
+        let lease = Need::Lease { pool: 0 };
+        let first = g
+            .acquire(lease, Priority::Low, &capped, deadline)
+            .await
+            .expect("first lease");
+        let err = match g.acquire(lease, Priority::Low, &capped, deadline).await {
+            Err(e) => e,
+            Ok(_) => panic!("the user's cap holds the second lease back"),
+        };
+        assert_eq!(err.user_cap, Some(("batch".to_string(), 1)));
+        assert!(
+            err.to_string()
+                .contains("user 'batch' waited 300 ms in thread group 0 queue: the user holds its max_backend_connections (1 of 1)"),
+            "{err}"
+        );
+        // Another user's lease runs meanwhile; dropping the first lease's
+        // reservation gives the user's count back.
+        let other = g
+            .acquire(
+                lease,
+                Priority::Low,
+                &user(),
+                deadline + Duration::from_secs(1),
+            )
+            .await
+            .expect("another user runs");
+        drop(first);
+        assert_eq!(capped.leased(), 0);
+        drop(other);
         assert_eq!(g.snapshot().in_flight, 0);
     }
 }

@@ -9,11 +9,13 @@
 
 pub mod adaptive;
 pub mod elastic;
+pub mod fair;
 pub mod group;
 pub mod health;
 pub mod helper;
 pub mod keys;
 pub mod scheduler;
+pub mod tenants;
 
 use std::sync::{Arc, RwLock};
 
@@ -35,6 +37,8 @@ pub struct Pool {
     pub groups: Vec<Arc<Group>>,
     /// The backend budget the groups share: ceiling, bases, common pool.
     pub budget: Arc<elastic::Budget>,
+    /// Users as the scheduler sees them: weights, per-user limits, figures.
+    pub tenants: tenants::Tenants,
     /// The `[pool]` settings the budget and group limits derive from.
     pool_cfg: ArcSwap<PoolConfig>,
     /// The server's `@@global.max_connections` as last read (0 = not yet).
@@ -155,6 +159,7 @@ impl Pool {
         Arc::new(Self {
             groups,
             budget,
+            tenants: tenants::Tenants::new(cfg),
             pool_cfg: ArcSwap::from_pointee(cfg.pool.clone()),
             server_max_connections: std::sync::atomic::AtomicUsize::new(0),
             ceiling_epoch: std::sync::atomic::AtomicU64::new(0),
@@ -176,6 +181,7 @@ impl Pool {
     /// group limits, timings and the credential pools.
     pub fn reconfigure(&self, cfg: &Config, params: Vec<BackendParams>) {
         self.pool_cfg.store(Arc::new(cfg.pool.clone()));
+        self.tenants.reconfigure(cfg);
         self.apply_budget();
         // Read the server's max_connections again at the next round.
         self.ceiling_epoch
@@ -521,6 +527,7 @@ impl Pool {
     /// Closes idle connections past `idle_timeout` (above the minimum) and
     /// ones the server closed; keeps `min_idle` connections per group open.
     async fn maintain(self: &Arc<Self>) {
+        self.tenants.roll();
         self.learn_ceiling().await;
         let t = self.timings.load_full();
         for g in &self.groups {

@@ -8,11 +8,16 @@
 //! flight kept raising completions); borrowed ones go back when they return
 //! with nothing to do, or when another group is owed its part.
 //!
+//! Inside each priority queue, users share the slots by weight
+//! ([`super::fair`]): a transaction in progress still goes before the low
+//! queue, within its user's share; a user at its backend cap
+//! (`max_backend_connections`, counted across groups by
+//! [`super::tenants::Tenant`]) has its leases wait while others run.
+//!
 //! No I/O and no locking here: [`super::group::Group`] wraps this in a mutex
 //! and delivers grants through channels. Generic over the backend type so the
 //! rules are tested with plain values on paused time.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
@@ -20,6 +25,8 @@ use tokio::time::{Duration, Instant};
 
 use super::adaptive::{Adaptive, Estimate, Tuning};
 use super::elastic::Budget;
+use super::fair::FairQueue;
+use super::tenants::{Tenant, TenantLimits};
 
 /// What a backend connection must tell the scheduler.
 pub trait Pooled {
@@ -104,6 +111,7 @@ struct Waiter<B> {
     id: u64,
     need: Need,
     since: Instant,
+    tenant: Arc<Tenant>,
     tx: oneshot::Sender<Grant<B>>,
 }
 
@@ -169,8 +177,10 @@ pub struct GroupState<B> {
     extra: usize,
     owned: usize,
     idle: Vec<B>,
-    high: VecDeque<Waiter<B>>,
-    low: VecDeque<Waiter<B>>,
+    high: FairQueue<Waiter<B>>,
+    low: FairQueue<Waiter<B>>,
+    /// The user of requests made without one ([`Self::request`]).
+    anyone: Arc<Tenant>,
     dispatched_since_tick: u64,
     next_id: u64,
     counters: Counters,
@@ -217,8 +227,9 @@ impl<B: Pooled> GroupState<B> {
             extra: 0,
             owned: 0,
             idle: Vec::new(),
-            high: VecDeque::new(),
-            low: VecDeque::new(),
+            high: FairQueue::default(),
+            low: FairQueue::default(),
+            anyone: Tenant::new(0, "", TenantLimits::default()),
             dispatched_since_tick: 0,
             next_id: 1,
             counters: Counters::default(),
@@ -392,16 +403,22 @@ impl<B: Pooled> GroupState<B> {
                     .high
                     .iter()
                     .chain(self.low.iter())
-                    .any(|w| matches!(w.need, Need::Lease { .. }));
+                    .any(|w| matches!(w.need, Need::Lease { .. }) && w.tenant.may_lease());
             b.want(*g, wants);
         }
     }
 
-    /// True when `need` could be granted now (ignoring the in-flight cap).
-    fn runnable(&self, need: Need) -> bool {
+    /// True when a lease could get a backend now (any user under its cap).
+    fn lease_ok(&self) -> bool {
+        !self.idle.is_empty() || self.can_grow()
+    }
+
+    /// True when `need` of `tenant` could be granted now (ignoring the
+    /// in-flight cap), given [`Self::lease_ok`].
+    fn runnable(need: Need, tenant: &Tenant, lease_ok: bool) -> bool {
         match need {
             Need::Slot => true,
-            Need::Lease { .. } => !self.idle.is_empty() || self.can_grow(),
+            Need::Lease { .. } => lease_ok && tenant.may_lease(),
         }
     }
 
@@ -430,8 +447,18 @@ impl<B: Pooled> GroupState<B> {
         }
     }
 
-    fn admit(&mut self, need: Need, id: u64, now: Instant) -> Option<Grant<B>> {
-        let grant = self.take(need)?;
+    fn admit(&mut self, need: Need, id: u64, tenant: &Tenant, now: Instant) -> Option<Grant<B>> {
+        let lease = matches!(need, Need::Lease { .. });
+        if lease && !tenant.try_lease() {
+            return None;
+        }
+        let Some(grant) = self.take(need) else {
+            if lease {
+                tenant.release_lease();
+            }
+            return None;
+        };
+        tenant.dispatched();
         let t = self.clock(now);
         if let Some(a) = self.adaptive.as_mut() {
             a.start(id, t);
@@ -442,24 +469,40 @@ impl<B: Pooled> GroupState<B> {
         Some(grant)
     }
 
-    /// Asks for `need` at `prio`. Granted at once when the queues are empty
-    /// (or hold nothing runnable ahead of it) and there is room; else queued.
+    /// Asks for `need` at `prio` for a request without a user (one lane
+    /// for all of them). See [`Self::request_for`].
     pub fn request(&mut self, need: Need, prio: Priority, now: Instant) -> Admission<B> {
+        let anyone = self.anyone.clone();
+        self.request_for(need, prio, &anyone, now)
+    }
+
+    /// Asks for `need` at `prio` for `tenant`. Granted at once when the
+    /// queues hold nothing runnable ahead of it and there is room; else
+    /// queued in the tenant's lane.
+    pub fn request_for(
+        &mut self,
+        need: Need,
+        prio: Priority,
+        tenant: &Arc<Tenant>,
+        now: Instant,
+    ) -> Admission<B> {
+        let lease_ok = self.lease_ok();
+        let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
         let ahead = match prio {
-            Priority::High => self.high.iter().any(|w| self.runnable(w.need)),
-            Priority::Low => self
-                .high
-                .iter()
-                .chain(self.low.iter())
-                .any(|w| self.runnable(w.need)),
+            Priority::High => self.high.iter().any(run),
+            Priority::Low => self.high.iter().chain(self.low.iter()).any(run),
         };
         let id = self.next_id;
         self.next_id += 1;
         if !ahead
             && self.has_room()
-            && self.runnable(need)
-            && let Some(grant) = self.admit(need, id, now)
+            && Self::runnable(need, tenant, lease_ok)
+            && let Some(grant) = self.admit(need, id, tenant, now)
         {
+            match prio {
+                Priority::High => self.high.charge(tenant.index, tenant.weight()),
+                Priority::Low => self.low.charge(tenant.index, tenant.weight()),
+            }
             self.observe();
             return Admission::Now(grant, id);
         }
@@ -468,66 +511,91 @@ impl<B: Pooled> GroupState<B> {
             id,
             need,
             since: now,
+            tenant: tenant.clone(),
             tx,
         };
+        let (lane, weight, light) = (tenant.index, tenant.weight(), need == Need::Slot);
         match prio {
-            Priority::High => self.high.push_back(w),
-            Priority::Low => self.low.push_back(w),
+            Priority::High => self.high.push(lane, weight, light, w),
+            Priority::Low => self.low.push(lane, weight, light, w),
         }
         self.observe();
         Admission::Queued(id, rx)
     }
 
-    /// Grants queued requests while there is room. Call after anything that
+    /// Grants queued requests while there is room: the high queue first,
+    /// each queue shared between users by weight. Call after anything that
     /// frees a slot or a backend.
     pub fn dispatch(&mut self, now: Instant) {
         while self.has_room() {
-            let (high, i) = match self.high.iter().position(|w| self.runnable(w.need)) {
-                Some(i) => (true, i),
-                None => match self.low.iter().position(|w| self.runnable(w.need)) {
-                    Some(i) => (false, i),
+            let lease_ok = self.lease_ok();
+            let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
+            let (high, lane, pos) = match self.high.select(run) {
+                Some((lane, pos)) => (true, lane, pos),
+                None => match self.low.select(run) {
+                    Some((lane, pos)) => (false, lane, pos),
                     None => break,
                 },
             };
-            let (need, id) = {
-                let q = if high { &self.high } else { &self.low };
-                (q[i].need, q[i].id)
+            let q = if high { &self.high } else { &self.low };
+            let Some((need, id, tenant)) =
+                q.get(lane, pos).map(|w| (w.need, w.id, w.tenant.clone()))
+            else {
+                break;
             };
-            let Some(grant) = self.admit(need, id, now) else {
+            let Some(grant) = self.admit(need, id, &tenant, now) else {
                 break;
             };
             let q = if high { &mut self.high } else { &mut self.low };
-            let Some(w) = q.remove(i) else { break };
+            let Some(w) = q.take(lane, pos) else { break };
             if let Err(grant) = w.tx.send(grant) {
                 // The waiter went away between queueing and now.
-                self.undo(w.id, grant);
+                self.undo_for(w.id, grant, &w.tenant);
             }
         }
     }
 
-    /// Returns what grant `id` held (a waiter that vanished, or a cancelled one).
+    /// Returns what grant `id` held (a waiter that vanished, or a cancelled
+    /// one) for a request made without a user.
     pub fn undo(&mut self, id: u64, grant: Grant<B>) {
+        let anyone = self.anyone.clone();
+        self.undo_for(id, grant, &anyone);
+    }
+
+    /// Returns what grant `id` of `tenant` held: the slot, the backend, and
+    /// the user's count of leased backends.
+    pub fn undo_for(&mut self, id: u64, grant: Grant<B>, tenant: &Tenant) {
         if let Some(a) = self.adaptive.as_mut() {
             a.forget(id);
         }
         self.in_flight -= 1;
         match grant {
             Grant::Slot => {}
-            Grant::Backend(b) => self.put_idle(b),
-            Grant::Open => self.shrink(),
+            Grant::Backend(b) => {
+                tenant.release_lease();
+                self.put_idle(b);
+            }
+            Grant::Open => {
+                tenant.release_lease();
+                self.shrink();
+            }
         }
     }
 
     /// Removes a queued waiter (it timed out or its client left). Returns
     /// false when it was no longer queued (it has been granted).
     pub fn cancel(&mut self, id: u64) -> bool {
-        for q in [&mut self.high, &mut self.low] {
-            if let Some(i) = q.iter().position(|w| w.id == id) {
-                q.remove(i);
-                return true;
-            }
-        }
-        false
+        self.high.remove_where(|w| w.id == id).is_some()
+            || self.low.remove_where(|w| w.id == id).is_some()
+    }
+
+    /// True when a queued lease waits only because its user holds its
+    /// backend cap (another group's return may let it run).
+    pub fn capped_waiting(&self) -> bool {
+        self.high
+            .iter()
+            .chain(self.low.iter())
+            .any(|w| matches!(w.need, Need::Lease { .. }) && !w.tenant.may_lease())
     }
 
     /// Statement `id` finished; `backend` goes back idle unless the session
@@ -589,7 +657,7 @@ impl<B: Pooled> GroupState<B> {
             a.tick(t)
         });
         let waiting = !self.high.is_empty() || !self.low.is_empty();
-        if room || (waiting && self.budget.is_some()) {
+        if room || (waiting && (self.budget.is_some() || self.capped_waiting())) {
             self.dispatch(now);
         }
         self.claim();
@@ -618,14 +686,14 @@ impl<B: Pooled> GroupState<B> {
 
     /// Timer tick: kick up old low-priority requests, detect a stall.
     pub fn tick(&mut self, now: Instant) {
-        while let Some(w) = self.low.front() {
-            if now.duration_since(w.since) < self.limits.kickup {
-                break;
-            }
-            if let Some(w) = self.low.pop_front() {
-                self.high.push_back(w);
-                self.counters.kickups += 1;
-            }
+        let kickup = self.limits.kickup;
+        while let Some((lane, light, w)) = self
+            .low
+            .pop_min_head_if(|w| w.since, |w| now.duration_since(w.since) >= kickup)
+        {
+            let weight = w.tenant.weight();
+            self.high.push(lane, weight, light, w);
+            self.counters.kickups += 1;
         }
         let waiting = !self.high.is_empty() || !self.low.is_empty();
         if waiting && self.dispatched_since_tick == 0 && !self.has_room() {
@@ -989,5 +1057,243 @@ mod tests {
             now_grant(g.request(LEASE, Priority::Low, t)),
             Grant::Backend(Conn(0, 2))
         ));
+    }
+
+    fn tenant(index: u32, weight: u32) -> Arc<Tenant> {
+        Tenant::new(
+            index,
+            "u",
+            TenantLimits {
+                weight,
+                ..TenantLimits::default()
+            },
+        )
+    }
+
+    /// Queues `per_user` slot requests for each tenant behind one running
+    /// statement (cap 1), then frees the slot `grants` times: which user
+    /// each grant went to, in order.
+    fn contend(
+        g: &mut GroupState<Conn>,
+        users: &[Arc<Tenant>],
+        per_user: usize,
+        grants: usize,
+    ) -> Vec<usize> {
+        let t = Instant::now();
+        let _running = now_grant(g.request(Need::Slot, Priority::Low, t));
+        let mut rxs = Vec::new();
+        for i in 0..per_user {
+            for (u, tn) in users.iter().enumerate() {
+                let (_, rx) = queued(g.request_for(Need::Slot, Priority::Low, tn, t));
+                rxs.push((u, i, rx));
+            }
+        }
+        let mut order = Vec::new();
+        for _ in 0..grants {
+            g.complete(0, None, t);
+            let got: Vec<usize> = rxs
+                .iter_mut()
+                .filter_map(|(u, _, rx)| rx.try_recv().ok().map(|_| *u))
+                .collect();
+            assert_eq!(got.len(), 1, "one grant per freed slot");
+            order.push(got[0]);
+        }
+        order
+    }
+
+    fn counts(order: &[usize], users: usize) -> Vec<usize> {
+        let mut c = vec![0; users];
+        for u in order {
+            c[*u] += 1;
+        }
+        c
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn contended_slots_are_shared_by_weight() {
+        let one_one = [tenant(1, 1), tenant(2, 1)];
+        let order = contend(&mut group(1, 10), &one_one, 100, 100);
+        assert_eq!(counts(&order, 2), vec![50, 50]);
+        // Interleaved, not in blocks: every 10 grants are split evenly.
+        for w in order.chunks(10) {
+            assert_eq!(counts(w, 2), vec![5, 5], "{order:?}");
+        }
+        let four_one = [tenant(1, 4), tenant(2, 1)];
+        let order = contend(&mut group(1, 10), &four_one, 100, 100);
+        assert_eq!(counts(&order, 2), vec![80, 20]);
+        for w in order.chunks(10) {
+            let c = counts(w, 2);
+            assert!((7..=9).contains(&c[0]), "{order:?}");
+        }
+        let three = [tenant(1, 1), tenant(2, 2), tenant(3, 3)];
+        let order = contend(&mut group(1, 10), &three, 100, 120);
+        assert_eq!(counts(&order, 3), vec![20, 40, 60]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_users_share_is_lent_and_not_paid_back() {
+        let (light, heavy) = (tenant(1, 1), tenant(2, 4));
+        let mut g = group(1, 10);
+        let t = Instant::now();
+        let _running = now_grant(g.request(Need::Slot, Priority::Low, t));
+        // Only the weight-1 user waits: it gets every slot (nothing idle).
+        let mut light_rx = Vec::new();
+        for _ in 0..20 {
+            light_rx.push(queued(g.request_for(Need::Slot, Priority::Low, &light, t)).1);
+        }
+        for _ in 0..10 {
+            g.complete(0, None, t);
+        }
+        let served = light_rx
+            .iter_mut()
+            .map(|rx| rx.try_recv().is_ok())
+            .filter(|ok| *ok)
+            .count();
+        assert_eq!(served, 10, "the heavy user's share was lent");
+        assert_eq!(g.snapshot().in_flight, 1);
+        // The heavy user arrives: from now on 4:1, with no burst owed to the
+        // light user for the time it had the group alone, nor to the heavy
+        // one for the time it lent its share.
+        let mut heavy_rx = Vec::new();
+        for _ in 0..20 {
+            heavy_rx.push(queued(g.request_for(Need::Slot, Priority::Low, &heavy, t)).1);
+        }
+        let mut order = Vec::new();
+        for _ in 0..10 {
+            g.complete(0, None, t);
+            if heavy_rx.iter_mut().any(|rx| rx.try_recv().is_ok()) {
+                order.push(1);
+            } else if light_rx.iter_mut().any(|rx| rx.try_recv().is_ok()) {
+                order.push(0);
+            }
+        }
+        assert_eq!(counts(&order, 2), vec![2, 8], "{order:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_low_weight_transaction_goes_before_the_low_queue() {
+        let (small, big) = (tenant(1, 1), tenant(2, 100));
+        let mut g = group(1, 10);
+        let t = Instant::now();
+        let _running = now_grant(g.request(Need::Slot, Priority::Low, t));
+        let mut big_rx = Vec::new();
+        for _ in 0..10 {
+            big_rx.push(queued(g.request_for(Need::Slot, Priority::Low, &big, t)).1);
+        }
+        let (_, mut commit) = queued(g.request_for(Need::Slot, Priority::High, &small, t));
+        g.complete(0, None, t);
+        assert!(commit.try_recv().is_ok(), "the transaction goes first");
+        assert!(big_rx.iter_mut().all(|rx| rx.try_recv().is_err()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn high_queue_is_shared_by_weight_too() {
+        let users = [tenant(1, 3), tenant(2, 1)];
+        let mut g = group(1, 10);
+        let t = Instant::now();
+        let _running = now_grant(g.request(Need::Slot, Priority::Low, t));
+        let mut rxs = Vec::new();
+        for _ in 0..40 {
+            for (u, tn) in users.iter().enumerate() {
+                rxs.push((
+                    u,
+                    queued(g.request_for(Need::Slot, Priority::High, tn, t)).1,
+                ));
+            }
+        }
+        let mut order = Vec::new();
+        for _ in 0..40 {
+            g.complete(0, None, t);
+            for (u, rx) in rxs.iter_mut() {
+                if rx.try_recv().is_ok() {
+                    order.push(*u);
+                }
+            }
+        }
+        assert_eq!(counts(&order, 2), vec![30, 10]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fifo_inside_one_user() {
+        let (a, b) = (tenant(1, 1), tenant(2, 1));
+        let mut g = group(1, 10);
+        let t = Instant::now();
+        let _running = now_grant(g.request(Need::Slot, Priority::Low, t));
+        let mut rxs = Vec::new();
+        for i in 0..10 {
+            let tn = if i % 3 == 0 { &b } else { &a };
+            rxs.push((
+                i,
+                tn.index,
+                queued(g.request_for(Need::Slot, Priority::Low, tn, t)).1,
+            ));
+        }
+        let mut per_user: Vec<Vec<usize>> = vec![Vec::new(); 3];
+        for _ in 0..10 {
+            g.complete(0, None, t);
+            for (i, u, rx) in rxs.iter_mut() {
+                if rx.try_recv().is_ok() {
+                    per_user[*u as usize].push(*i);
+                }
+            }
+        }
+        assert_eq!(per_user[1], vec![1, 2, 4, 5, 7, 8]);
+        assert_eq!(per_user[2], vec![0, 3, 6, 9]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_user_at_its_backend_cap_waits_while_others_lease() {
+        let capped = Tenant::new(
+            1,
+            "batch",
+            TenantLimits {
+                max_backends: 1,
+                ..TenantLimits::default()
+            },
+        );
+        let other = tenant(2, 1);
+        let mut g = group(4, 4);
+        let t = Instant::now();
+        let Admission::Now(Grant::Open, first) = g.request_for(LEASE, Priority::Low, &capped, t)
+        else {
+            panic!("the first lease runs");
+        };
+        assert_eq!(capped.leased(), 1);
+        let (_, mut second) = queued(g.request_for(LEASE, Priority::Low, &capped, t));
+        // Another user's lease is not held back behind it.
+        assert!(matches!(
+            now_grant(g.request_for(LEASE, Priority::Low, &other, t)),
+            Grant::Open
+        ));
+        assert!(g.capped_waiting());
+        // The capped user's backend goes back: its waiter gets it.
+        capped.release_lease();
+        g.complete(first, Some(Conn(0, 1)), t);
+        assert!(matches!(second.try_recv(), Ok(Grant::Backend(Conn(0, 1)))));
+        assert_eq!(capped.leased(), 1);
+        assert!(!g.capped_waiting());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_vanished_waiter_gives_its_users_lease_back() {
+        let u = Tenant::new(
+            1,
+            "u",
+            TenantLimits {
+                max_backends: 1,
+                ..TenantLimits::default()
+            },
+        );
+        let mut g = group(1, 4);
+        let t = Instant::now();
+        let Admission::Now(_, first) = g.request_for(LEASE, Priority::Low, &u, t) else {
+            panic!("runs");
+        };
+        let (_, rx) = queued(g.request_for(LEASE, Priority::Low, &u, t));
+        drop(rx);
+        u.release_lease();
+        g.complete(first, Some(Conn(0, 1)), t);
+        assert_eq!(u.leased(), 0, "the undone grant released its lease");
+        assert_eq!(g.snapshot().in_flight, 0);
     }
 }

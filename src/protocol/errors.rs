@@ -85,6 +85,15 @@ pub fn too_many_connections() -> ErrPacket {
     ErrPacket::new(ER_CON_COUNT_ERROR, "08004", "Too many connections")
 }
 
+/// ER_CON_COUNT_ERROR for a user at its own `max_client_connections`.
+pub fn user_too_many_connections(user: &str, limit: usize) -> ErrPacket {
+    ErrPacket::new(
+        ER_CON_COUNT_ERROR,
+        "08004",
+        format!("Too many connections: user '{user}' is at its max_client_connections {limit}"),
+    )
+}
+
 /// ER_ACCESS_DENIED_ERROR as a server phrases it.
 pub fn access_denied(user: &str, host: &str, using_password: bool) -> ErrPacket {
     ErrPacket::new(

@@ -175,6 +175,13 @@ impl Session {
     /// Makes `user` (of pool key `pool`, logged in as `name`) the session's
     /// user, also for what other sessions see of it (KILL USER).
     fn switch_user(&mut self, pool: usize, user: std::sync::Arc<super::super::User>, name: String) {
+        let configured = self.shared.users.load().find(&user.name).is_some();
+        let tenant = self.shared.pool.tenants.for_user(&user.name, configured);
+        if tenant.index != self.user_slot.tenant().index {
+            // The count moves with the session (not refused: the server's
+            // change of user has no connection limit of its own here).
+            self.user_slot = tenant.enter_always();
+        }
         self.pool = pool;
         self.user = user;
         self.handle

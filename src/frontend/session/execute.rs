@@ -51,9 +51,7 @@ impl Session {
                     return Ok(b);
                 }
                 debug!(backend = b.id.0, "discarding dead idle backend connection");
-                let group = b.group().clone();
-                drop(b);
-                group.reserve_open()
+                b.replace()
             }
             (None, open) => open,
         };
@@ -81,6 +79,13 @@ impl Session {
         }
     }
 
+    /// This user's queue timeout (`users.queue_timeout_ms`, else the pool's).
+    pub(super) fn queue_timeout(&self) -> Duration {
+        self.user_slot
+            .tenant()
+            .queue_timeout(self.shared.pool.queue_timeout())
+    }
+
     /// Returns the backend (through the authority's release gate) unless
     /// the session stays pinned to it.
     pub(super) fn finish(&mut self, slot: SlotGuard, backend: Leased) {
@@ -106,9 +111,10 @@ impl Session {
             Need::Lease { pool: self.pool }
         };
         let was_pinned = need == Need::Slot && !self.only_session_mode();
-        let deadline = Instant::now() + self.shared.pool.queue_timeout();
+        let deadline = Instant::now() + self.queue_timeout();
         let group = self.group.clone();
-        let acquire = group.acquire(need, prio, deadline);
+        let tenant = self.user_slot.tenant().clone();
+        let acquire = group.acquire(need, prio, &tenant, deadline);
         tokio::pin!(acquire);
         let adm = loop {
             tokio::select! {
@@ -135,6 +141,8 @@ impl Session {
                 self.shared.metrics.queue_timeout(self.group.id);
                 let e = match self.shared.pool.health.down() {
                     Some(d) => self.shared.pool.health.unreachable_err(&d),
+                    // The user's own cap held it back: say so first.
+                    None if t.user_cap.is_some() => queue_timeout_err(&t.to_string()),
                     None => match self.transaction_holders(t.owned, t.waited_ms) {
                         Some(why) => queue_timeout_err(&why),
                         None => queue_timeout_err(&t.to_string()),
@@ -376,6 +384,7 @@ impl Session {
                                 !self.last_is_rollback,
                                 t0.elapsed(),
                             );
+                            self.user_slot.tenant().transaction();
                         }
                         self.pins.remove(PinReason::Transaction);
                     }

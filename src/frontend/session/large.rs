@@ -89,12 +89,11 @@ impl Session {
             .pins
             .store(self.pins.bits(), std::sync::atomic::Ordering::Relaxed);
         if let Some(wait) = self.stmt_wait {
-            self.shared.metrics.statement(
-                self.group.id,
-                COM_QUERY,
-                wait,
-                self.answered_in(started),
-            );
+            let total = self.answered_in(started);
+            self.shared
+                .metrics
+                .statement(self.group.id, COM_QUERY, wait, total);
+            self.user_slot.tenant().statement(wait, total);
         }
         Ok(())
     }

@@ -111,6 +111,9 @@ pub struct Session {
     nonce: [u8; 20],
     /// The logged-in user.
     user: Arc<super::User>,
+    /// The user's tenant (scheduler lane, weight, limits, figures),
+    /// counting this client against its `max_client_connections`.
+    user_slot: crate::pool::tenants::ClientSlot,
     /// What other sessions see of this one (for KILL).
     handle: SessionHandle,
     /// Queue wait of the current command, when it used a backend.
@@ -201,6 +204,7 @@ impl Session {
     pub fn new(
         shared: Arc<Shared>,
         login: Login,
+        user_slot: crate::pool::tenants::ClientSlot,
         id: u32,
         ip: std::net::IpAddr,
     ) -> (Self, u8, Option<Vec<u8>>) {
@@ -234,6 +238,7 @@ impl Session {
             last_prepared: None,
             nonce: login.nonce,
             user: login.user,
+            user_slot,
             handle: SessionHandle {
                 ip: Some(ip),
                 ..Default::default()
@@ -375,10 +380,16 @@ impl Session {
     }
 
     async fn verify_schema(&mut self) -> Result<(), ErrPacket> {
-        let deadline = Instant::now() + self.shared.pool.queue_timeout();
+        let deadline = Instant::now() + self.queue_timeout();
         let group = self.group.clone();
+        let tenant = self.user_slot.tenant().clone();
         let adm = group
-            .acquire(Need::Lease { pool: self.pool }, Priority::Low, deadline)
+            .acquire(
+                Need::Lease { pool: self.pool },
+                Priority::Low,
+                &tenant,
+                deadline,
+            )
             .await
             .map_err(|t| queue_timeout_err(&t.to_string()))?;
         let mut backend = match self.obtain_backend(adm.backend, adm.open).await {
@@ -529,6 +540,7 @@ impl Session {
             let group = self.group.id;
             let total = self.answered_in(started);
             self.shared.metrics.statement(group, cmd, wait, total);
+            self.user_slot.tenant().statement(wait, total);
             let slow = self.shared.config.load().log.slow_statement_ms;
             if slow > 0 && total.as_millis() >= u128::from(slow) {
                 self.shared.slow_log.note(crate::slow_log::SlowStatement {
