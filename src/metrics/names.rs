@@ -88,6 +88,11 @@ pub const PINS_TOTAL: &str = "myplex_pins_total";
 /// get them: `clear_diagnostics` (a warning or error was left) or `reset`
 /// (COM_RESET_CONNECTION after unshareable state).
 pub const BACKEND_CLEANUPS_TOTAL: &str = "myplex_backend_cleanups_total";
+/// Gauge: entries in the query-digest table (`SHOW MYPLEX DIGESTS`).
+pub const DIGESTS: &str = "myplex_digests";
+/// Counter: digest-table entries evicted (least recently used) to make
+/// room for new ones (`digests.max_digests`).
+pub const DIGEST_EVICTIONS_TOTAL: &str = "myplex_digest_evictions_total";
 /// Gauge: statements in the prepared-statement registry.
 pub const PREPARED_REGISTRY_ENTRIES: &str = "myplex_prepared_registry_entries";
 /// Gauge: approximate bytes held by the prepared-statement registry.
@@ -127,6 +132,8 @@ pub const ALL: &[&str] = &[
     BACKEND_CLEANUPS_TOTAL,
     PREPARED_REGISTRY_ENTRIES,
     PREPARED_REGISTRY_BYTES,
+    DIGESTS,
+    DIGEST_EVICTIONS_TOTAL,
 ];
 
 /// Label names in use.
