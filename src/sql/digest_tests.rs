@@ -176,3 +176,99 @@ fn unterminated_input_still_digests() {
     assert_eq!(d("select (1, 2"), "SELECT ( ?, ...");
     assert_eq!(d("select ))(("), "SELECT ) ) ( (");
 }
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[(self.next() % xs.len() as u64) as usize]
+    }
+}
+
+#[test]
+fn random_literals_spacing_comments_and_case_never_change_the_digest() {
+    let literals = [
+        "1",
+        "-7",
+        "3.25",
+        "1e-3",
+        "'x'",
+        "'it''s'",
+        "'a\\'b'",
+        "\"q\"",
+        "0x1F",
+        "X'0a'",
+        "b'101'",
+        "N'n'",
+        "_utf8mb4'z'",
+        "_latin1 X'41'",
+        "DATE '2020-01-01'",
+        "''",
+    ];
+    let gaps = [" ", "  ", "\n", "\t", " /* c */ ", " /*+ hint */ "];
+    let templates = [
+        "select * from t where a = {} and b < {}",
+        "insert into t (a, b) values ({}, {})",
+        "update t set a = {} where id in ({}, 5, {})",
+        "select f(a, {}) from t order by 1 limit {}",
+    ];
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    for tpl in templates {
+        let base = digest(tpl.replace("{}", "1").as_bytes(), LexOptions::default());
+        for _ in 0..200 {
+            let mut sql = String::new();
+            for (i, part) in tpl.split("{}").enumerate() {
+                if i > 0 {
+                    sql.push_str(rng.pick(&literals));
+                }
+                for (j, word) in part.split(' ').enumerate() {
+                    if j > 0 {
+                        sql.push_str(rng.pick(&gaps));
+                    }
+                    // Keywords in any case; identifiers as written.
+                    if super::super::keywords::is_keyword(word.as_bytes())
+                        && rng.next().is_multiple_of(2)
+                    {
+                        sql.push_str(&word.to_ascii_uppercase());
+                    } else {
+                        sql.push_str(word);
+                    }
+                }
+            }
+            let d = digest(sql.as_bytes(), LexOptions::default());
+            assert_eq!(d, base, "{sql}");
+        }
+    }
+}
+
+#[test]
+fn arbitrary_bytes_digest_without_panicking() {
+    let alphabet = b"'\"`\\-+#/*!M(),;.?@_ \n\taAzZ019xXbBnN\x80\xff";
+    let mut rng = Rng(42);
+    let mut buf = Vec::new();
+    for _ in 0..20_000 {
+        let len = (rng.next() % 40) as usize;
+        let sql: Vec<u8> = (0..len)
+            .map(|_| alphabet[(rng.next() % alphabet.len() as u64) as usize])
+            .collect();
+        for mode in 0..4u8 {
+            let opts = LexOptions {
+                ansi_quotes: mode & 1 != 0,
+                no_backslash_escapes: mode & 2 != 0,
+            };
+            let h = digest_into(&sql, opts, &mut buf);
+            let d = digest(&sql, opts);
+            assert_eq!((h, &buf), (d.hash, &d.text));
+            assert_eq!(h, hash64(&buf));
+            assert!(buf.len() <= 8 * sql.len() + 32);
+        }
+    }
+}
