@@ -49,6 +49,7 @@ pub const FIXED: &[&str] = &[
     "server_users.negative_ttl_s",
     "server_users.max_lookups_per_s",
     "server_users.allow_no_password",
+    "digests.max_digests",
 ];
 
 /// Why a reload did not happen (the running configuration stays in force).

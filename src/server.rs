@@ -214,6 +214,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     let server_users = crate::server_users::ServerUsers::new(&cfg, &params[0]);
     let cfg_registry_size = cfg.pool.prepared_registry_size;
     let cfg_groups = cfg.pool.effective_groups();
+    let cfg_max_digests = cfg.digests.max_digests;
     let workers = match cfg.runtime {
         crate::config::RuntimeMode::Shared => None,
         crate::config::RuntimeMode::PerGroup => Some(
@@ -252,6 +253,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         slow_log: crate::slow_log::SlowLog::new(std::time::Instant::now()),
         workers,
         metrics: crate::metrics::Metrics::new(cfg_groups),
+        digests: crate::metrics::digests::Digests::new(cfg_max_digests),
         registry: std::sync::Mutex::new(crate::prepared::Registry::new(cfg_registry_size)),
         limits,
         shutdown,

@@ -1,5 +1,5 @@
 //! The admin endpoint's bearer token (issue 16, item 14): with
-//! `admin_token_file`, `/status`, `POST /reload` and `/metrics` (unless
+//! `admin_token_file`, `/status`, `/digests`, `POST /reload` and `/metrics` (unless
 //! `admin_metrics_public`) answer 401 without the token; the probes stay
 //! open; a published endpoint without a token does not start.
 
@@ -43,7 +43,13 @@ async fn admin_token_guards_status_reload_and_metrics() {
         .with(|c| c.admin_token_file = path.clone())
         .start()
         .await;
-    for (method, path) in [("GET", "/status"), ("POST", "/reload"), ("GET", "/metrics")] {
+    for (method, path) in [
+        ("GET", "/status"),
+        ("POST", "/reload"),
+        ("GET", "/metrics"),
+        ("GET", "/digests"),
+        ("GET", "/digests?limit=1"),
+    ] {
         let (code, body) = request(&p, method, path, None).await;
         assert_eq!(code, 401, "{method} {path} without a token: {body}");
         assert!(!body.contains("myplex_"), "{body}");
@@ -53,6 +59,9 @@ async fn admin_token_guards_status_reload_and_metrics() {
     let (code, body) = request(&p, "GET", "/status", Some("t0ken-123")).await;
     assert_eq!(code, 200, "{body}");
     assert!(body.starts_with('{'), "{body}");
+    let (code, body) = request(&p, "GET", "/digests", Some("t0ken-123")).await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"digests\""), "{body}");
     let (code, body) = request(&p, "GET", "/metrics", Some("t0ken-123")).await;
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("myplex_"), "{body}");

@@ -1,7 +1,7 @@
 //! The SQL lexer and statement analysis (`sql::analyze`) on any text a
 //! client sends in COM_QUERY or COM_STMT_PREPARE, under each sql_mode that
 //! changes lexing, and what the session builds on it: KILL plans, locally
-//! answered statements, CONNECTION_ID() substitution.
+//! answered statements, CONNECTION_ID() substitution, the statement digest.
 //!
 //! Input: `mode u8 | SQL text` (`mode` bit 0: ANSI_QUOTES, bit 1:
 //! NO_BACKSLASH_ESCAPES).
@@ -9,7 +9,9 @@
 //! Invariants: no panic or hang; analysis is deterministic; at least one
 //! statement; statement spans and function-call spans lie inside the text,
 //! in order and without overlap; tokens are in order inside the text; a
-//! CONNECTION_ID() substitution leaves the rest of the text intact.
+//! CONNECTION_ID() substitution leaves the rest of the text intact; the
+//! digest is deterministic, the same through a reused buffer, hashed from
+//! its text, and not much longer than the text.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -55,6 +57,13 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
+
+    let d = myplex::sql::digest::digest(sql, opts);
+    let mut buf = b"left over".to_vec();
+    let h = myplex::sql::digest::digest_into(sql, opts, &mut buf);
+    assert_eq!((h, &buf), (d.hash, &d.text), "digest is not deterministic");
+    assert_eq!(h, myplex::sql::digest::hash64(&buf));
+    assert!(buf.len() <= 8 * sql.len() + 32, "digest blew up");
 
     let _ = kill::plan(sql, &a, opts);
     let _ = local::found_rows_after(sql, 3, opts);

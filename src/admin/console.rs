@@ -1,6 +1,6 @@
 //! The admin SQL console: `SHOW MYPLEX GROUPS | POOLS | CLIENTS | STATS |
-//! USERS`
-//! and `RELOAD MYPLEX` (re-read the configuration, see `crate::reload`)
+//! USERS | DIGESTS …`, `RESET MYPLEX DIGESTS` (see `super::digests`) and
+//! `RELOAD MYPLEX` (re-read the configuration, see `crate::reload`)
 //! answered on the MySQL port for users with `admin = true`, as text result
 //! sets any MySQL client prints. Answered without a backend or a queue.
 
@@ -26,6 +26,13 @@ pub enum Command {
     Users,
     /// Reload the configuration.
     Reload,
+    /// The digest table, ordered and limited.
+    Digests(super::digests::Listing),
+    /// Empty the digest table.
+    ResetDigests,
+    /// A console command that cannot be read: answered with a syntax error
+    /// naming what is expected.
+    Invalid(&'static str),
 }
 
 /// Recognizes `SHOW MYPLEX …`.
@@ -49,6 +56,10 @@ pub fn parse(sql: &[u8]) -> Option<Command> {
         ["show", "myplex", "stats"] => Some(Command::Stats),
         ["show", "myplex", "users"] => Some(Command::Users),
         ["reload", "myplex"] | ["reload", "config"] => Some(Command::Reload),
+        ["show", "myplex", "digests", rest @ ..] => Some(
+            super::digests::parse_listing(rest).map_or_else(Command::Invalid, Command::Digests),
+        ),
+        ["reset", "myplex", "digests"] => Some(Command::ResetDigests),
         _ => None,
     }
 }
@@ -71,6 +82,12 @@ pub fn run(cmd: Command, shared: &Shared) -> ResultSet {
         Command::Stats => stats(shared),
         Command::Users => users(shared),
         Command::Reload => reload(shared),
+        Command::Digests(l) => super::digests::show(shared, l),
+        Command::ResetDigests => super::digests::reset(shared),
+        Command::Invalid(why) => ResultSet {
+            columns: vec!["error"],
+            rows: vec![vec![why.into()]],
+        },
     }
 }
 
@@ -426,5 +443,18 @@ mod tests {
         assert_eq!(parse(b"show myplex users;"), Some(Command::Users));
         assert_eq!(parse(b"reload myplex;"), Some(Command::Reload));
         assert_eq!(parse(b"SHOW DATABASES"), None);
+        assert_eq!(
+            parse(b"show myplex digests order by COUNT desc limit 3;"),
+            Some(Command::Digests(super::super::digests::Listing {
+                order: 4,
+                desc: true,
+                limit: Some(3)
+            }))
+        );
+        assert!(matches!(
+            parse(b"SHOW MYPLEX DIGESTS ORDER BY nothing"),
+            Some(Command::Invalid(_))
+        ));
+        assert_eq!(parse(b"RESET MYPLEX DIGESTS"), Some(Command::ResetDigests));
     }
 }

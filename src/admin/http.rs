@@ -43,8 +43,10 @@ async fn handle(mut sock: TcpStream, shared: &Shared) -> std::io::Result<()> {
     let line = buf.split(|&b| b == b'\r').next().unwrap_or_default();
     let mut parts = line.split(|&b| b == b' ');
     let method = parts.next().unwrap_or_default();
-    let path = parts.next().unwrap_or_default();
-    let path = path.split(|&b| b == b'?').next().unwrap_or_default();
+    let target = parts.next().unwrap_or_default();
+    let mut target = target.splitn(2, |&b| b == b'?');
+    let path = target.next().unwrap_or_default();
+    let query = target.next().unwrap_or_default();
     let (code, ctype, body) = if let Some(refused) = check_access(path, &buf, shared) {
         refused
     } else if method == b"POST" && path == b"/reload" {
@@ -58,7 +60,7 @@ async fn handle(mut sock: TcpStream, shared: &Shared) -> std::io::Result<()> {
     } else if method != b"GET" {
         (405, "text/plain", "method not allowed\n".to_string())
     } else {
-        route(path, shared).await
+        route(path, query, shared).await
     };
     let reason = match code {
         200 => "OK",
@@ -83,13 +85,17 @@ async fn handle(mut sock: TcpStream, shared: &Shared) -> std::io::Result<()> {
     sock.shutdown().await
 }
 
-async fn route(path: &[u8], shared: &Shared) -> (u16, &'static str, String) {
+async fn route(path: &[u8], query: &[u8], shared: &Shared) -> (u16, &'static str, String) {
     match path {
         b"/metrics" => {
             super::refresh_gauges(shared);
             (200, "text/plain; version=0.0.4", shared.metrics.render())
         }
         b"/status" => (200, "application/json", super::status::to_json(shared)),
+        b"/digests" => match super::digests::to_json(shared, query) {
+            Ok(json) => (200, "application/json", json),
+            Err(why) => (400, "text/plain", format!("{why}\n")),
+        },
         b"/healthz" => (200, "text/plain", "ok\n".into()),
         b"/readyz" => {
             if shared.shutdown.is_triggered() {

@@ -1,9 +1,10 @@
-//! Operator surfaces: the HTTP endpoint (`/metrics`, `/status`, `/healthz`,
-//! `/readyz`), the JSON status report, and the `SHOW MYPLEX …` SQL console
-//! for admin users. All of them read scheduler snapshots and metrics; none
+//! Operator surfaces: the HTTP endpoint (`/metrics`, `/status`, `/digests`,
+//! `/healthz`, `/readyz`), the JSON status report, the digest listings, and
+//! the `SHOW MYPLEX …` SQL console for admin users. All of them read scheduler snapshots and metrics; none
 //! waits in a thread-group queue, so they work while the pool is saturated.
 
 pub mod console;
+pub mod digests;
 pub mod http;
 pub mod status;
 
@@ -38,6 +39,11 @@ pub fn refresh_gauges(shared: &Shared) {
         .metrics
         .backend_ceiling
         .set(shared.pool.budget.view().ceiling as f64);
+    shared.metrics.digests.set(shared.digests.len() as f64);
+    shared
+        .metrics
+        .digest_evictions
+        .absolute(shared.digests.evictions());
     if let Ok(r) = shared.registry.lock() {
         shared.metrics.registry_entries.set(r.len() as f64);
         shared.metrics.registry_bytes.set(r.bytes() as f64);

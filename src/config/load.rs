@@ -166,6 +166,15 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     if c.frontend.require_tls && c.frontend.tls_cert.is_empty() {
         errs.push("frontend.require_tls: needs frontend.tls_cert and frontend.tls_key".into());
     }
+    if c.digests.max_digests == 0 || c.digests.max_digests > 1_000_000 {
+        errs.push(
+            "digests.max_digests: must be between 1 and 1000000 (enabled = false turns digests off)"
+                .into(),
+        );
+    }
+    if c.digests.max_text_bytes < 16 {
+        errs.push("digests.max_text_bytes: must be at least 16".into());
+    }
     if c.users.is_empty() && !c.server_users.enabled {
         errs.push("users: at least one [[users]] entry is needed (or server_users.enabled)".into());
     }

@@ -49,6 +49,8 @@ pub struct Config {
     pub users: Vec<UserConfig>,
     /// Users looked up in the backend when not in `users`.
     pub server_users: super::ServerUsersConfig,
+    /// The query-digest table (`SHOW MYPLEX DIGESTS`, `/digests`).
+    pub digests: DigestsConfig,
 }
 
 impl Default for Config {
@@ -70,6 +72,31 @@ impl Default for Config {
             pool: PoolConfig::default(),
             users: Vec::new(),
             server_users: Default::default(),
+            digests: DigestsConfig::default(),
+        }
+    }
+}
+
+/// `[digests]`: per (user, schema, statement digest) figures.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DigestsConfig {
+    /// Count statements per digest (applies at once on reload).
+    pub enabled: bool,
+    /// Most digests kept; the least recently used goes first when full
+    /// (fixed at start).
+    pub max_digests: usize,
+    /// Digest text kept per entry, in bytes (longer texts are cut at a
+    /// character boundary; the digest hash covers the whole text).
+    pub max_text_bytes: usize,
+}
+
+impl Default for DigestsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_digests: 5000,
+            max_text_bytes: 1024,
         }
     }
 }

@@ -116,6 +116,8 @@ pub struct Shared {
     pub workers: Option<crate::workers::Workers>,
     /// Metrics of this proxy.
     pub metrics: crate::metrics::Metrics,
+    /// Per-digest statement figures (`[digests]`).
+    pub digests: crate::metrics::digests::Digests,
     /// Live sessions by proxy connection id (KILL, admin console).
     pub sessions: Mutex<HashMap<u32, session::SessionHandle>>,
     /// Prepared-statement registry.

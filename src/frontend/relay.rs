@@ -50,6 +50,11 @@ pub struct Outcome {
     pub warnings: u16,
     /// Rows of the last result set, when there was one.
     pub rows: Option<u64>,
+    /// Rows of all result sets.
+    pub rows_sent: u64,
+    /// Sum of the affected-row counts of the OK packets (not of result-set
+    /// terminators).
+    pub affected: u64,
     /// Column count of the first result set.
     pub columns: Option<u64>,
     /// An EOF terminator reported SESSION_STATE_CHANGED: without
@@ -241,6 +246,9 @@ pub async fn relay(
                 out.status = Some(ok.status);
                 out.warnings = out.warnings.max(ok.warnings);
                 out.results += 1;
+                if class == Class::Ok {
+                    out.affected = out.affected.saturating_add(ok.affected_rows);
+                }
                 if ok.header == 0 && ok.last_insert_id != 0 {
                     out.last_insert_id = Some(ok.last_insert_id);
                 }
@@ -397,6 +405,7 @@ pub async fn relay(
                 if let Some(r) = out.rows.as_mut() {
                     *r += 1;
                 }
+                out.rows_sent += 1;
                 let rewritten = match &status_rewrite {
                     Some(rw) if !h.continues() => rw.rewrite(first, binary),
                     _ => None,

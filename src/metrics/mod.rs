@@ -1,10 +1,13 @@
 //! Metrics: the catalogue of names (`names`), per-proxy Prometheus handles
 //! created once at start (no label building on the hot path), and the
-//! sliding windows `/status` reports percentiles from (`window`).
+//! sliding windows `/status` reports percentiles from (`window`), and the
+//! query-digest table (`digests`, with its `log_histogram`).
 //!
 //! Each proxy instance owns its recorder, so several proxies in one process
 //! (tests) never mix their numbers.
 
+pub mod digests;
+pub mod log_histogram;
 pub mod names;
 pub mod window;
 
@@ -118,6 +121,10 @@ pub struct Metrics {
     pub registry_entries: Gauge,
     /// Registry bytes.
     pub registry_bytes: Gauge,
+    /// Digest-table entries.
+    pub digests: Gauge,
+    /// Digest-table evictions.
+    pub digest_evictions: Counter,
     /// Per group.
     pub groups: Vec<GroupMetrics>,
     /// Overall windows for `/status`.
@@ -213,6 +220,8 @@ impl Metrics {
             backend_ceiling: gauge(BACKEND_CEILING, &[]),
             registry_entries: gauge(PREPARED_REGISTRY_ENTRIES, &[]),
             registry_bytes: gauge(PREPARED_REGISTRY_BYTES, &[]),
+            digests: gauge(DIGESTS, &[]),
+            digest_evictions: counter(DIGEST_EVICTIONS_TOTAL, &[]),
             groups,
             windows: Windows::default(),
             dynamic: Mutex::new(HashMap::new()),

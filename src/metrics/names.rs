@@ -114,6 +114,11 @@ pub const USER_STATEMENT_LATENCY_SECONDS: &str = "myplex_user_statement_latency_
 /// Gauge{user, quantile}: a user's queue wait over the last 10 s at
 /// quantile 0.5 / 0.95 / 0.99, seconds.
 pub const USER_QUEUE_WAIT_LATENCY_SECONDS: &str = "myplex_user_queue_wait_latency_seconds";
+/// Gauge: entries in the query-digest table (`SHOW MYPLEX DIGESTS`).
+pub const DIGESTS: &str = "myplex_digests";
+/// Counter: digest-table entries evicted (least recently used) to make
+/// room for new ones (`digests.max_digests`).
+pub const DIGEST_EVICTIONS_TOTAL: &str = "myplex_digest_evictions_total";
 /// Gauge: statements in the prepared-statement registry.
 pub const PREPARED_REGISTRY_ENTRIES: &str = "myplex_prepared_registry_entries";
 /// Gauge: approximate bytes held by the prepared-statement registry.
@@ -162,6 +167,8 @@ pub const ALL: &[&str] = &[
     USER_QUEUE_TIMEOUTS_TOTAL,
     USER_STATEMENT_LATENCY_SECONDS,
     USER_QUEUE_WAIT_LATENCY_SECONDS,
+    DIGESTS,
+    DIGEST_EVICTIONS_TOTAL,
 ];
 
 /// Label names in use.

@@ -35,6 +35,9 @@ pub struct StmtEntry {
     /// What the text does, as the session-state authority reads it: lexed
     /// once, at the first EXECUTE, with that session's lex options.
     analysis: std::sync::OnceLock<(crate::sql::LexOptions, crate::sql::Analysis)>,
+    /// The text's statement digest: computed once, at the first EXECUTE
+    /// counted, with that session's lex options.
+    digest: std::sync::OnceLock<(crate::sql::LexOptions, crate::sql::digest::Digest)>,
 }
 
 impl StmtEntry {
@@ -51,6 +54,25 @@ impl StmtEntry {
             std::borrow::Cow::Borrowed(cached)
         } else {
             std::borrow::Cow::Owned(crate::sql::analyze(&self.key.sql, opts))
+        }
+    }
+
+    /// The statement digest (hash, text) of the text under `opts`: the
+    /// cached one when the options match (the usual case), else computed
+    /// into `scratch`.
+    pub fn digest<'a>(
+        &'a self,
+        opts: crate::sql::LexOptions,
+        scratch: &'a mut Vec<u8>,
+    ) -> (u64, &'a [u8]) {
+        let (cached_opts, cached) = self
+            .digest
+            .get_or_init(|| (opts, crate::sql::digest::digest(&self.key.sql, opts)));
+        if *cached_opts == opts {
+            (cached.hash, &cached.text)
+        } else {
+            let hash = crate::sql::digest::digest_into(&self.key.sql, opts, scratch);
+            (hash, scratch)
         }
     }
 
@@ -130,6 +152,7 @@ impl Registry {
             num_columns,
             response,
             analysis: std::sync::OnceLock::new(),
+            digest: std::sync::OnceLock::new(),
         });
         self.bytes += e.bytes();
         self.map.insert(key, (e.clone(), self.clock));

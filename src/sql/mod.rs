@@ -15,13 +15,16 @@
 //!                      GET_LOCK(…), CONNECTION_ID(), …)
 //! diagnostics: does a statement keep the server's warning list
 //! effects: the public result types and `analyze`
+//! digest: a statement's normal form and its hash (keywords: MariaDB's list)
 //! ```
 
 mod blocks;
 mod builtins;
 mod ddl;
 mod diagnostics;
+pub mod digest;
 pub mod effects;
+mod keywords;
 pub mod lexer;
 mod observe;
 mod reader;

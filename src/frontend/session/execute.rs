@@ -497,6 +497,7 @@ impl Session {
                 } else {
                     self.pins.remove(PinReason::Diagnostics);
                 }
+                self.stmt_figures = Some(super::digest::Figures::of(&out, schema_before));
                 Ok(Some((co, out)))
             }
             Err(RelayError::Client(e)) => {

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 pub mod admin_local;
 pub mod bulk;
 pub mod change_user;
+mod digest;
 mod execute;
 mod idle;
 use execute::{queue_timeout_err, sync};
@@ -150,6 +151,10 @@ pub struct Session {
     /// ([`large`]): `exchange` only relays the reply, and the text it sees
     /// is a prefix (its analysis is incomplete).
     streamed: bool,
+    /// What the current command's reply showed, for the digest table.
+    stmt_figures: Option<digest::Figures>,
+    /// Scratch space for digest texts (reused; see [`digest`]).
+    digest_buf: Vec<u8>,
 }
 
 impl Drop for Session {
@@ -256,6 +261,8 @@ impl Session {
             cmd_started: Instant::now(),
             held_used: Instant::now(),
             streamed: false,
+            stmt_figures: None,
+            digest_buf: Vec::new(),
             swallowed: None,
             failed_change_user: 0,
             found_rows: 0,
@@ -516,10 +523,14 @@ impl Session {
         let started = Instant::now();
         self.cmd_started = started;
         self.stmt_wait = None;
+        self.stmt_figures = None;
         let cmd = pkt.payload.first().copied();
         self.last_is_rollback = cmd == Some(COM_QUERY) && is_rollback(&pkt.payload[1..]);
         self.diagnostic_stmt = cmd == Some(COM_QUERY) && self.keeps_diagnostics(&pkt.payload[1..]);
-        let quit = self.dispatch(pkt).await;
+        // The digest is read with the lex options the statement ran under.
+        let digest_lex = (digest::counted(cmd) && self.shared.config.load().digests.enabled)
+            .then(|| crate::session_state::authority::lex_options(&self.state, self.status));
+        let quit = self.dispatch(&pkt).await;
         if self.stmt_wait.is_some() {
             self.held_used = Instant::now();
         } else if matches!(quit, Ok(false))
@@ -541,7 +552,11 @@ impl Session {
             let total = self.answered_in(started);
             self.shared.metrics.statement(group, cmd, wait, total);
             self.user_slot.tenant().statement(wait, total);
-            let slow = self.shared.config.load().log.slow_statement_ms;
+            let cfg = self.shared.config.load();
+            if let Some(lex) = digest_lex {
+                self.record_digest(&pkt.payload, lex, wait, total, cfg.digests.max_text_bytes);
+            }
+            let slow = cfg.log.slow_statement_ms;
             if slow > 0 && total.as_millis() >= u128::from(slow) {
                 self.shared.slow_log.note(crate::slow_log::SlowStatement {
                     client: self.id,
@@ -555,7 +570,7 @@ impl Session {
         quit
     }
 
-    async fn dispatch(&mut self, pkt: Packet) -> Result<bool, End> {
+    async fn dispatch(&mut self, pkt: &Packet) -> Result<bool, End> {
         let seq = pkt.last_seq.wrapping_add(1);
         let Some(&cmd) = pkt.payload.first() else {
             self.send_err(seq, &errors::unknown_command(0)).await?;
@@ -573,6 +588,11 @@ impl Session {
                 if self.user.admin
                     && let Some(c) = crate::admin::console::parse(sql)
                 {
+                    if let crate::admin::console::Command::Invalid(why) = c {
+                        self.send_err(seq, &ErrPacket::new(1064, "42000", why))
+                            .await?;
+                        return Ok(false);
+                    }
                     let rs = crate::admin::console::run(c, &self.shared);
                     crate::admin::console::write(
                         &mut self.client,
@@ -619,15 +639,15 @@ impl Session {
                     self.forward(&pkt.with_query(&rewritten), Shape::Query)
                         .await?;
                 } else {
-                    self.forward(&pkt, Shape::Query).await?;
+                    self.forward(pkt, Shape::Query).await?;
                 }
             }
-            COM_INIT_DB => self.forward(&pkt, Shape::Query).await?,
-            COM_FIELD_LIST => self.forward(&pkt, Shape::FieldList).await?,
-            COM_STATISTICS => self.forward(&pkt, Shape::Single).await?,
+            COM_INIT_DB => self.forward(pkt, Shape::Query).await?,
+            COM_FIELD_LIST => self.forward(pkt, Shape::FieldList).await?,
+            COM_STATISTICS => self.forward(pkt, Shape::Single).await?,
             // OK/EOF, a result set (the process list) or the server's error
             // (privileges), relayed as sent.
-            COM_REFRESH | COM_DEBUG | COM_PROCESS_INFO => self.forward(&pkt, Shape::Query).await?,
+            COM_REFRESH | COM_DEBUG | COM_PROCESS_INFO => self.forward(pkt, Shape::Query).await?,
             COM_SET_OPTION => {
                 match pkt
                     .payload
@@ -666,7 +686,7 @@ impl Session {
                     }
                     Some(kill::KillPlan::Fail(e)) => self.send_err(seq, &e).await?,
                     // A text PREPARE cannot be prepared: the server says so.
-                    Some(kill::KillPlan::Prepare { .. }) | None => self.stmt_prepare(&pkt).await?,
+                    Some(kill::KillPlan::Prepare { .. }) | None => self.stmt_prepare(pkt).await?,
                 }
             }
             COM_STMT_EXECUTE
@@ -680,12 +700,12 @@ impl Session {
                     return Ok(quit);
                 }
                 match cmd {
-                    COM_STMT_EXECUTE => self.stmt_execute(&pkt).await?,
-                    COM_STMT_FETCH => self.stmt_fetch(&pkt).await?,
-                    COM_STMT_RESET => self.stmt_reset(&pkt).await?,
-                    COM_STMT_CLOSE => self.stmt_close(&pkt).await?,
-                    COM_STMT_SEND_LONG_DATA => self.stmt_send_long_data(&pkt).await?,
-                    _ => self.stmt_bulk_execute(&pkt).await?,
+                    COM_STMT_EXECUTE => self.stmt_execute(pkt).await?,
+                    COM_STMT_FETCH => self.stmt_fetch(pkt).await?,
+                    COM_STMT_RESET => self.stmt_reset(pkt).await?,
+                    COM_STMT_CLOSE => self.stmt_close(pkt).await?,
+                    COM_STMT_SEND_LONG_DATA => self.stmt_send_long_data(pkt).await?,
+                    _ => self.stmt_bulk_execute(pkt).await?,
                 }
             }
             COM_PROCESS_KILL => {
@@ -700,7 +720,7 @@ impl Session {
                     )
                     .await;
             }
-            COM_CHANGE_USER => return self.change_user(&pkt).await,
+            COM_CHANGE_USER => return self.change_user(pkt).await,
             _ => self.send_err(seq, &errors::unknown_command(cmd)).await?,
         }
         Ok(false)
