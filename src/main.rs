@@ -1,12 +1,16 @@
 //! The `myplex` binary: parse the command line, load the config, set up
 //! logging, and run the proxy until SIGTERM / SIGINT (SIGHUP reloads the
-//! configuration).
+//! configuration; SIGUSR2 starts the binary on disk, which takes the
+//! listeners over and lets this process drain — see `myplex::takeover`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use myplex::takeover::take::Inheritance;
 
 #[derive(Parser)]
 #[command(name = "myplex", version, about = "MySQL-protocol pooling proxy")]
@@ -14,6 +18,10 @@ struct Cli {
     /// Configuration file (TOML); the embedded default applies when omitted.
     #[arg(long, short, global = true)]
     config: Option<PathBuf>,
+    /// Take the listening sockets over from the running myplex (through
+    /// `takeover_socket`); it stops accepting and drains.
+    #[arg(long)]
+    takeover: bool,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -52,12 +60,23 @@ fn real_main() -> anyhow::Result<()> {
         return Ok(());
     }
     let _log = myplex::telemetry::init(&cfg.log);
+    // After the config is known good: a bad one never reaches the running process.
+    let inherited = if cli.takeover {
+        if cfg.takeover_socket.is_empty() {
+            return Err(myplex::takeover::TakeoverError::NotConfigured.into());
+        }
+        Some(myplex::takeover::take::connect(
+            cfg.takeover_socket.as_ref(),
+        )?)
+    } else {
+        None
+    };
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if cfg.worker_threads > 0 {
         rt.worker_threads(cfg.worker_threads);
     }
     let rt = rt.enable_all().build()?;
-    rt.block_on(serve(cfg, cli.config))
+    rt.block_on(serve(cfg, cli.config, inherited))
 }
 
 /// The effective configuration as TOML, with every secret masked.
@@ -66,26 +85,72 @@ fn toml_like(cfg: &myplex::config::Config) -> String {
     toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot render: {e}\n{c:#?}"))
 }
 
-async fn serve(cfg: myplex::config::Config, path: Option<PathBuf>) -> anyhow::Result<()> {
+async fn serve(
+    cfg: myplex::config::Config,
+    path: Option<PathBuf>,
+    mut inherited: Option<Inheritance>,
+) -> anyhow::Result<()> {
+    use myplex::listener::Listener;
+    use tokio::signal::unix::{SignalKind, signal};
     match myplex::server::raise_fd_limit() {
         Some(n) => tracing::info!(limit = n, "open-files limit raised to the hard limit"),
         None => tracing::warn!("could not read or raise the open-files limit"),
     }
-    let listener = myplex::listener::Listener::bind(&cfg)
-        .with_context(|| format!("binding listen address {}", cfg.listen))?;
+    let successor = myplex::takeover::successor::Successor::from_env();
+    let listener = match adopt(&mut inherited, "mysql", &cfg.listen)? {
+        Some(l) => l,
+        None => Listener::bind(&cfg)
+            .with_context(|| format!("binding listen address {}", cfg.listen))?,
+    };
     tracing::info!(listen = %cfg.listen, backend = %cfg.backend.address, "myplex listening");
     let (trigger, shutdown) = myplex::shutdown::channel();
+    let trigger = Arc::new(trigger);
     myplex::admin::http::check_token_file(&cfg).context("admin_token_file")?;
-    let admin = tokio::net::TcpListener::bind(&cfg.admin_listen)
-        .await
-        .with_context(|| format!("binding admin_listen address {}", cfg.admin_listen))?;
+    let admin = match adopt(&mut inherited, "admin", &cfg.admin_listen)? {
+        Some(Listener::Tcp(l)) => l,
+        _ => tokio::net::TcpListener::bind(&cfg.admin_listen)
+            .await
+            .with_context(|| format!("binding admin_listen address {}", cfg.admin_listen))?,
+    };
     tracing::info!(admin = %cfg.admin_listen, "admin endpoint: /metrics /status /healthz /readyz");
-    // Before anything slow: SIGHUP's default action would end the process.
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        .context("installing the SIGHUP handler")?;
+    let mut control = adopt(&mut inherited, "control", &cfg.takeover_socket)?;
+    // Before anything slow: SIGHUP's and SIGUSR2's default action would end the process.
+    let mut hangup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut usr2 = signal(SignalKind::user_defined2()).context("installing the SIGUSR2 handler")?;
+    let takeover_socket = cfg.takeover_socket.clone();
     let shared = myplex::server::build(cfg, shutdown).await?;
     if let Some(p) = path {
         let _ = shared.config_path.set(p);
+    }
+    if let Some(i) = inherited {
+        let done = tokio::task::spawn_blocking(move || i.commit()).await??;
+        tracing::info!(old_pid = ?done.pid, "takeover: the old process stops accepting and drains");
+        if let Some(n) = done.next_id {
+            shared.next_id.store(n, Ordering::Relaxed);
+        }
+    }
+    if control.is_none() && !takeover_socket.is_empty() {
+        let file = myplex::listener::FileSettings {
+            mode: Some(0o600),
+            ..Default::default()
+        };
+        control = Some(
+            myplex::listener::bind_unix(takeover_socket.as_ref(), 16, file)
+                .with_context(|| format!("binding takeover_socket {takeover_socket}"))?,
+        );
+    }
+    let (admin_stop_trigger, admin_stop) = myplex::shutdown::channel();
+    if let Some(control) = control {
+        let handover = handover(
+            &listener,
+            &admin,
+            &control,
+            admin_stop_trigger,
+            &trigger,
+            &shared,
+        )
+        .context("preparing the takeover socket")?;
+        tokio::spawn(myplex::takeover::give::serve(control, handover));
     }
     let reloading = shared.clone();
     tokio::spawn(async move {
@@ -94,14 +159,94 @@ async fn serve(cfg: myplex::config::Config, path: Option<PathBuf>) -> anyhow::Re
             let _ = myplex::reload::reload(&reloading);
         }
     });
-    tokio::spawn(myplex::admin::http::serve(admin, shared.clone()));
+    tokio::spawn(async move {
+        while usr2.recv().await.is_some() {
+            match (&successor, takeover_socket.is_empty()) {
+                (_, true) => tracing::warn!("SIGUSR2 ignored: takeover_socket is not set"),
+                (Err(e), _) => {
+                    tracing::warn!(error = %e, "SIGUSR2 ignored: this binary's path is unknown")
+                }
+                (Ok(s), false) => s.start(),
+            }
+        }
+    });
+    tokio::spawn(myplex::admin::http::serve_until(
+        admin,
+        shared.clone(),
+        admin_stop,
+    ));
+    let stopping = trigger.clone();
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("shutdown requested; draining sessions at transaction boundaries");
-        trigger.trigger();
+        stopping.trigger();
     });
+    myplex::takeover::notify::ready();
     myplex::server::run(listener, shared, Duration::from_secs(30)).await;
     Ok(())
+}
+
+/// The listener `name` received from the running process, if bound at `address`.
+fn adopt(
+    inherited: &mut Option<Inheritance>,
+    name: &str,
+    address: &str,
+) -> anyhow::Result<Option<myplex::listener::Listener>> {
+    match inherited {
+        Some(i) if !address.is_empty() => i
+            .listener(name, address)
+            .with_context(|| format!("adopting the inherited {name} listener")),
+        _ => Ok(None),
+    }
+}
+
+/// What this process lends a successor, and how it stops when one commits:
+/// socket files stay, the admin endpoint and the accept loop stop, sessions
+/// drain at their transaction boundaries.
+fn handover(
+    listener: &myplex::listener::Listener,
+    admin: &tokio::net::TcpListener,
+    control: &myplex::listener::Listener,
+    admin_stop: myplex::shutdown::ShutdownTrigger,
+    trigger: &Arc<myplex::shutdown::ShutdownTrigger>,
+    shared: &Arc<myplex::frontend::Shared>,
+) -> std::io::Result<myplex::takeover::give::Handover> {
+    use myplex::takeover::give::{Handover, Lent};
+    use std::os::fd::AsFd;
+    let lent = vec![
+        Lent {
+            name: "mysql",
+            kind: listener.kind(),
+            fd: listener.dup_fd()?,
+        },
+        Lent {
+            name: "admin",
+            kind: "tcp",
+            fd: admin.as_fd().try_clone_to_owned()?,
+        },
+        Lent {
+            name: "control",
+            kind: control.kind(),
+            fd: control.dup_fd()?,
+        },
+    ];
+    let files: Vec<_> = [listener.keeper(), control.keeper()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let trigger = trigger.clone();
+    let shared = shared.clone();
+    Ok(Handover {
+        lent,
+        on_commit: Box::new(move || {
+            for f in &files {
+                f.keep();
+            }
+            admin_stop.trigger();
+            trigger.trigger();
+            shared.next_id.load(Ordering::Relaxed)
+        }),
+    })
 }
 
 async fn wait_for_signal() {

@@ -53,6 +53,7 @@ fn config_env() -> config::Map<String, String> {
         "LISTEN_SOCKET_GROUP",
         "ADMIN_LISTEN",
         "LISTEN_BACKLOG",
+        "TAKEOVER_SOCKET",
         "WORKER_THREADS",
     ];
     std::env::vars()
@@ -114,6 +115,12 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
         errs.push(format!("backend.address: {:?} {p}", c.backend.address));
     }
     errs.extend(socket_file_errors(c));
+    if !c.takeover_socket.is_empty() && !std::path::Path::new(&c.takeover_socket).is_absolute() {
+        errs.push(format!(
+            "takeover_socket: {:?} must be an absolute path (or empty: no hand-over)",
+            c.takeover_socket
+        ));
+    }
     let p = &c.pool;
     if p.oversubscribe > 1000 {
         errs.push("pool.oversubscribe: must be at most 1000".into());
