@@ -243,7 +243,7 @@ fn handover(
                 f.keep();
             }
             admin_stop.trigger();
-            trigger.trigger();
+            trigger.hand_over();
             shared.next_id.load(Ordering::Relaxed)
         }),
     })

@@ -1,0 +1,466 @@
+//! Listener hand-over between two real myplex processes (issue 20, part 1):
+//! a new process started with `--takeover` (or by `SIGUSR2`) receives the
+//! listening sockets over `takeover_socket`, the old one stops accepting and
+//! drains. A connect loop sees no failed attempt across hand-overs; a
+//! transaction on the old process finishes there; a bad config, a failure
+//! after the listeners were received, or a crash before the commit leave
+//! the old process serving (and its socket files in place).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::mariadb::{APP_PASSWORD, APP_USER};
+use common::{MariaDb, free_port};
+use myplex::config::{Config, UserConfig};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Opts};
+use tokio::process::{Child, Command};
+
+/// Connection ids a new process skips past the old one's.
+const ID_MARGIN: u64 = myplex::takeover::ID_MARGIN as u64;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("myplex-takeover-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// A config for `db` listening on `listen`, with the control socket in `dir`.
+fn config(db: &MariaDb, listen: String, dir: &Path) -> Config {
+    let mut cfg = Config {
+        listen,
+        admin_listen: format!("127.0.0.1:{}", free_port()),
+        takeover_socket: dir.join("takeover.sock").display().to_string(),
+        ..Default::default()
+    };
+    cfg.backend.address = db.addr();
+    cfg.pool.thread_groups = 1;
+    cfg.pool.max_backend_connections = 4;
+    cfg.log.level = "warn".into();
+    cfg.users = vec![UserConfig {
+        name: APP_USER.into(),
+        password: Some(APP_PASSWORD.into()),
+        ..Default::default()
+    }];
+    cfg
+}
+
+fn write(dir: &Path, name: &str, cfg: &Config) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, toml::to_string(cfg).expect("config as TOML")).expect("write config");
+    p
+}
+
+fn myplex(config: &Path, takeover: bool) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_myplex"));
+    c.arg("--config").arg(config).kill_on_drop(true);
+    if takeover {
+        c.arg("--takeover");
+    }
+    c
+}
+
+/// A client that sends its first statement right after login (no settings
+/// query), as a one-shot application does.
+fn tcp_url(port: u16) -> String {
+    format!(
+        "mysql://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{port}/test?prefer_socket=false&max_allowed_packet=16777216&wait_timeout=28800"
+    )
+}
+
+fn socket_url(path: &Path) -> String {
+    format!(
+        "mysql://{APP_USER}:{APP_PASSWORD}@localhost/test?socket={}&max_allowed_packet=16777216&wait_timeout=28800",
+        path.display()
+    )
+}
+
+async fn login(url: &str) -> Result<Conn, mysql_async::Error> {
+    Conn::new(Opts::from_url(url).expect("url")).await
+}
+
+async fn wait_serving(url: &str) {
+    let t = Instant::now();
+    loop {
+        match login(url).await {
+            Ok(c) => {
+                let _ = c.disconnect().await;
+                return;
+            }
+            Err(e) if t.elapsed() > Duration::from_secs(30) => panic!("myplex did not start: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// The proxy connection id a new connection gets.
+async fn connection_id(url: &str) -> u64 {
+    let mut c = login(url).await.expect("login");
+    let id: u64 = c
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .expect("CONNECTION_ID()")
+        .expect("a row");
+    let _ = c.disconnect().await;
+    id
+}
+
+async fn exits(child: &mut Child, within: Duration) -> ExitStatus {
+    tokio::time::timeout(within, child.wait())
+        .await
+        .expect("process did not exit in time")
+        .expect("wait")
+}
+
+fn still_running(child: &mut Child) -> bool {
+    child.try_wait().expect("try_wait").is_none()
+}
+
+/// Clients connecting, running one SELECT and disconnecting, about 200
+/// times a second in all, until stopped.
+struct ConnectLoop {
+    stop: Arc<AtomicBool>,
+    attempts: Arc<AtomicUsize>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<String>>>,
+}
+
+impl ConnectLoop {
+    fn start(url: String) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let tasks = (0..4)
+            .map(|_| {
+                let (url, stop, attempts) = (url.clone(), stop.clone(), attempts.clone());
+                tokio::spawn(async move {
+                    let mut errors = Vec::new();
+                    let mut tick = tokio::time::interval(Duration::from_millis(20));
+                    while !stop.load(Ordering::Relaxed) {
+                        tick.tick().await;
+                        attempts.fetch_add(1, Ordering::Relaxed);
+                        let r = async {
+                            let mut c = login(&url).await?;
+                            let one: Option<u32> = c.query_first("SELECT 1").await?;
+                            assert_eq!(one, Some(1));
+                            c.disconnect().await
+                        }
+                        .await;
+                        if let Err(e) = r {
+                            errors.push(e.to_string());
+                        }
+                    }
+                    errors
+                })
+            })
+            .collect();
+        Self {
+            stop,
+            attempts,
+            tasks,
+        }
+    }
+
+    /// (attempts, errors).
+    async fn finish(self) -> (usize, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut errors = Vec::new();
+        for t in self.tasks {
+            errors.extend(t.await.expect("connect loop task"));
+        }
+        (self.attempts.load(Ordering::Relaxed), errors)
+    }
+}
+
+/// Processes whose command line names `config` (the successors SIGUSR2
+/// starts are not the test's children), except `but`.
+fn pids_naming(config: &Path, but: &[u32]) -> Vec<u32> {
+    let needle = config.as_os_str().as_encoded_bytes();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| !but.contains(pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == needle))
+        })
+        .collect()
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// Ends the processes it names when dropped (a failed test leaves none).
+struct Reaper(Vec<u32>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// Two hand-overs in a row (`--takeover`, then `SIGUSR2`) under a connect
+/// loop: no attempt fails, each old process exits after its drain, and
+/// the new process's connection ids follow the old one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connect_loop_sees_no_failure_across_two_takeovers() {
+    let db = MariaDb::shared();
+    let dir = temp_dir("loop");
+    let port = free_port();
+    let cfg = config(db, format!("127.0.0.1:{port}"), &dir);
+    let path = write(&dir, "myplex.toml", &cfg);
+    let url = tcp_url(port);
+    let mut first = myplex(&path, false).spawn().expect("start myplex");
+    wait_serving(&url).await;
+    let id_before = connection_id(&url).await;
+    let load = ConnectLoop::start(url.clone());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut second = myplex(&path, true).spawn().expect("start successor");
+    let second_pid = second.id().expect("pid");
+    let status = exits(&mut first, Duration::from_secs(30)).await;
+    assert!(status.success(), "old process after hand-over: {status}");
+    assert!(still_running(&mut second), "the successor serves");
+    let id_after = connection_id(&url).await;
+    assert!(
+        id_after >= id_before + ID_MARGIN,
+        "ids of the new process ({id_after}) follow the old one's ({id_before})"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // SIGUSR2: the successor starts the binary on disk with --takeover.
+    signal(second_pid, "-USR2");
+    let status = exits(&mut second, Duration::from_secs(30)).await;
+    assert!(status.success(), "second process after SIGUSR2: {status}");
+    let third = pids_naming(&path, &[second_pid]);
+    let _reaper = Reaper(third.clone());
+    assert_eq!(third.len(), 1, "one successor started by SIGUSR2");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (attempts, errors) = load.finish().await;
+    assert!(attempts > 100, "the loop ran ({attempts} attempts)");
+    assert!(
+        errors.is_empty(),
+        "{} of {attempts} attempts failed: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
+    assert!(connection_id(&url).await >= id_after + ID_MARGIN);
+    signal(third[0], "-TERM");
+}
+
+/// A client inside a transaction on the old process finishes it there,
+/// then is closed at the boundary; new clients meanwhile reach the new
+/// process; the old one exits once the transaction ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transaction_finishes_on_the_old_process_then_closes() {
+    let db = MariaDb::shared();
+    let dir = temp_dir("txn");
+    let port = free_port();
+    let cfg = config(db, format!("127.0.0.1:{port}"), &dir);
+    let path = write(&dir, "myplex.toml", &cfg);
+    let url = tcp_url(port);
+    let mut old = myplex(&path, false).spawn().expect("start myplex");
+    wait_serving(&url).await;
+    let table = format!("takeover_txn_{}", std::process::id());
+    let mut t = login(&url).await.expect("login");
+    t.query_drop(format!(
+        "CREATE OR REPLACE TABLE {table} (id INT PRIMARY KEY)"
+    ))
+    .await
+    .expect("create");
+    let old_id: u64 = t
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .expect("id")
+        .expect("row");
+    t.query_drop("BEGIN").await.expect("begin");
+    t.query_drop(format!("INSERT INTO {table} VALUES (1)"))
+        .await
+        .expect("insert 1");
+
+    // Logged in, no statement yet: a client accepted right before the
+    // hand-over.
+    let mut fresh = login(&url).await.expect("login");
+
+    let mut new = myplex(&path, true).spawn().expect("start successor");
+    // The hand-over is committed once new clients get the new process's ids.
+    let t0 = Instant::now();
+    while connection_id(&url).await < old_id + ID_MARGIN {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the new process never took over"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        still_running(&mut old),
+        "the old process waits for the transaction"
+    );
+    let id: Option<u64> = fresh
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .expect("the first statement of a client accepted before the hand-over is served");
+    assert!(
+        id.is_some_and(|id| id < old_id + ID_MARGIN),
+        "by the old process"
+    );
+    assert!(
+        fresh.query_drop("SELECT 1").await.is_err(),
+        "then closed: it is idle"
+    );
+    t.query_drop(format!("INSERT INTO {table} VALUES (2)"))
+        .await
+        .expect("insert 2 inside the transaction on the old process");
+    t.query_drop("COMMIT").await.expect("commit");
+    let after = t.query_drop("SELECT 1").await;
+    assert!(after.is_err(), "closed at the transaction boundary");
+    let status = exits(&mut old, Duration::from_secs(30)).await;
+    assert!(status.success(), "old process: {status}");
+    let mut c = login(&url).await.expect("login to the new process");
+    let n: Option<u64> = c
+        .query_first(format!("SELECT COUNT(*) FROM {table}"))
+        .await
+        .expect("count");
+    assert_eq!(n, Some(2), "the transaction committed whole");
+    c.query_drop(format!("DROP TABLE {table}"))
+        .await
+        .expect("drop");
+    let _ = c.disconnect().await;
+    assert!(still_running(&mut new));
+    let _ = new.start_kill();
+}
+
+/// A new process with a bad configuration (or without takeover_socket)
+/// exits non-zero with the reason, before it contacts the running one,
+/// which keeps serving and can still be taken over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_config_leaves_the_old_process_serving() {
+    let db = MariaDb::shared();
+    let dir = temp_dir("bad");
+    let port = free_port();
+    let cfg = config(db, format!("127.0.0.1:{port}"), &dir);
+    let path = write(&dir, "myplex.toml", &cfg);
+    let url = tcp_url(port);
+    let mut old = myplex(&path, false).spawn().expect("start myplex");
+    wait_serving(&url).await;
+    let load = ConnectLoop::start(url.clone());
+
+    let mut bad = cfg.clone();
+    bad.pool.thread_groups = 5000;
+    let bad_path = write(&dir, "bad.toml", &bad);
+    let out = myplex(&bad_path, true)
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .expect("run bad successor");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "bad config must fail: {stderr}");
+    assert!(stderr.contains("pool.thread_groups"), "{stderr}");
+
+    let mut off = cfg.clone();
+    off.takeover_socket.clear();
+    let off_path = write(&dir, "off.toml", &off);
+    let out = myplex(&off_path, true)
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .expect("run successor without a control socket");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("takeover_socket"), "{stderr}");
+
+    assert!(still_running(&mut old), "the old process keeps serving");
+    let (attempts, errors) = load.finish().await;
+    assert!(attempts > 0 && errors.is_empty(), "{errors:?}");
+
+    let mut new = myplex(&path, true).spawn().expect("good successor");
+    let status = exits(&mut old, Duration::from_secs(30)).await;
+    assert!(status.success(), "{status}");
+    wait_serving(&url).await;
+    assert!(still_running(&mut new));
+    let _ = new.start_kill();
+}
+
+/// On a Unix socket: a successor that fails after it received the
+/// listeners (its admin port is taken) exits non-zero, and one killed
+/// while it builds its pools (backend slow to answer) changes nothing: the
+/// old process keeps accepting on its socket file, which stays. A good
+/// successor then takes over, the file survives the old process's exit
+/// and goes with the new one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failed_or_crashed_successor_leaves_the_old_process_accepting() {
+    let db = MariaDb::shared();
+    let dir = temp_dir("crash");
+    let sock = dir.join("myplex.sock");
+    let cfg = config(db, sock.display().to_string(), &dir);
+    let path = write(&dir, "myplex.toml", &cfg);
+    let url = socket_url(&sock);
+    let mut old = myplex(&path, false).spawn().expect("start myplex");
+    wait_serving(&url).await;
+    let load = ConnectLoop::start(url.clone());
+
+    // Fails after adopting the socket: its admin address is taken.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let mut failing = cfg.clone();
+    failing.admin_listen = taken.local_addr().expect("addr").to_string();
+    let failing_path = write(&dir, "failing.toml", &failing);
+    let out = myplex(&failing_path, true)
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .expect("run failing successor");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("admin_listen"), "{stderr}");
+    assert!(sock.exists(), "the failed successor left the socket file");
+    assert!(Path::new(&cfg.takeover_socket).exists());
+
+    // Crashes after adopting the socket, while dialing a backend that
+    // accepts and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let mut slow = cfg.clone();
+    slow.backend.address = silent.local_addr().expect("addr").to_string();
+    slow.backend.connect_timeout_ms = 60_000;
+    let slow_path = write(&dir, "slow.toml", &slow);
+    let mut crashing = myplex(&slow_path, true).spawn().expect("start successor");
+    let (_dialed, _) = tokio::time::timeout(Duration::from_secs(30), silent.accept())
+        .await
+        .expect("the successor dials its backend")
+        .expect("accept");
+    crashing.start_kill().expect("SIGKILL");
+    let _ = crashing.wait().await;
+
+    assert!(still_running(&mut old), "the old process keeps serving");
+    assert!(sock.exists());
+    wait_serving(&url).await;
+    let (attempts, errors) = load.finish().await;
+    assert!(attempts > 0);
+    assert!(errors.is_empty(), "{errors:?}");
+
+    let mut new = myplex(&path, true).spawn().expect("good successor");
+    let status = exits(&mut old, Duration::from_secs(30)).await;
+    assert!(status.success(), "{status}");
+    assert!(sock.exists(), "the old process keeps the handed-over file");
+    wait_serving(&url).await;
+    signal(new.id().expect("pid"), "-TERM");
+    let status = exits(&mut new, Duration::from_secs(30)).await;
+    assert!(status.success(), "{status}");
+    assert!(!sock.exists(), "the last process removes its socket file");
+}
