@@ -258,6 +258,19 @@ mod tests {
     }
 
     #[test]
+    fn takeover_socket_is_an_absolute_path_or_empty() {
+        let with = |v: &str| {
+            load_str(&format!(
+                "takeover_socket = \"{v}\"\n[[users]]\nname = \"a\"\npassword = \"b\"\n"
+            ))
+        };
+        with("/run/myplex/takeover.sock").expect("absolute path");
+        with("").expect("empty: no hand-over");
+        let err = with("takeover.sock").expect_err("relative");
+        assert!(err.to_string().contains("takeover_socket"), "{err}");
+    }
+
+    #[test]
     fn unknown_key_is_rejected_with_its_name() {
         let err =
             load_str("listen = \"127.0.0.1:1\"\n[pool]\nthreads = 3\n").expect_err("unknown key");
