@@ -122,6 +122,55 @@ fn still_running(child: &mut Child) -> bool {
     child.try_wait().expect("try_wait").is_none()
 }
 
+/// A running myplex (the test's child) and what reaches it.
+struct Running {
+    dir: PathBuf,
+    cfg: Config,
+    /// Its configuration file.
+    path: PathBuf,
+    /// A client URL.
+    url: String,
+    child: Child,
+}
+
+/// Starts myplex on TCP (or on a Unix socket file in its directory) and
+/// waits until it serves.
+async fn start(name: &str, unix: bool) -> Running {
+    let dir = temp_dir(name);
+    let (listen, url) = if unix {
+        let sock = dir.join("myplex.sock");
+        (sock.display().to_string(), socket_url(&sock))
+    } else {
+        let port = free_port();
+        (format!("127.0.0.1:{port}"), tcp_url(port))
+    };
+    let cfg = config(MariaDb::shared(), listen, &dir);
+    let path = write(&dir, "myplex.toml", &cfg);
+    let child = myplex(&path, false).spawn().expect("start myplex");
+    wait_serving(&url).await;
+    Running {
+        dir,
+        cfg,
+        path,
+        url,
+        child,
+    }
+}
+
+/// Runs `--takeover` with `cfg` (written to `dir/name`): it must fail,
+/// saying `reason` on stderr.
+async fn takeover_fails(dir: &Path, name: &str, cfg: &Config, reason: &str) {
+    let path = write(dir, name, cfg);
+    let out = myplex(&path, true)
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .expect("run the successor");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{name} must fail: {stderr}");
+    assert!(stderr.contains(reason), "{name}: {stderr}");
+}
+
 /// Clients connecting, running one SELECT and disconnecting, about 200
 /// times a second in all, until stopped.
 struct ConnectLoop {
@@ -219,14 +268,12 @@ impl Drop for Reaper {
 /// the new process's connection ids follow the old one's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn connect_loop_sees_no_failure_across_two_takeovers() {
-    let db = MariaDb::shared();
-    let dir = temp_dir("loop");
-    let port = free_port();
-    let cfg = config(db, format!("127.0.0.1:{port}"), &dir);
-    let path = write(&dir, "myplex.toml", &cfg);
-    let url = tcp_url(port);
-    let mut first = myplex(&path, false).spawn().expect("start myplex");
-    wait_serving(&url).await;
+    let Running {
+        path,
+        url,
+        child: mut first,
+        ..
+    } = start("loop", false).await;
     let id_before = connection_id(&url).await;
     let load = ConnectLoop::start(url.clone());
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -268,14 +315,12 @@ async fn connect_loop_sees_no_failure_across_two_takeovers() {
 /// process; the old one exits once the transaction ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn transaction_finishes_on_the_old_process_then_closes() {
-    let db = MariaDb::shared();
-    let dir = temp_dir("txn");
-    let port = free_port();
-    let cfg = config(db, format!("127.0.0.1:{port}"), &dir);
-    let path = write(&dir, "myplex.toml", &cfg);
-    let url = tcp_url(port);
-    let mut old = myplex(&path, false).spawn().expect("start myplex");
-    wait_serving(&url).await;
+    let Running {
+        path,
+        url,
+        child: mut old,
+        ..
+    } = start("txn", false).await;
     let table = format!("takeover_txn_{}", std::process::id());
     let mut t = login(&url).await.expect("login");
     t.query_drop(format!(
@@ -350,39 +395,21 @@ async fn transaction_finishes_on_the_old_process_then_closes() {
 /// which keeps serving and can still be taken over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bad_config_leaves_the_old_process_serving() {
-    let db = MariaDb::shared();
-    let dir = temp_dir("bad");
-    let port = free_port();
-    let cfg = config(db, format!("127.0.0.1:{port}"), &dir);
-    let path = write(&dir, "myplex.toml", &cfg);
-    let url = tcp_url(port);
-    let mut old = myplex(&path, false).spawn().expect("start myplex");
-    wait_serving(&url).await;
+    let Running {
+        dir,
+        cfg,
+        path,
+        url,
+        child: mut old,
+    } = start("bad", false).await;
     let load = ConnectLoop::start(url.clone());
 
     let mut bad = cfg.clone();
     bad.pool.thread_groups = 5000;
-    let bad_path = write(&dir, "bad.toml", &bad);
-    let out = myplex(&bad_path, true)
-        .stderr(Stdio::piped())
-        .output()
-        .await
-        .expect("run bad successor");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "bad config must fail: {stderr}");
-    assert!(stderr.contains("pool.thread_groups"), "{stderr}");
-
+    takeover_fails(&dir, "bad.toml", &bad, "pool.thread_groups").await;
     let mut off = cfg.clone();
     off.takeover_socket.clear();
-    let off_path = write(&dir, "off.toml", &off);
-    let out = myplex(&off_path, true)
-        .stderr(Stdio::piped())
-        .output()
-        .await
-        .expect("run successor without a control socket");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("takeover_socket"), "{stderr}");
+    takeover_fails(&dir, "off.toml", &off, "takeover_socket").await;
 
     assert!(still_running(&mut old), "the old process keeps serving");
     let (attempts, errors) = load.finish().await;
@@ -404,29 +431,21 @@ async fn bad_config_leaves_the_old_process_serving() {
 /// and goes with the new one's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failed_or_crashed_successor_leaves_the_old_process_accepting() {
-    let db = MariaDb::shared();
-    let dir = temp_dir("crash");
+    let Running {
+        dir,
+        cfg,
+        path,
+        url,
+        child: mut old,
+    } = start("crash", true).await;
     let sock = dir.join("myplex.sock");
-    let cfg = config(db, sock.display().to_string(), &dir);
-    let path = write(&dir, "myplex.toml", &cfg);
-    let url = socket_url(&sock);
-    let mut old = myplex(&path, false).spawn().expect("start myplex");
-    wait_serving(&url).await;
     let load = ConnectLoop::start(url.clone());
 
     // Fails after adopting the socket: its admin address is taken.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let mut failing = cfg.clone();
     failing.admin_listen = taken.local_addr().expect("addr").to_string();
-    let failing_path = write(&dir, "failing.toml", &failing);
-    let out = myplex(&failing_path, true)
-        .stderr(Stdio::piped())
-        .output()
-        .await
-        .expect("run failing successor");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("admin_listen"), "{stderr}");
+    takeover_fails(&dir, "failing.toml", &failing, "admin_listen").await;
     assert!(sock.exists(), "the failed successor left the socket file");
     assert!(Path::new(&cfg.takeover_socket).exists());
 
