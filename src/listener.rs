@@ -200,6 +200,18 @@ impl Listener {
         }
     }
 
+    /// Sets the accept queue length of a listening socket (an inherited one
+    /// keeps its predecessor's until then; Linux applies a repeated
+    /// `listen` to the live queue, connections in it stay).
+    pub fn set_backlog(&self, backlog: u32) -> io::Result<()> {
+        let backlog = i32::try_from(backlog).unwrap_or(i32::MAX);
+        match self {
+            Listener::Tcp(l) => rustix::net::listen(l, backlog)?,
+            Listener::Unix(l, _) => rustix::net::listen(l, backlog)?,
+        }
+        Ok(())
+    }
+
     /// `tcp` or `unix`.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -98,7 +98,11 @@ async fn serve(
     }
     let successor = myplex::takeover::successor::Successor::from_env();
     let listener = match adopt(&mut inherited, "mysql", &cfg.listen)? {
-        Some(l) => l,
+        Some(l) => {
+            l.set_backlog(cfg.listen_backlog)
+                .context("listen_backlog on the inherited listener")?;
+            l
+        }
         None => Listener::bind(&cfg)
             .with_context(|| format!("binding listen address {}", cfg.listen))?,
     };
