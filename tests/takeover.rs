@@ -20,6 +20,7 @@ use myplex::config::{Config, UserConfig};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use tokio::process::{Child, Command};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Connection ids a new process skips past the old one's.
 const ID_MARGIN: u64 = myplex::takeover::ID_MARGIN as u64;
@@ -131,6 +132,8 @@ struct Running {
     /// A client URL.
     url: String,
     child: Child,
+    /// Its stderr, line by line.
+    log: UnboundedReceiver<String>,
 }
 
 /// Starts myplex on TCP (or on a Unix socket file in its directory) and
@@ -146,7 +149,11 @@ async fn start(name: &str, unix: bool) -> Running {
     };
     let cfg = config(MariaDb::shared(), listen, &dir);
     let path = write(&dir, "myplex.toml", &cfg);
-    let child = myplex(&path, false).spawn().expect("start myplex");
+    let mut child = myplex(&path, false)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start myplex");
+    let log = follow(child.stderr.take().expect("stderr"));
     wait_serving(&url).await;
     Running {
         dir,
@@ -154,7 +161,36 @@ async fn start(name: &str, unix: bool) -> Running {
         path,
         url,
         child,
+        log,
     }
+}
+
+/// The lines of a process's stderr, echoed to the test's own.
+fn follow(stderr: tokio::process::ChildStderr) -> UnboundedReceiver<String> {
+    use tokio::io::AsyncBufReadExt;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            eprintln!("{l}");
+            let _ = tx.send(l);
+        }
+    });
+    rx
+}
+
+/// Waits for a log line containing `needle`.
+async fn logged(log: &mut UnboundedReceiver<String>, needle: &str) {
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = log.recv().await {
+            if l.contains(needle) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(matches!(found, Ok(true)), "no log line with {needle:?}");
 }
 
 /// Runs `--takeover` with `cfg` (written to `dir/name`): it must fail,
@@ -401,6 +437,7 @@ async fn bad_config_leaves_the_old_process_serving() {
         path,
         url,
         child: mut old,
+        ..
     } = start("bad", false).await;
     let load = ConnectLoop::start(url.clone());
 
@@ -437,6 +474,7 @@ async fn failed_or_crashed_successor_leaves_the_old_process_accepting() {
         path,
         url,
         child: mut old,
+        ..
     } = start("crash", true).await;
     let sock = dir.join("myplex.sock");
     let load = ConnectLoop::start(url.clone());
@@ -482,4 +520,40 @@ async fn failed_or_crashed_successor_leaves_the_old_process_accepting() {
     let status = exits(&mut new, Duration::from_secs(30)).await;
     assert!(status.success(), "{status}");
     assert!(!sock.exists(), "the last process removes its socket file");
+}
+
+/// SIGUSR2 with a configuration file turned bad: the successor fails, the
+/// running process says so and keeps serving; once the file is fixed, the
+/// next SIGUSR2 upgrades.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigusr2_with_a_bad_config_keeps_serving_then_upgrades() {
+    let Running {
+        cfg,
+        path,
+        url,
+        child: mut old,
+        mut log,
+        ..
+    } = start("usr2", false).await;
+    let pid = old.id().expect("pid");
+    let load = ConnectLoop::start(url.clone());
+    let mut bad = cfg.clone();
+    bad.pool.stall_limit_ms = 0;
+    std::fs::write(&path, toml::to_string(&bad).expect("toml")).expect("write");
+    signal(pid, "-USR2");
+    logged(&mut log, "successor failed").await;
+    assert!(still_running(&mut old), "the old process keeps serving");
+    wait_serving(&url).await;
+
+    std::fs::write(&path, toml::to_string(&cfg).expect("toml")).expect("write");
+    signal(pid, "-USR2");
+    let status = exits(&mut old, Duration::from_secs(30)).await;
+    assert!(status.success(), "{status}");
+    let successor = pids_naming(&path, &[pid]);
+    let _reaper = Reaper(successor.clone());
+    assert_eq!(successor.len(), 1, "one successor serves");
+    let (attempts, errors) = load.finish().await;
+    assert!(attempts > 0);
+    assert!(errors.is_empty(), "{errors:?}");
+    signal(successor[0], "-TERM");
 }
