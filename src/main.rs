@@ -205,7 +205,7 @@ fn adopt(
 }
 
 /// What this process lends a successor, and how it stops when one commits:
-/// socket files stay, the admin endpoint and the accept loop stop, sessions
+/// the socket files it adopted stay, the admin endpoint and the accept loop stop, sessions
 /// drain at their transaction boundaries.
 fn handover(
     listener: &myplex::listener::Listener,
@@ -234,17 +234,21 @@ fn handover(
             fd: control.dup_fd()?,
         },
     ];
-    let files: Vec<_> = [listener.keeper(), control.keeper()]
+    let files: Vec<_> = [("mysql", listener.keeper()), ("control", control.keeper())]
         .into_iter()
-        .flatten()
+        .filter_map(|(name, k)| Some((name, k?)))
         .collect();
     let trigger = trigger.clone();
     let shared = shared.clone();
     Ok(Handover {
         lent,
-        on_commit: Box::new(move || {
-            for f in &files {
-                f.keep();
+        on_commit: Box::new(move |adopted| {
+            // A file the successor did not adopt (its config moved the
+            // socket) goes when this process's listener closes.
+            for (name, f) in &files {
+                if adopted.contains(name) {
+                    f.keep();
+                }
             }
             admin_stop.trigger();
             trigger.hand_over();

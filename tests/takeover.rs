@@ -557,3 +557,30 @@ async fn sigusr2_with_a_bad_config_keeps_serving_then_upgrades() {
     assert!(errors.is_empty(), "{errors:?}");
     signal(successor[0], "-TERM");
 }
+
+/// A successor whose configuration moved the Unix socket binds the new
+/// path; the old process removes its own file when it stops (nobody
+/// listens there any more), instead of leaving it behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_moved_socket_path_leaves_no_stale_file() {
+    let Running {
+        dir,
+        cfg,
+        url,
+        child: mut old,
+        ..
+    } = start("moved", true).await;
+    let old_sock = dir.join("myplex.sock");
+    let new_sock = dir.join("moved.sock");
+    let mut moved = cfg.clone();
+    moved.listen = new_sock.display().to_string();
+    let moved_path = write(&dir, "moved.toml", &moved);
+    let mut new = myplex(&moved_path, true).spawn().expect("successor");
+    let status = exits(&mut old, Duration::from_secs(30)).await;
+    assert!(status.success(), "{status}");
+    assert!(!old_sock.exists(), "the old socket file is gone");
+    assert!(login(&url).await.is_err());
+    wait_serving(&socket_url(&new_sock)).await;
+    assert!(still_running(&mut new));
+    let _ = new.start_kill();
+}

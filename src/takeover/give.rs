@@ -26,8 +26,10 @@ pub struct Lent {
     pub fd: OwnedFd,
 }
 
-/// Runs once a successor committed; returns the next free connection id.
-pub type OnCommit = Box<dyn Fn() -> u32 + Send + Sync>;
+/// Runs once a successor committed, with the names of the listeners it
+/// adopted (their socket files are its own now); returns the next free
+/// connection id.
+pub type OnCommit = Box<dyn Fn(&[&str]) -> u32 + Send + Sync>;
 
 /// What this process hands over, and what it does when a successor takes it.
 pub struct Handover {
@@ -112,10 +114,14 @@ fn exchange(stream: &UnixStream, h: &Handover) -> io::Result<Outcome> {
     info!(pid = ?peer_pid(stream), "takeover: listeners lent to a new process; waiting for its commit");
     stream.set_read_timeout(Some(COMMIT_TIMEOUT))?;
     let line = fds::read_line(stream)?;
-    if line != "commit" {
+    let Some(adopted) = line
+        .strip_prefix("commit")
+        .filter(|r| r.is_empty() || r.starts_with(' '))
+    else {
         return Ok(Outcome::Aborted(format!("expected commit, got {line:?}")));
-    }
-    let next_id = (h.on_commit)();
+    };
+    let adopted: Vec<&str> = adopted.split_whitespace().collect();
+    let next_id = (h.on_commit)(&adopted);
     let _ = fds::send_line(
         stream,
         &format!("draining {} next-id={next_id}", std::process::id()),

@@ -11,7 +11,7 @@
 //!                                          + the three descriptors (SCM_RIGHTS)
 //!   adopt the ones bound where its own
 //!   config says; build pools, TLS …
-//!   "commit" ──────────────────────────►  keep socket files, stop accepting
+//!   "commit mysql admin control" ──────►  keep those socket files, stop accepting
 //!                     ◄─────────────────  "draining <pid> next-id=<n>"
 //!   accept on the inherited sockets        drain: sessions end at their next
 //!   serve the control socket               transaction boundary, then exit

@@ -20,6 +20,9 @@ pub struct Inheritance {
     stream: UnixStream,
     /// name → (kind, descriptor).
     fds: HashMap<String, (String, OwnedFd)>,
+    /// Names of the listeners adopted (told to the old process at the
+    /// commit: it keeps those socket files, removes the others).
+    adopted: Vec<String>,
     /// Socket files of adopted listeners, kept until the commit.
     files: Vec<KeepFile>,
 }
@@ -51,6 +54,7 @@ pub fn connect(path: &Path) -> Result<Inheritance, TakeoverError> {
     Ok(Inheritance {
         stream,
         fds,
+        adopted: Vec::new(),
         files: Vec::new(),
     })
 }
@@ -94,8 +98,9 @@ impl Inheritance {
             ("unix", Address::Unix(p)) => Listener::adopt_unix(fd, p)?,
             _ => None,
         };
-        if let Some(k) = adopted.as_ref().and_then(Listener::keeper) {
-            self.files.push(k);
+        if let Some(l) = &adopted {
+            self.adopted.push(name.to_string());
+            self.files.extend(l.keeper());
         }
         match &adopted {
             Some(_) => info!(listener = name, address, "takeover: adopted listener"),
@@ -113,7 +118,7 @@ impl Inheritance {
     /// this one must serve).
     pub fn commit(self) -> Result<Committed, TakeoverError> {
         self.stream.set_read_timeout(Some(COMMIT_TIMEOUT))?;
-        fds::send_line(&self.stream, "commit")?;
+        fds::send_line(&self.stream, &format!("commit {}", self.adopted.join(" ")))?;
         let line = match fds::read_line(&self.stream) {
             Ok(l) => l,
             Err(e) => {
