@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use myplex::takeover::give::Handover;
 use myplex::takeover::take::Inheritance;
 
 #[derive(Parser)]
@@ -117,7 +118,7 @@ async fn serve(
             .with_context(|| format!("binding admin_listen address {}", cfg.admin_listen))?,
     };
     tracing::info!(admin = %cfg.admin_listen, "admin endpoint: /metrics /status /healthz /readyz");
-    let mut control = adopt(&mut inherited, "control", &cfg.takeover_socket)?;
+    let control = adopt(&mut inherited, "control", &cfg.takeover_socket)?;
     // Before anything slow: SIGHUP's and SIGUSR2's default action would end the process.
     let mut hangup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let mut usr2 = signal(SignalKind::user_defined2()).context("installing the SIGUSR2 handler")?;
@@ -126,6 +127,7 @@ async fn serve(
     if let Some(p) = path {
         let _ = shared.config_path.set(p);
     }
+    let took_over = inherited.is_some();
     if let Some(i) = inherited {
         let done = tokio::task::spawn_blocking(move || i.commit()).await??;
         tracing::info!(old_pid = ?done.pid, "takeover: the old process stops accepting and drains");
@@ -133,28 +135,24 @@ async fn serve(
             shared.next_id.store(n, Ordering::Relaxed);
         }
     }
-    if control.is_none() && !takeover_socket.is_empty() {
-        let file = myplex::listener::FileSettings {
-            mode: Some(0o600),
-            ..Default::default()
-        };
-        control = Some(
-            myplex::listener::bind_unix(takeover_socket.as_ref(), 16, file)
-                .with_context(|| format!("binding takeover_socket {takeover_socket}"))?,
-        );
-    }
     let (admin_stop_trigger, admin_stop) = myplex::shutdown::channel();
-    if let Some(control) = control {
-        let handover = handover(
-            &listener,
-            &admin,
-            &control,
-            admin_stop_trigger,
-            &trigger,
-            &shared,
-        )
-        .context("preparing the takeover socket")?;
-        tokio::spawn(myplex::takeover::give::serve(control, handover));
+    let handover = (|| -> anyhow::Result<_> {
+        let Some(c) = control.map_or_else(|| bind_control(&takeover_socket), |c| Ok(Some(c)))?
+        else {
+            return Ok(None);
+        };
+        let h = Handover::of_process(&listener, &admin, &c, admin_stop_trigger, &trigger, &shared)
+            .context("preparing the takeover socket")?;
+        Ok(Some((c, h)))
+    })();
+    match handover {
+        Ok(Some((c, h))) => drop(tokio::spawn(myplex::takeover::give::serve(c, h))),
+        Ok(None) => {}
+        // After a hand-over the old process is draining: serve regardless.
+        Err(e) if took_over => {
+            tracing::error!(error = %format!("{e:#}"), "no takeover socket: this process cannot be upgraded in place")
+        }
+        Err(e) => return Err(e),
     }
     let reloading = shared.clone();
     tokio::spawn(async move {
@@ -190,6 +188,20 @@ async fn serve(
     Ok(())
 }
 
+/// Binds `takeover_socket` (mode 0600); `None` when it is not set.
+fn bind_control(path: &str) -> anyhow::Result<Option<myplex::listener::Listener>> {
+    if path.is_empty() {
+        return Ok(None);
+    }
+    let file = myplex::listener::FileSettings {
+        mode: Some(0o600),
+        ..Default::default()
+    };
+    myplex::listener::bind_unix(path.as_ref(), 16, file)
+        .map(Some)
+        .with_context(|| format!("binding takeover_socket {path}"))
+}
+
 /// The listener `name` received from the running process, if bound at `address`.
 fn adopt(
     inherited: &mut Option<Inheritance>,
@@ -202,59 +214,6 @@ fn adopt(
             .with_context(|| format!("adopting the inherited {name} listener")),
         _ => Ok(None),
     }
-}
-
-/// What this process lends a successor, and how it stops when one commits:
-/// the socket files it adopted stay, the admin endpoint and the accept loop stop, sessions
-/// drain at their transaction boundaries.
-fn handover(
-    listener: &myplex::listener::Listener,
-    admin: &tokio::net::TcpListener,
-    control: &myplex::listener::Listener,
-    admin_stop: myplex::shutdown::ShutdownTrigger,
-    trigger: &Arc<myplex::shutdown::ShutdownTrigger>,
-    shared: &Arc<myplex::frontend::Shared>,
-) -> std::io::Result<myplex::takeover::give::Handover> {
-    use myplex::takeover::give::{Handover, Lent};
-    use std::os::fd::AsFd;
-    let lent = vec![
-        Lent {
-            name: "mysql",
-            kind: listener.kind(),
-            fd: listener.dup_fd()?,
-        },
-        Lent {
-            name: "admin",
-            kind: "tcp",
-            fd: admin.as_fd().try_clone_to_owned()?,
-        },
-        Lent {
-            name: "control",
-            kind: control.kind(),
-            fd: control.dup_fd()?,
-        },
-    ];
-    let files: Vec<_> = [("mysql", listener.keeper()), ("control", control.keeper())]
-        .into_iter()
-        .filter_map(|(name, k)| Some((name, k?)))
-        .collect();
-    let trigger = trigger.clone();
-    let shared = shared.clone();
-    Ok(Handover {
-        lent,
-        on_commit: Box::new(move |adopted| {
-            // A file the successor did not adopt (its config moved the
-            // socket) goes when this process's listener closes.
-            for (name, f) in &files {
-                if adopted.contains(name) {
-                    f.keep();
-                }
-            }
-            admin_stop.trigger();
-            trigger.hand_over();
-            shared.next_id.load(Ordering::Relaxed)
-        }),
-    })
 }
 
 async fn wait_for_signal() {

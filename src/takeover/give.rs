@@ -8,11 +8,14 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use tracing::{info, warn};
 
 use super::{COMMIT_TIMEOUT, HELLO, LINE_TIMEOUT, fds};
+use crate::frontend::Shared;
 use crate::listener::Listener;
+use crate::shutdown::ShutdownTrigger;
 use crate::wire::Socket;
 
 /// A listening socket lent to a successor.
@@ -44,6 +47,59 @@ impl std::fmt::Debug for Handover {
         f.debug_struct("Handover")
             .field("lent", &self.lent)
             .finish_non_exhaustive()
+    }
+}
+
+impl Handover {
+    /// What this process lends a successor, and how it stops when one commits:
+    /// the socket files it adopted stay, the admin endpoint and the accept loop stop, sessions
+    /// drain at their transaction boundaries.
+    pub fn of_process(
+        listener: &Listener,
+        admin: &tokio::net::TcpListener,
+        control: &Listener,
+        admin_stop: ShutdownTrigger,
+        trigger: &Arc<ShutdownTrigger>,
+        shared: &Arc<Shared>,
+    ) -> io::Result<Handover> {
+        let lent = vec![
+            Lent {
+                name: "mysql",
+                kind: listener.kind(),
+                fd: listener.dup_fd()?,
+            },
+            Lent {
+                name: "admin",
+                kind: "tcp",
+                fd: admin.as_fd().try_clone_to_owned()?,
+            },
+            Lent {
+                name: "control",
+                kind: control.kind(),
+                fd: control.dup_fd()?,
+            },
+        ];
+        let files: Vec<_> = [("mysql", listener.keeper()), ("control", control.keeper())]
+            .into_iter()
+            .filter_map(|(name, k)| Some((name, k?)))
+            .collect();
+        let trigger = trigger.clone();
+        let shared = shared.clone();
+        Ok(Handover {
+            lent,
+            on_commit: Box::new(move |adopted| {
+                // A file the successor did not adopt (its config moved the
+                // socket) goes when this process's listener closes.
+                for (name, f) in &files {
+                    if adopted.contains(name) {
+                        f.keep();
+                    }
+                }
+                admin_stop.trigger();
+                trigger.hand_over();
+                shared.next_id.load(Ordering::Relaxed)
+            }),
+        })
     }
 }
 
