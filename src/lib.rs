@@ -21,7 +21,8 @@
 //! `pool` schedules; `session_state` knows what a client's session is and
 //! what pins it; `frontend` serves clients; `listener` binds the client socket (TCP or
 //! a Unix socket file); `server` accepts them;
-//! `reload` swaps in a changed configuration while clients stay connected.
+//! `reload` swaps in a changed configuration while clients stay connected;
+//! `takeover` hands the listening sockets to a new process (upgrade).
 //! `server_users` looks login names up in the backend when configured.
 
 pub mod admin;
@@ -41,6 +42,7 @@ pub mod session_state;
 pub mod shutdown;
 pub mod slow_log;
 pub mod sql;
+pub mod takeover;
 pub mod telemetry;
 pub mod wire;
 pub mod workers;

@@ -3,12 +3,17 @@
 //! live one (another process accepts on it) is refused, the configured mode
 //! and owner are applied before the socket accepts anyone, and the file is
 //! removed when the listener is dropped (clean shutdown) if it is still
-//! ours. Also moves accepted sockets between runtimes (per-group workers).
+//! ours (or kept: handed over to a successor, see `crate::takeover`). Also
+//! lends its descriptor for a hand-over, adopts an inherited one, and moves
+//! accepted sockets between runtimes (per-group workers).
 //! Knows nothing of the MySQL protocol.
 
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::net::{TcpListener, UnixListener, UnixSocket};
 use tracing::{info, warn};
@@ -83,12 +88,32 @@ fn id_of(v: &str, db: &str) -> Result<Option<u32>, String> {
 }
 
 /// The socket file of a Unix listener: removed on drop while it is still
-/// the file this process bound (not one a later process put there).
+/// the file this process bound (not one a later process put there), unless
+/// it was handed over ([`KeepFile`]).
 #[derive(Debug)]
 pub struct SocketFile {
     path: PathBuf,
     /// (device, inode) right after bind.
     id: Option<(u64, u64)>,
+    /// Set once the socket lives on in another process.
+    keep: Arc<AtomicBool>,
+}
+
+/// Tells a [`SocketFile`] to leave its file in place when dropped: the
+/// listening socket was handed to a successor process that accepts on it.
+#[derive(Debug, Clone)]
+pub struct KeepFile(Arc<AtomicBool>);
+
+impl KeepFile {
+    /// From now on the file is not removed.
+    pub fn keep(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// The file is this process's again: removed on drop.
+    pub fn release(&self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl SocketFile {
@@ -96,10 +121,33 @@ impl SocketFile {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The file at `path` as it is now, of a listener inherited from a
+    /// predecessor: kept (not removed) until [`KeepFile::release`] says
+    /// this process owns it — a successor that fails before taking over
+    /// must not remove the running process's file.
+    pub fn adopt(path: &Path) -> Self {
+        let id = std::fs::symlink_metadata(path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        Self {
+            path: path.to_path_buf(),
+            id,
+            keep: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// A handle that keeps the file when this is dropped.
+    pub fn keeper(&self) -> KeepFile {
+        KeepFile(self.keep.clone())
+    }
 }
 
 impl Drop for SocketFile {
     fn drop(&mut self) {
+        if self.keep.load(Ordering::Acquire) {
+            return;
+        }
         let ours = std::fs::symlink_metadata(&self.path)
             .ok()
             .is_some_and(|m| Some((m.dev(), m.ino())) == self.id);
@@ -142,6 +190,72 @@ impl Listener {
             Listener::Unix(..) => None,
         }
     }
+
+    /// A second descriptor of the listening socket (to hand to a
+    /// successor: the socket stays open while either process holds it).
+    pub fn dup_fd(&self) -> io::Result<OwnedFd> {
+        match self {
+            Listener::Tcp(l) => l.as_fd().try_clone_to_owned(),
+            Listener::Unix(l, _) => l.as_fd().try_clone_to_owned(),
+        }
+    }
+
+    /// Sets the accept queue length of a listening socket (an inherited one
+    /// keeps its predecessor's until then; Linux applies a repeated
+    /// `listen` to the live queue, connections in it stay).
+    pub fn set_backlog(&self, backlog: u32) -> io::Result<()> {
+        let backlog = i32::try_from(backlog).unwrap_or(i32::MAX);
+        match self {
+            Listener::Tcp(l) => rustix::net::listen(l, backlog)?,
+            Listener::Unix(l, _) => rustix::net::listen(l, backlog)?,
+        }
+        Ok(())
+    }
+
+    /// `tcp` or `unix`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Listener::Tcp(_) => "tcp",
+            Listener::Unix(..) => "unix",
+        }
+    }
+
+    /// For a socket file: the handle that keeps it when this is dropped.
+    pub fn keeper(&self) -> Option<KeepFile> {
+        match self {
+            Listener::Tcp(_) => None,
+            Listener::Unix(_, f) => Some(f.keeper()),
+        }
+    }
+
+    /// An inherited listening TCP socket, if it is bound to `addr`
+    /// (registered on the current runtime).
+    pub fn adopt_tcp(fd: OwnedFd, addr: &str) -> io::Result<Option<Self>> {
+        let l = std::net::TcpListener::from(fd);
+        let want: std::net::SocketAddr = addr
+            .parse()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{addr}: {e}")))?;
+        if l.local_addr()? != want {
+            return Ok(None);
+        }
+        l.set_nonblocking(true)?;
+        Ok(Some(Listener::Tcp(TcpListener::from_std(l)?)))
+    }
+
+    /// An inherited listening Unix socket, if it is bound to `path`
+    /// (registered on the current runtime; its file is kept until the
+    /// keeper is released, see [`SocketFile::adopt`]).
+    pub fn adopt_unix(fd: OwnedFd, path: &Path) -> io::Result<Option<Self>> {
+        let l = std::os::unix::net::UnixListener::from(fd);
+        if l.local_addr()?.as_pathname() != Some(path) {
+            return Ok(None);
+        }
+        l.set_nonblocking(true)?;
+        Ok(Some(Listener::Unix(
+            UnixListener::from_std(l)?,
+            SocketFile::adopt(path),
+        )))
+    }
 }
 
 /// Binds a Unix socket at `path`: replaces a stale file, refuses a live
@@ -156,6 +270,7 @@ pub fn bind_unix(path: &Path, backlog: u32, file: FileSettings) -> io::Result<Li
     let mut guard = SocketFile {
         path: path.to_path_buf(),
         id: None,
+        keep: Default::default(),
     };
     let meta = std::fs::symlink_metadata(path)?;
     guard.id = Some((meta.dev(), meta.ino()));

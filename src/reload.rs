@@ -28,6 +28,7 @@ pub const FIXED: &[&str] = &[
     "listen_socket_group",
     "admin_listen",
     "listen_backlog",
+    "takeover_socket",
     "worker_threads",
     "runtime",
     "log.format",

@@ -318,7 +318,8 @@ pub async fn run(listener: impl Into<Listener>, shared: Arc<Shared>, drain: Dura
                 let shared = shared.clone();
                 let id = next_client_id(&shared);
                 let span = info_span!("client", client.id = id, client.addr = %peer);
-                spawn_client(shared, socket, peer, id, span);
+                let count = ClientCount::new(&shared);
+                spawn_client(shared, socket, peer, id, count, span);
             }
             Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
                 warn!("out of file descriptors; refusing a client");
@@ -364,9 +365,16 @@ async fn flush_slow_log(shared: Arc<Shared>) {
 
 /// Runs a client's session: on its thread group's worker when there are
 /// workers (the socket is moved to that worker's reactor), else here.
-fn spawn_client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32, span: tracing::Span) {
+fn spawn_client(
+    shared: Arc<Shared>,
+    socket: Socket,
+    peer: Peer,
+    id: u32,
+    count: ClientCount,
+    span: tracing::Span,
+) {
     let Some(workers) = shared.workers.as_ref() else {
-        tokio::spawn(client(shared, socket, peer, id).instrument(span));
+        tokio::spawn(client(shared, socket, peer, id, count).instrument(span));
         return;
     };
     let group = shared.pool.group_for(id).id;
@@ -381,7 +389,7 @@ fn spawn_client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32, span: 
         let shared = shared.clone();
         async move {
             match detached.attach() {
-                Ok(socket) => client(shared, socket, peer, id).await,
+                Ok(socket) => client(shared, socket, peer, id, count).await,
                 Err(e) => warn!(error = %e, "could not register a client socket on its worker"),
             }
         }
@@ -412,18 +420,27 @@ async fn refuse(socket: Socket, e: crate::protocol::packets::ErrPacket) {
     let _ = tokio::time::timeout(Duration::from_secs(1), io.send_packet(0, &b)).await;
 }
 
-struct ClientCount<'a>(&'a Shared);
-impl Drop for ClientCount<'_> {
+/// One accepted client in `Shared::clients`, counted from the accept on:
+/// the drain never ends (and the process never exits) between an accept
+/// and the start of that client's task.
+struct ClientCount(Arc<Shared>);
+
+impl ClientCount {
+    fn new(shared: &Arc<Shared>) -> Self {
+        let n = shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
+        shared.metrics.client_connections.set(n as f64);
+        Self(shared.clone())
+    }
+}
+
+impl Drop for ClientCount {
     fn drop(&mut self) {
         let n = self.0.clients.fetch_sub(1, Ordering::Relaxed) - 1;
         self.0.metrics.client_connections.set(n as f64);
     }
 }
 
-async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32) {
-    let n = shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
-    let _count = ClientCount(&shared);
-    shared.metrics.client_connections.set(n as f64);
+async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32, _count: ClientCount) {
     // Only logged-in clients count toward max_client_connections; while
     // even the admin reserve is full, refuse before the handshake (cheap).
     let max = shared.config.load().pool.max_client_connections;
@@ -433,7 +450,8 @@ async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32) {
         refuse(socket, errors::too_many_connections()).await;
         return;
     }
-    if shared.shutdown.is_triggered() {
+    // Accepted before a hand-over: no other process will serve it.
+    if shared.shutdown.is_triggered() && !shared.shutdown.handed_over() {
         shared.metrics.rejected("shutdown");
         refuse(socket, errors::shutting_down()).await;
         return;

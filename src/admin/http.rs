@@ -15,11 +15,25 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::frontend::Shared;
+use crate::shutdown::Shutdown;
 
 /// Serves until the process ends.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    // Never triggered: serves until the process ends.
+    let (_never, stop) = crate::shutdown::channel();
+    serve_until(listener, shared, stop).await
+}
+
+/// Like [`serve`], but stops accepting (and closes this process's
+/// descriptor of the listener) once `stop` fires: after a hand-over the
+/// successor answers on the same socket.
+pub async fn serve_until(listener: TcpListener, shared: Arc<Shared>, mut stop: Shutdown) {
     loop {
-        let Ok((sock, _)) = listener.accept().await else {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = stop.wait() => return,
+        };
+        let Ok((sock, _)) = accepted else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };

@@ -56,6 +56,7 @@ fn config_env() -> config::Map<String, String> {
         "LISTEN_SOCKET_GROUP",
         "ADMIN_LISTEN",
         "LISTEN_BACKLOG",
+        "TAKEOVER_SOCKET",
         "WORKER_THREADS",
     ];
     std::env::vars()
@@ -117,6 +118,12 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
         errs.push(format!("backend.address: {:?} {p}", c.backend.address));
     }
     errs.extend(socket_file_errors(c));
+    if !c.takeover_socket.is_empty() && !std::path::Path::new(&c.takeover_socket).is_absolute() {
+        errs.push(format!(
+            "takeover_socket: {:?} must be an absolute path (or empty: no hand-over)",
+            c.takeover_socket
+        ));
+    }
     let p = &c.pool;
     if p.oversubscribe > 1000 {
         errs.push("pool.oversubscribe: must be at most 1000".into());
@@ -268,6 +275,19 @@ mod tests {
     fn example_is_valid() {
         let text = include_str!("../../config/myplex.example.toml");
         load_str(text).expect("example config loads");
+    }
+
+    #[test]
+    fn takeover_socket_is_an_absolute_path_or_empty() {
+        let with = |v: &str| {
+            load_str(&format!(
+                "takeover_socket = \"{v}\"\n[[users]]\nname = \"a\"\npassword = \"b\"\n"
+            ))
+        };
+        with("/run/myplex/takeover.sock").expect("absolute path");
+        with("").expect("empty: no hand-over");
+        let err = with("takeover.sock").expect_err("relative");
+        assert!(err.to_string().contains("takeover_socket"), "{err}");
     }
 
     #[test]

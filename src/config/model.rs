@@ -32,6 +32,11 @@ pub struct Config {
     /// Accept queue length of the client listener (capped by the kernel's
     /// net.core.somaxconn).
     pub listen_backlog: u32,
+    /// Control socket (an absolute path) through which a new myplex started
+    /// with `--takeover` receives this process's listening sockets, and
+    /// which `SIGUSR2` uses; empty = no hand-over (`--takeover` and
+    /// `SIGUSR2` refused). Created with mode 0600.
+    pub takeover_socket: String,
     /// Runtime worker threads; 0 = one per CPU.
     pub worker_threads: usize,
     /// Where client sessions run: on one worker thread per thread group, or
@@ -64,6 +69,7 @@ impl Default for Config {
             admin_token_file: String::new(),
             admin_metrics_public: false,
             listen_backlog: 4096,
+            takeover_socket: String::new(),
             worker_threads: 0,
             runtime: RuntimeMode::default(),
             log: LogConfig::default(),

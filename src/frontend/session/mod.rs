@@ -419,9 +419,14 @@ impl Session {
 
     async fn serve(&mut self) -> Result<(), End> {
         let mut shutdown = self.shared.shutdown.clone();
+        // A drain ends an idle session, but not one that has not sent its
+        // first command yet: a client accepted right before a shutdown or a
+        // hand-over (`crate::takeover`) gets that command answered instead
+        // of a connection closed under it (bounded by the drain time).
+        let mut fresh = true;
         loop {
             let max = self.max_packet();
-            let pinned = self.pins.any();
+            let held = self.pins.any() || fresh;
             if self.pins.has(PinReason::Diagnostics) {
                 Box::pin(self.release_diagnostics_hold()).await?;
             }
@@ -431,7 +436,7 @@ impl Session {
             let pkt = tokio::select! {
                 biased;
                 r = self.client.read_command(max, Some(0), large::PREFIX) => r,
-                _ = shutdown.wait(), if !pinned => return Err(End::Shutdown),
+                _ = shutdown.wait(), if !held => return Err(End::Shutdown),
                 _ = wake.notified() => None.ok_or(WireError::Closed),
                 _ = tokio::time::sleep(idle.unwrap_or_default()), if idle.is_some() => {
                     self.reset_on_close();
@@ -461,6 +466,7 @@ impl Session {
                 Ok(p) => p,
                 Err(e) => return Err(Box::pin(self.read_failed(e)).await),
             };
+            fresh = false;
             // Boxed: the (large) state of a running command is allocated per
             // command instead of living in every idle session's future.
             if Box::pin(self.command(pkt)).await? {

@@ -1,0 +1,586 @@
+//! Listener hand-over between two real myplex processes (issue 20, part 1):
+//! a new process started with `--takeover` (or by `SIGUSR2`) receives the
+//! listening sockets over `takeover_socket`, the old one stops accepting and
+//! drains. A connect loop sees no failed attempt across hand-overs; a
+//! transaction on the old process finishes there; a bad config, a failure
+//! after the listeners were received, or a crash before the commit leave
+//! the old process serving (and its socket files in place).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::mariadb::{APP_PASSWORD, APP_USER};
+use common::{MariaDb, free_port};
+use myplex::config::{Config, UserConfig};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Opts};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// Connection ids a new process skips past the old one's.
+const ID_MARGIN: u64 = myplex::takeover::ID_MARGIN as u64;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("myplex-takeover-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// A config for `db` listening on `listen`, with the control socket in `dir`.
+fn config(db: &MariaDb, listen: String, dir: &Path) -> Config {
+    let mut cfg = Config {
+        listen,
+        admin_listen: format!("127.0.0.1:{}", free_port()),
+        takeover_socket: dir.join("takeover.sock").display().to_string(),
+        ..Default::default()
+    };
+    cfg.backend.address = db.addr();
+    cfg.pool.thread_groups = 1;
+    cfg.pool.max_backend_connections = 4;
+    cfg.log.level = "warn".into();
+    cfg.users = vec![UserConfig {
+        name: APP_USER.into(),
+        password: Some(APP_PASSWORD.into()),
+        ..Default::default()
+    }];
+    cfg
+}
+
+fn write(dir: &Path, name: &str, cfg: &Config) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, toml::to_string(cfg).expect("config as TOML")).expect("write config");
+    p
+}
+
+fn myplex(config: &Path, takeover: bool) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_myplex"));
+    c.arg("--config").arg(config).kill_on_drop(true);
+    if takeover {
+        c.arg("--takeover");
+    }
+    c
+}
+
+/// A client that sends its first statement right after login (no settings
+/// query), as a one-shot application does.
+fn tcp_url(port: u16) -> String {
+    format!(
+        "mysql://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{port}/test?prefer_socket=false&max_allowed_packet=16777216&wait_timeout=28800"
+    )
+}
+
+fn socket_url(path: &Path) -> String {
+    format!(
+        "mysql://{APP_USER}:{APP_PASSWORD}@localhost/test?socket={}&max_allowed_packet=16777216&wait_timeout=28800",
+        path.display()
+    )
+}
+
+async fn login(url: &str) -> Result<Conn, mysql_async::Error> {
+    Conn::new(Opts::from_url(url).expect("url")).await
+}
+
+async fn wait_serving(url: &str) {
+    let t = Instant::now();
+    loop {
+        match login(url).await {
+            Ok(c) => {
+                let _ = c.disconnect().await;
+                return;
+            }
+            Err(e) if t.elapsed() > Duration::from_secs(30) => panic!("myplex did not start: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// The proxy connection id a new connection gets.
+async fn connection_id(url: &str) -> u64 {
+    let mut c = login(url).await.expect("login");
+    let id: u64 = c
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .expect("CONNECTION_ID()")
+        .expect("a row");
+    let _ = c.disconnect().await;
+    id
+}
+
+async fn exits(child: &mut Child, within: Duration) -> ExitStatus {
+    tokio::time::timeout(within, child.wait())
+        .await
+        .expect("process did not exit in time")
+        .expect("wait")
+}
+
+fn still_running(child: &mut Child) -> bool {
+    child.try_wait().expect("try_wait").is_none()
+}
+
+/// A running myplex (the test's child) and what reaches it.
+struct Running {
+    dir: PathBuf,
+    cfg: Config,
+    /// Its configuration file.
+    path: PathBuf,
+    /// A client URL.
+    url: String,
+    child: Child,
+    /// Its stderr, line by line.
+    log: UnboundedReceiver<String>,
+}
+
+/// Starts myplex on TCP (or on a Unix socket file in its directory) and
+/// waits until it serves.
+async fn start(name: &str, unix: bool) -> Running {
+    let dir = temp_dir(name);
+    let (listen, url) = if unix {
+        let sock = dir.join("myplex.sock");
+        (sock.display().to_string(), socket_url(&sock))
+    } else {
+        let port = free_port();
+        (format!("127.0.0.1:{port}"), tcp_url(port))
+    };
+    let cfg = config(MariaDb::shared(), listen, &dir);
+    let path = write(&dir, "myplex.toml", &cfg);
+    let mut child = myplex(&path, false)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start myplex");
+    let log = follow(child.stderr.take().expect("stderr"));
+    wait_serving(&url).await;
+    Running {
+        dir,
+        cfg,
+        path,
+        url,
+        child,
+        log,
+    }
+}
+
+/// The lines of a process's stderr, echoed to the test's own.
+fn follow(stderr: tokio::process::ChildStderr) -> UnboundedReceiver<String> {
+    use tokio::io::AsyncBufReadExt;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            eprintln!("{l}");
+            let _ = tx.send(l);
+        }
+    });
+    rx
+}
+
+/// Waits for a log line containing `needle`.
+async fn logged(log: &mut UnboundedReceiver<String>, needle: &str) {
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = log.recv().await {
+            if l.contains(needle) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(matches!(found, Ok(true)), "no log line with {needle:?}");
+}
+
+/// Runs `--takeover` with `cfg` (written to `dir/name`): it must fail,
+/// saying `reason` on stderr.
+async fn takeover_fails(dir: &Path, name: &str, cfg: &Config, reason: &str) {
+    let path = write(dir, name, cfg);
+    let out = myplex(&path, true)
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .expect("run the successor");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{name} must fail: {stderr}");
+    assert!(stderr.contains(reason), "{name}: {stderr}");
+}
+
+/// Clients connecting, running one SELECT and disconnecting, about 200
+/// times a second in all, until stopped.
+struct ConnectLoop {
+    stop: Arc<AtomicBool>,
+    attempts: Arc<AtomicUsize>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<String>>>,
+}
+
+impl ConnectLoop {
+    fn start(url: String) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let tasks = (0..4)
+            .map(|_| {
+                let (url, stop, attempts) = (url.clone(), stop.clone(), attempts.clone());
+                tokio::spawn(async move {
+                    let mut errors = Vec::new();
+                    let mut tick = tokio::time::interval(Duration::from_millis(20));
+                    while !stop.load(Ordering::Relaxed) {
+                        tick.tick().await;
+                        attempts.fetch_add(1, Ordering::Relaxed);
+                        let r = async {
+                            let mut c = login(&url).await?;
+                            let one: Option<u32> = c.query_first("SELECT 1").await?;
+                            assert_eq!(one, Some(1));
+                            c.disconnect().await
+                        }
+                        .await;
+                        if let Err(e) = r {
+                            errors.push(e.to_string());
+                        }
+                    }
+                    errors
+                })
+            })
+            .collect();
+        Self {
+            stop,
+            attempts,
+            tasks,
+        }
+    }
+
+    /// (attempts, errors).
+    async fn finish(self) -> (usize, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut errors = Vec::new();
+        for t in self.tasks {
+            errors.extend(t.await.expect("connect loop task"));
+        }
+        (self.attempts.load(Ordering::Relaxed), errors)
+    }
+}
+
+/// Processes whose command line names `config` (the successors SIGUSR2
+/// starts are not the test's children), except `but`.
+fn pids_naming(config: &Path, but: &[u32]) -> Vec<u32> {
+    let needle = config.as_os_str().as_encoded_bytes();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| !but.contains(pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == needle))
+        })
+        .collect()
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// Ends the processes it names when dropped (a failed test leaves none).
+struct Reaper(Vec<u32>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// Two hand-overs in a row (`--takeover`, then `SIGUSR2`) under a connect
+/// loop: no attempt fails, each old process exits after its drain, and
+/// the new process's connection ids follow the old one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connect_loop_sees_no_failure_across_two_takeovers() {
+    let Running {
+        path,
+        url,
+        child: mut first,
+        ..
+    } = start("loop", false).await;
+    let id_before = connection_id(&url).await;
+    let load = ConnectLoop::start(url.clone());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut second = myplex(&path, true).spawn().expect("start successor");
+    let second_pid = second.id().expect("pid");
+    let status = exits(&mut first, Duration::from_secs(30)).await;
+    assert!(status.success(), "old process after hand-over: {status}");
+    assert!(still_running(&mut second), "the successor serves");
+    let id_after = connection_id(&url).await;
+    assert!(
+        id_after >= id_before + ID_MARGIN,
+        "ids of the new process ({id_after}) follow the old one's ({id_before})"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // SIGUSR2: the successor starts the binary on disk with --takeover.
+    signal(second_pid, "-USR2");
+    let status = exits(&mut second, Duration::from_secs(30)).await;
+    assert!(status.success(), "second process after SIGUSR2: {status}");
+    let third = pids_naming(&path, &[second_pid]);
+    let _reaper = Reaper(third.clone());
+    assert_eq!(third.len(), 1, "one successor started by SIGUSR2");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (attempts, errors) = load.finish().await;
+    assert!(attempts > 100, "the loop ran ({attempts} attempts)");
+    assert!(
+        errors.is_empty(),
+        "{} of {attempts} attempts failed: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
+    assert!(connection_id(&url).await >= id_after + ID_MARGIN);
+    signal(third[0], "-TERM");
+}
+
+/// A client inside a transaction on the old process finishes it there,
+/// then is closed at the boundary; new clients meanwhile reach the new
+/// process; the old one exits once the transaction ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transaction_finishes_on_the_old_process_then_closes() {
+    let Running {
+        path,
+        url,
+        child: mut old,
+        ..
+    } = start("txn", false).await;
+    let table = format!("takeover_txn_{}", std::process::id());
+    let mut t = login(&url).await.expect("login");
+    t.query_drop(format!(
+        "CREATE OR REPLACE TABLE {table} (id INT PRIMARY KEY)"
+    ))
+    .await
+    .expect("create");
+    let old_id: u64 = t
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .expect("id")
+        .expect("row");
+    t.query_drop("BEGIN").await.expect("begin");
+    t.query_drop(format!("INSERT INTO {table} VALUES (1)"))
+        .await
+        .expect("insert 1");
+
+    // Logged in, no statement yet: a client accepted right before the
+    // hand-over.
+    let mut fresh = login(&url).await.expect("login");
+
+    let mut new = myplex(&path, true).spawn().expect("start successor");
+    // The hand-over is committed once new clients get the new process's ids.
+    let t0 = Instant::now();
+    while connection_id(&url).await < old_id + ID_MARGIN {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the new process never took over"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        still_running(&mut old),
+        "the old process waits for the transaction"
+    );
+    let id: Option<u64> = fresh
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .expect("the first statement of a client accepted before the hand-over is served");
+    assert!(
+        id.is_some_and(|id| id < old_id + ID_MARGIN),
+        "by the old process"
+    );
+    assert!(
+        fresh.query_drop("SELECT 1").await.is_err(),
+        "then closed: it is idle"
+    );
+    t.query_drop(format!("INSERT INTO {table} VALUES (2)"))
+        .await
+        .expect("insert 2 inside the transaction on the old process");
+    t.query_drop("COMMIT").await.expect("commit");
+    let after = t.query_drop("SELECT 1").await;
+    assert!(after.is_err(), "closed at the transaction boundary");
+    let status = exits(&mut old, Duration::from_secs(30)).await;
+    assert!(status.success(), "old process: {status}");
+    let mut c = login(&url).await.expect("login to the new process");
+    let n: Option<u64> = c
+        .query_first(format!("SELECT COUNT(*) FROM {table}"))
+        .await
+        .expect("count");
+    assert_eq!(n, Some(2), "the transaction committed whole");
+    c.query_drop(format!("DROP TABLE {table}"))
+        .await
+        .expect("drop");
+    let _ = c.disconnect().await;
+    assert!(still_running(&mut new));
+    let _ = new.start_kill();
+}
+
+/// A new process with a bad configuration (or without takeover_socket)
+/// exits non-zero with the reason, before it contacts the running one,
+/// which keeps serving and can still be taken over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_config_leaves_the_old_process_serving() {
+    let Running {
+        dir,
+        cfg,
+        path,
+        url,
+        child: mut old,
+        ..
+    } = start("bad", false).await;
+    let load = ConnectLoop::start(url.clone());
+
+    let mut bad = cfg.clone();
+    bad.pool.thread_groups = 5000;
+    takeover_fails(&dir, "bad.toml", &bad, "pool.thread_groups").await;
+    let mut off = cfg.clone();
+    off.takeover_socket.clear();
+    takeover_fails(&dir, "off.toml", &off, "takeover_socket").await;
+
+    assert!(still_running(&mut old), "the old process keeps serving");
+    let (attempts, errors) = load.finish().await;
+    assert!(attempts > 0 && errors.is_empty(), "{errors:?}");
+
+    let mut new = myplex(&path, true).spawn().expect("good successor");
+    let status = exits(&mut old, Duration::from_secs(30)).await;
+    assert!(status.success(), "{status}");
+    wait_serving(&url).await;
+    assert!(still_running(&mut new));
+    let _ = new.start_kill();
+}
+
+/// On a Unix socket: a successor that fails after it received the
+/// listeners (its admin port is taken) exits non-zero, and one killed
+/// while it builds its pools (backend slow to answer) changes nothing: the
+/// old process keeps accepting on its socket file, which stays. A good
+/// successor then takes over, the file survives the old process's exit
+/// and goes with the new one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failed_or_crashed_successor_leaves_the_old_process_accepting() {
+    let Running {
+        dir,
+        cfg,
+        path,
+        url,
+        child: mut old,
+        ..
+    } = start("crash", true).await;
+    let sock = dir.join("myplex.sock");
+    let load = ConnectLoop::start(url.clone());
+
+    // Fails after adopting the socket: its admin address is taken.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let mut failing = cfg.clone();
+    failing.admin_listen = taken.local_addr().expect("addr").to_string();
+    takeover_fails(&dir, "failing.toml", &failing, "admin_listen").await;
+    assert!(sock.exists(), "the failed successor left the socket file");
+    assert!(Path::new(&cfg.takeover_socket).exists());
+
+    // Crashes after adopting the socket, while dialing a backend that
+    // accepts and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let mut slow = cfg.clone();
+    slow.backend.address = silent.local_addr().expect("addr").to_string();
+    slow.backend.connect_timeout_ms = 60_000;
+    let slow_path = write(&dir, "slow.toml", &slow);
+    let mut crashing = myplex(&slow_path, true).spawn().expect("start successor");
+    let (_dialed, _) = tokio::time::timeout(Duration::from_secs(30), silent.accept())
+        .await
+        .expect("the successor dials its backend")
+        .expect("accept");
+    crashing.start_kill().expect("SIGKILL");
+    let _ = crashing.wait().await;
+
+    assert!(still_running(&mut old), "the old process keeps serving");
+    assert!(sock.exists());
+    wait_serving(&url).await;
+    let (attempts, errors) = load.finish().await;
+    assert!(attempts > 0);
+    assert!(errors.is_empty(), "{errors:?}");
+
+    let mut new = myplex(&path, true).spawn().expect("good successor");
+    let status = exits(&mut old, Duration::from_secs(30)).await;
+    assert!(status.success(), "{status}");
+    assert!(sock.exists(), "the old process keeps the handed-over file");
+    wait_serving(&url).await;
+    signal(new.id().expect("pid"), "-TERM");
+    let status = exits(&mut new, Duration::from_secs(30)).await;
+    assert!(status.success(), "{status}");
+    assert!(!sock.exists(), "the last process removes its socket file");
+}
+
+/// SIGUSR2 with a configuration file turned bad: the successor fails, the
+/// running process says so and keeps serving; once the file is fixed, the
+/// next SIGUSR2 upgrades.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigusr2_with_a_bad_config_keeps_serving_then_upgrades() {
+    let Running {
+        cfg,
+        path,
+        url,
+        child: mut old,
+        mut log,
+        ..
+    } = start("usr2", false).await;
+    let pid = old.id().expect("pid");
+    let load = ConnectLoop::start(url.clone());
+    let mut bad = cfg.clone();
+    bad.pool.stall_limit_ms = 0;
+    std::fs::write(&path, toml::to_string(&bad).expect("toml")).expect("write");
+    signal(pid, "-USR2");
+    logged(&mut log, "successor failed").await;
+    assert!(still_running(&mut old), "the old process keeps serving");
+    wait_serving(&url).await;
+
+    std::fs::write(&path, toml::to_string(&cfg).expect("toml")).expect("write");
+    signal(pid, "-USR2");
+    let status = exits(&mut old, Duration::from_secs(30)).await;
+    assert!(status.success(), "{status}");
+    let successor = pids_naming(&path, &[pid]);
+    let _reaper = Reaper(successor.clone());
+    assert_eq!(successor.len(), 1, "one successor serves");
+    let (attempts, errors) = load.finish().await;
+    assert!(attempts > 0);
+    assert!(errors.is_empty(), "{errors:?}");
+    signal(successor[0], "-TERM");
+}
+
+/// A successor whose configuration moved the Unix socket binds the new
+/// path; the old process removes its own file when it stops (nobody
+/// listens there any more), instead of leaving it behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_moved_socket_path_leaves_no_stale_file() {
+    let Running {
+        dir,
+        cfg,
+        url,
+        child: mut old,
+        ..
+    } = start("moved", true).await;
+    let old_sock = dir.join("myplex.sock");
+    let new_sock = dir.join("moved.sock");
+    let mut moved = cfg.clone();
+    moved.listen = new_sock.display().to_string();
+    let moved_path = write(&dir, "moved.toml", &moved);
+    let mut new = myplex(&moved_path, true).spawn().expect("successor");
+    let status = exits(&mut old, Duration::from_secs(30)).await;
+    assert!(status.success(), "{status}");
+    assert!(!old_sock.exists(), "the old socket file is gone");
+    assert!(login(&url).await.is_err());
+    wait_serving(&socket_url(&new_sock)).await;
+    assert!(still_running(&mut new));
+    let _ = new.start_kill();
+}
