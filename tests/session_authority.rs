@@ -948,7 +948,6 @@ async fn a_failed_statement_with_autocommit_off_keeps_its_transaction() {
 /// session's for life): the value must still not reach the next client of
 /// the backend (issue 16, B.5). Proven on the same backend thread.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 16 B.5 reproduced, not fixed yet: the release verdict's insert-id rule does not reach session mode's disconnect path (B sees A's id)"]
 async fn session_mode_last_insert_id_never_reaches_the_next_client() {
     let db = MariaDb::shared();
     let p = Proxy::builder(db)

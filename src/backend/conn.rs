@@ -545,7 +545,10 @@ impl BackendConn {
     /// server derives from the capabilities at login but drops on a reset
     /// or change of user ([`LoginDefaults::after_reset`]).
     fn after_reset_sql(&self) -> String {
-        let mut set = String::from("SET SESSION ");
+        // COM_RESET_CONNECTION keeps LAST_INSERT_ID() (issue 16 B.5: a
+        // session-mode client's id reached the next client through a reset
+        // backend); the variable sets what the function returns.
+        let mut set = String::from("SET SESSION last_insert_id = 0, ");
         for a in self.login_defaults().after_reset() {
             set.push_str(&a);
             set.push_str(", ");
