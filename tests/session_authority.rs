@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use common::raw::{RawConn, Response};
 use common::{MariaDb, Proxy};
+use mysql_async::Conn;
 use mysql_async::prelude::*;
-use mysql_async::{Conn, Row};
 
 /// A private server of the production profile (binary log on, ROW): the
 /// cases change globals and schemas, so they do not share one.
@@ -197,20 +197,57 @@ async fn pins_end_when_their_cause_ends() {
     assert!(ts.abs() < 60.0, "timestamp leaked: {ts}");
 }
 
+/// Logs in through the proxy as the raw client with `caps` (the pool key's
+/// flavour comes from them: two clients share a backend only when their
+/// flavours match).
+async fn raw_with(p: &Proxy, caps: u32) -> RawConn {
+    match RawConn::try_connect_with(&p.addr.to_string(), "app", "secret", Some("test"), caps, 45)
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => panic!("login via proxy: {e:?}"),
+    }
+}
+
+/// The server thread of the backend running `c`'s statements (not
+/// CONNECTION_ID(), which the proxy answers; pseudo_thread_id is never
+/// replayed). Reads no table: the diagnostics area stays as it was.
+async fn backend_thread(c: &mut RawConn) -> String {
+    c.query_one("SELECT @@pseudo_thread_id").await
+}
+
+/// A and B differ only in CLIENT_MULTI_STATEMENTS (not part of the pool
+/// key's flavour): B gets A's very backend, proven by its thread id, and
+/// still cannot stack statements.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_statements_option_never_crosses_clients() {
+    use common::raw::{BASE_CAPS, DEPRECATE_EOF, MULTI_STATEMENTS};
     let db = binlog_server();
     let p = one_backend(&db).await;
-    // A negotiates MULTI_STATEMENTS (mysql_async does) and uses it.
-    let mut a = conn(&p).await;
-    a.query_drop("SELECT 1; SELECT 2")
-        .await
-        .expect("multi for A");
-    drop(a);
+    // A negotiates MULTI_STATEMENTS and uses it.
+    let mut a = raw_with(&p, BASE_CAPS | DEPRECATE_EOF | MULTI_STATEMENTS).await;
+    let thread_a = backend_thread(&mut a).await;
+    let multi = a.query_multi("SELECT 1; SELECT 2").await;
+    assert_eq!(multi.len(), 2, "multi for A");
+    a.quit().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     // B did not ask for it: a stacked query is refused, as directly.
-    let mut b = raw(&p).await;
-    let mut d = RawConn::connect(&db.addr(), "app", "secret", Some("test"), false).await;
+    let mut b = raw_with(&p, BASE_CAPS | DEPRECATE_EOF).await;
+    assert_eq!(
+        backend_thread(&mut b).await,
+        thread_a,
+        "B must get A's backend for the test to mean anything"
+    );
+    let mut d = RawConn::try_connect_with(
+        &db.addr(),
+        "app",
+        "secret",
+        Some("test"),
+        BASE_CAPS | DEPRECATE_EOF,
+        45,
+    )
+    .await
+    .expect("direct login");
     let via = b.query("SELECT 1; DROP TABLE IF EXISTS nothing_here").await;
     let direct = d.query("SELECT 1; DROP TABLE IF EXISTS nothing_here").await;
     match (via, direct) {
@@ -223,21 +260,29 @@ async fn multi_statements_option_never_crosses_clients() {
     }
 }
 
+/// A leaves a warning and an error; B, of A's flavour, gets A's very
+/// backend (proven by its thread id) with a clean diagnostics area.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diagnostics_never_cross_clients() {
+    use common::raw::{BASE_CAPS, DEPRECATE_EOF};
     let db = binlog_server();
     let p = one_backend(&db).await;
-    let mut a = conn(&p).await;
-    a.query_drop("SELECT 1/0").await.expect("warning");
+    let caps = BASE_CAPS | DEPRECATE_EOF;
+    let mut a = raw_with(&p, caps).await;
+    let thread_a = backend_thread(&mut a).await;
+    a.query("SELECT 1/0").await;
     // Read right away, A sees its own warning.
-    let own: Vec<Row> = a.query("SHOW WARNINGS").await.expect("show");
-    assert_eq!(own.len(), 1);
-    a.query_drop("SELECT * FROM nosuch_table")
-        .await
-        .expect_err("error");
+    assert_eq!(a.query_rows("SHOW WARNINGS").await.len(), 1);
+    match a.query("SELECT * FROM nosuch_table").await {
+        Response::Err(e) => assert_eq!(e.code, 1146),
+        other => panic!("error expected: {}", common::raw::brief(&other)),
+    }
+    // Still A's own, as directly.
+    assert_eq!(a.query_rows("SHOW ERRORS").await.len(), 1);
+    a.query("SELECT * FROM nosuch_table").await;
     // The hold expires; B gets the backend and a clean diagnostics area.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let mut b = raw(&p).await;
+    let mut b = raw_with(&p, caps).await;
     assert_eq!(
         b.query_rows("SHOW WARNINGS").await,
         Vec::<Vec<Option<String>>>::new()
@@ -247,6 +292,12 @@ async fn diagnostics_never_cross_clients() {
         Vec::<Vec<Option<String>>>::new()
     );
     assert_eq!(b.query_one("SELECT @@warning_count").await, "0");
+    assert_eq!(
+        backend_thread(&mut b).await,
+        thread_a,
+        "B must get A's backend for the test to mean anything"
+    );
+    a.quit().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
