@@ -297,7 +297,7 @@ impl BackendConn {
     /// Runs a query and returns its first row's text cells (`None` = NULL).
     pub async fn query_row(
         &mut self,
-        sql: &str,
+        sql: impl AsRef<[u8]>,
     ) -> Result<Option<Vec<Option<String>>>, BackendError> {
         Ok(self.query_rows(sql, 1).await?.into_iter().next())
     }
@@ -306,12 +306,13 @@ impl BackendConn {
     /// (`None` = NULL); the rest are read and dropped.
     pub async fn query_rows(
         &mut self,
-        sql: &str,
+        sql: impl AsRef<[u8]>,
         max: usize,
     ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
+        let sql = sql.as_ref();
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(command::COM_QUERY);
-        p.extend_from_slice(sql.as_bytes());
+        p.extend_from_slice(sql);
         self.rows(&p, max).await
     }
 

@@ -280,6 +280,11 @@ pub fn after_query(
         marks.needs_reset = true;
         explained = false;
     }
+    if analysis.incomplete || stmts.iter().any(rereads_literals) {
+        // The lock names' text may not read now as it read in the
+        // statement that took them: fail closed.
+        inv.give_up_pending_locks();
+    }
     // One-shot settings are consumed by the next statement that uses them.
     if inv.one_shot
         && !reply.error
@@ -422,6 +427,24 @@ fn is_opaque(s: &Statement) -> bool {
     }
 }
 
+/// Statements after which the session may read a string literal into
+/// other bytes than before (character sets, sql_mode, or anything stored
+/// code or an unread SET list may have changed).
+fn rereads_literals(s: &Statement) -> bool {
+    is_opaque(s)
+        || s.kind == Kind::ExecuteImmediate
+        || s.effects.iter().any(|e| match e {
+            Effect::SetNames { .. } | Effect::SetStatement | Effect::SetOther => true,
+            Effect::SetVariable { name, .. } => {
+                name.starts_with(b"character_set_")
+                    || name.starts_with(b"collation_")
+                    || name.as_slice() == b"sql_mode"
+                    || name.as_slice() == b"names"
+            }
+            _ => false,
+        })
+}
+
 /// Effects a statement that fails may already have had: those of its
 /// expressions, evaluated row by row before the error.
 fn partial_effect(e: &Effect) -> bool {
@@ -518,12 +541,15 @@ fn apply_statement(
                     }
                 }
             }
-            Effect::GetLock { name } => {
+            Effect::GetLock { literal, .. } => {
                 marks.needs_reset = true;
                 fu.verify_locks = true;
-                match name {
-                    Some(n) => {
-                        inv.locks.insert(n.clone());
+                match literal {
+                    // Checked with the client's own text right after the
+                    // query (`after_query` gives it up when the query
+                    // changed how that text reads).
+                    Some(l) => {
+                        inv.pending_locks.insert(l.clone());
                     }
                     None => inv.unnamed_lock = true,
                 }
@@ -864,6 +890,36 @@ mod tests {
             ApplyEffects::default(),
         );
         assert!(r.inv.pins().has(PinReason::UserLock));
+    }
+
+    #[test]
+    fn lock_names_are_checked_with_the_clients_text() {
+        let mut r = Run::new();
+        let fu = r.query(
+            "SELECT GET_LOCK(_latin1'caf\u{e9}', 0)",
+            Reply::default(),
+            ApplyEffects::default(),
+        );
+        assert!(fu.verify_locks);
+        assert_eq!(
+            r.inv.pending_locks.iter().collect::<Vec<_>>(),
+            [&"_latin1'caf\u{e9}'".as_bytes().to_vec()]
+        );
+        assert!(!r.inv.unnamed_lock);
+        // The same query changes how its text reads: the name cannot be
+        // checked with it any more, the lock stays until a reset.
+        for q in [
+            "SELECT GET_LOCK('a', 0); SET NAMES utf8mb4",
+            "SELECT GET_LOCK('a', 0); SET sql_mode = 'NO_BACKSLASH_ESCAPES'",
+            "SET STATEMENT character_set_client = latin1 FOR SELECT GET_LOCK('a', 0)",
+            "SELECT GET_LOCK('a', 0); CALL p()",
+        ] {
+            let mut r = Run::new();
+            r.query(q, Reply::default(), ApplyEffects::default());
+            assert!(r.inv.pending_locks.is_empty(), "{q}");
+            assert!(r.inv.unnamed_lock, "{q}");
+            assert!(r.inv.pins().has(PinReason::UserLock), "{q}");
+        }
     }
 
     #[test]

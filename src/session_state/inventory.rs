@@ -24,8 +24,15 @@ pub struct Inventory {
     pub user_vars_unverified: bool,
     /// Temporary tables, by (schema at creation, name).
     pub temp_tables: BTreeSet<(Vec<u8>, Vec<u8>)>,
-    /// Named locks (GET_LOCK) by lowercase name.
+    /// Named locks (GET_LOCK) the server confirmed this session holds, by
+    /// the bytes the server keys them with (the name converted to the
+    /// connection's character set as the statement was read).
     pub locks: BTreeSet<Vec<u8>>,
+    /// GET_LOCK arguments of the query that just ran, as the client wrote
+    /// them (see [`crate::sql::Effect::GetLock`]): checked, and turned into
+    /// [`Self::locks`], on the same backend before anything else runs
+    /// there. Only valid under the settings the query ran with.
+    pub pending_locks: BTreeSet<Vec<u8>>,
     /// A lock whose name is not a literal was taken: only
     /// RELEASE_ALL_LOCKS (or a reset) proves it gone.
     pub unnamed_lock: bool,
@@ -80,7 +87,7 @@ impl Inventory {
         );
         set(!self.temp_tables.is_empty(), PinReason::TemporaryTable);
         set(
-            !self.locks.is_empty() || self.unnamed_lock,
+            !self.locks.is_empty() || !self.pending_locks.is_empty() || self.unnamed_lock,
             PinReason::UserLock,
         );
         set(
@@ -103,6 +110,16 @@ impl Inventory {
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
         !self.pins().any()
+    }
+
+    /// The pending GET_LOCK arguments cannot be checked (the check failed,
+    /// or the query changed how its own text reads): whatever they took
+    /// stays until RELEASE_ALL_LOCKS or a reset proves it gone.
+    pub fn give_up_pending_locks(&mut self) {
+        if !self.pending_locks.is_empty() {
+            self.pending_locks.clear();
+            self.unnamed_lock = true;
+        }
     }
 
     /// Everything a COM_RESET_CONNECTION / COM_CHANGE_USER ends.

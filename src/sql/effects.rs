@@ -217,8 +217,15 @@ pub enum Effect {
     /// ALTER TABLE a … RENAME [TO|AS] b.
     TableRename { from: TableName, to: TableName },
     /// GET_LOCK(name, …); `name` is None when the argument is not a plain
-    /// string literal.
-    GetLock { name: Option<Vec<u8>> },
+    /// string literal. `literal` is that argument as the statement wrote it
+    /// (introducer, prefix, quotes and escapes included): the bytes the
+    /// server keys the lock by depend on the session's character sets and
+    /// sql_mode, so the held-lock check copies the client's own text rather
+    /// than rebuilding it from `name`.
+    GetLock {
+        name: Option<Vec<u8>>,
+        literal: Option<Vec<u8>>,
+    },
     /// RELEASE_LOCK(name).
     ReleaseLock { name: Option<Vec<u8>> },
     /// RELEASE_ALL_LOCKS().

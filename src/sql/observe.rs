@@ -254,11 +254,11 @@ impl Reader<'_> {
     fn call(&mut self, f: Known, t: Token, depth: u32) {
         let kind = match f {
             Known::GetLock => {
-                let name = self.lock_name(b",");
-                return self.emit(Effect::GetLock { name });
+                let (name, literal) = self.lock_name(b",").unzip();
+                return self.emit(Effect::GetLock { name, literal });
             }
             Known::ReleaseLock => {
-                let name = self.lock_name(b")");
+                let name = self.lock_name(b")").map(|(name, _)| name);
                 return self.emit(Effect::ReleaseLock { name });
             }
             Known::ReleaseAllLocks => return self.emit(Effect::ReleaseAllLocks),
@@ -278,8 +278,11 @@ impl Reader<'_> {
 
     /// The lock name when the first argument (after the `(` that is next)
     /// is a plain string literal, optionally with a charset introducer,
-    /// followed by `end`.
-    fn lock_name(&mut self, end: &[u8]) -> Option<Vec<u8>> {
+    /// followed by `end`: its value as read here, and the argument's text
+    /// as written (introducer and quotes included), which means to the
+    /// server what it meant in the statement as long as the session's
+    /// character sets and sql_mode stay as they were.
+    fn lock_name(&mut self, end: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
         let sql = self.sql;
         let mut k = 1;
         let first = self.peek(k)?;
@@ -287,8 +290,11 @@ impl Reader<'_> {
             k += 1;
         }
         let lit = self.peek(k)?;
-        (lit.kind == TokenKind::String && self.peek_symbol(k + 1, end))
-            .then(|| self.value(&lit).into_owned())
+        if lit.kind != TokenKind::String || !self.peek_symbol(k + 1, end) {
+            return None;
+        }
+        let written = sql.get(first.start..lit.end)?.to_vec();
+        Some((self.value(&lit).into_owned(), written))
     }
 
     /// True when the value starting `k` tokens ahead is exactly NULL.

@@ -611,21 +611,12 @@ impl Session {
             self.inv.role = !same;
             backend.marks.role_changed = !same;
         }
-        if fu.verify_locks && !self.inv.locks.is_empty() {
-            let names: Vec<Vec<u8>> = self.inv.locks.iter().cloned().collect();
-            let cols: Vec<String> = names
-                .iter()
-                .map(|n| format!("IS_USED_LOCK({})=CONNECTION_ID()", sql_string(n)))
-                .collect();
-            let q = format!("SELECT {}", cols.join(", "));
-            if let Ok(Some(row)) = backend.query_row(&q).await {
-                for (n, cell) in names.iter().zip(row) {
-                    if cell.as_deref() != Some("1") {
-                        self.inv.locks.remove(n);
-                    }
-                }
-            }
+        if fu.verify_locks {
+            self.verify_locks(backend).await;
         }
+        // Never carried to a later query, whose settings may read the
+        // literals otherwise.
+        self.inv.give_up_pending_locks();
         if fu.count_user_vars || self.inv.user_vars_unverified {
             // Stored code may set user variables the text does not show.
             // The count reads a table, which clears the diagnostics area:
@@ -689,6 +680,49 @@ impl Session {
                 backend.marks.needs_reset = true;
             }
         }
+    }
+
+    /// Asks the server which of the session's named locks this backend
+    /// holds: the confirmed ones by their bytes (a hex literal, read the
+    /// same under any setting), the ones the query just took by the
+    /// client's own text of the name, which this backend reads as the
+    /// statement did (same character sets and sql_mode, see
+    /// `authority::after_query`); for those the server also says which
+    /// bytes it keys them by. Never a name rebuilt from text by the proxy:
+    /// the server converts the literal from the client's character set,
+    /// and its escapes depend on sql_mode. A check that fails leaves the
+    /// confirmed locks as they were and the new ones unnamed (fail closed).
+    async fn verify_locks(&mut self, backend: &mut Leased) {
+        if self.inv.locks.is_empty() && self.inv.pending_locks.is_empty() {
+            return;
+        }
+        let held: Vec<Vec<u8>> = self.inv.locks.iter().cloned().collect();
+        let pending: Vec<Vec<u8>> = self.inv.pending_locks.iter().cloned().collect();
+        let q = lock_check_query(&held, &pending);
+        let Ok(Some(row)) = backend.query_row(&q).await else {
+            return;
+        };
+        if row.len() != held.len() + 2 * pending.len() {
+            return;
+        }
+        let (confirmed, taken) = row.split_at(held.len());
+        for (n, cell) in held.iter().zip(confirmed) {
+            if cell.as_deref() != Some("1") {
+                self.inv.locks.remove(n);
+            }
+        }
+        for pair in taken.chunks(2) {
+            match (pair[0].as_deref(), pair[1].as_deref().and_then(unhex)) {
+                (Some("1"), Some(bytes)) => {
+                    self.inv.locks.insert(bytes);
+                }
+                (Some("1"), None) => self.inv.unnamed_lock = true,
+                // Not taken (a timeout, an error before the call), or
+                // released by the same query.
+                _ => {}
+            }
+        }
+        self.inv.pending_locks.clear();
     }
 
     /// Reads session variables the server changed without reporting them
@@ -901,18 +935,49 @@ fn baseline() -> TrackedState {
 }
 
 /// `s` as a single-quoted SQL string literal.
-fn sql_string(s: &[u8]) -> String {
-    let mut q = String::with_capacity(s.len() + 2);
-    q.push('\'');
-    for c in String::from_utf8_lossy(s).chars() {
-        match c {
-            '\'' => q.push_str("''"),
-            '\\' => q.push_str("\\\\"),
-            _ => q.push(c),
+/// The held-lock check: for each confirmed lock (by its bytes) whether
+/// this connection holds it; for each lock argument the query just ran
+/// (the client's text, copied byte for byte) whether this connection holds
+/// it, and the bytes the server keys it by, in hex.
+fn lock_check_query(held: &[Vec<u8>], pending: &[Vec<u8>]) -> Vec<u8> {
+    let mut q = b"SELECT ".to_vec();
+    let mut first = true;
+    let mut sep = |q: &mut Vec<u8>| {
+        if !std::mem::take(&mut first) {
+            q.extend_from_slice(b", ");
         }
+    };
+    for n in held {
+        sep(&mut q);
+        q.extend_from_slice(b"IS_USED_LOCK(X'");
+        for b in n {
+            q.extend_from_slice(format!("{b:02X}").as_bytes());
+        }
+        q.extend_from_slice(b"')=CONNECTION_ID()");
     }
-    q.push('\'');
+    for lit in pending {
+        sep(&mut q);
+        q.extend_from_slice(b"IS_USED_LOCK(");
+        q.extend_from_slice(lit);
+        q.extend_from_slice(b")=CONNECTION_ID(), HEX(");
+        q.extend_from_slice(lit);
+        q.push(b')');
+    }
     q
+}
+
+/// Bytes of a hex string as HEX() writes it; `None` when it is not one.
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    let s = s.as_bytes();
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    s.chunks(2)
+        .map(|p| {
+            let d = |c: u8| (c as char).to_digit(16);
+            Some((d(p[0])? * 16 + d(p[1])?) as u8)
+        })
+        .collect()
 }
 
 /// A query that changed sql_mode and then went on: the lexer stops trusting
@@ -1070,5 +1135,20 @@ mod tests {
             status::AUTOCOMMIT | status::NO_BACKSLASH_ESCAPES
         );
         assert_eq!(new_session_status(&[None, None]), 0);
+    }
+
+    #[test]
+    fn lock_check_copies_the_clients_bytes() {
+        let q = lock_check_query(&[b"caf\xe9".to_vec()], &[b"_latin1'a\\b'".to_vec()]);
+        assert_eq!(
+            q,
+            b"SELECT IS_USED_LOCK(X'636166E9')=CONNECTION_ID(), \
+              IS_USED_LOCK(_latin1'a\\b')=CONNECTION_ID(), HEX(_latin1'a\\b')"
+                .to_vec()
+        );
+        assert_eq!(unhex("636166E9"), Some(b"caf\xe9".to_vec()));
+        assert_eq!(unhex(""), Some(Vec::new()));
+        assert_eq!(unhex("6"), None);
+        assert_eq!(unhex("6G"), None);
     }
 }

@@ -280,6 +280,42 @@ fn tables_and_locks() {
     }
 }
 
+/// The held-lock check copies GET_LOCK's argument as the client wrote it.
+#[test]
+fn lock_literals() {
+    let nbe = LexOptions {
+        no_backslash_escapes: true,
+        ..D
+    };
+    for (sql, opts, literal) in [
+        ("SELECT GET_LOCK('a', 10)", D, Some("'a'")),
+        ("SELECT GET_LOCK(_latin1'n', 0)", D, Some("_latin1'n'")),
+        (
+            "SELECT GET_LOCK(_latin1 /* c */ 'n', 0)",
+            D,
+            Some("_latin1 /* c */ 'n'"),
+        ),
+        ("SELECT GET_LOCK(N'n', 0)", D, Some("N'n'")),
+        ("SELECT GET_LOCK('It''s', 0)", D, Some("'It''s'")),
+        (r"SELECT GET_LOCK('a\\b\'c', 0)", D, Some(r"'a\\b\'c'")),
+        (r"SELECT GET_LOCK('a\b', 0)", nbe, Some(r"'a\b'")),
+        ("SELECT GET_LOCK(\"q\", 0)", D, Some("\"q\"")),
+        ("SELECT GET_LOCK(CONCAT('a','b'), 0)", D, None),
+    ] {
+        let a = run(sql, opts);
+        let got: Vec<_> = a
+            .statements
+            .iter()
+            .flat_map(|s| s.effects.iter())
+            .filter_map(|e| match e {
+                Effect::GetLock { literal, .. } => Some(literal.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(got, vec![literal.map(b)], "{sql}");
+    }
+}
+
 #[test]
 fn lock_functions() {
     let cases: &[(&str, &[Effect])] = &[
@@ -318,7 +354,13 @@ fn lock_functions() {
     for (sql, effects) in cases {
         let a = run(sql, D);
         assert_eq!(a.statements.len(), 1, "{sql}");
-        assert_eq!(a.statements[0].effects, *effects, "{sql}");
+        let got: Vec<Effect> = a.statements[0]
+            .effects
+            .iter()
+            .cloned()
+            .map(super::comparable)
+            .collect();
+        assert_eq!(got, *effects, "{sql}");
     }
 }
 
