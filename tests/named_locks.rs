@@ -16,13 +16,15 @@ mod common;
 
 use std::time::Duration;
 
-use common::raw::{BASE_CAPS, COM_QUERY, DEPRECATE_EOF, RawConn, Response};
+use common::raw::{BASE_CAPS, COM_QUERY, CURSOR_TYPE_NO_CURSOR, DEPRECATE_EOF, RawConn, Response};
 use common::{MariaDb, Proxy};
 
 /// A and B: the same capabilities (one flavour, one pool key).
 const CAPS: u32 = BASE_CAPS | DEPRECATE_EOF;
 /// The proxy's queue-timeout error: A legitimately kept the only backend.
 const ER_QUERY_INTERRUPTED: u16 = 1317;
+/// A `take` with this prefix runs through the binary protocol.
+const PREPARED: &[u8] = b"prepared:";
 /// B's view of a lock another connection holds.
 const TAKEN_BY_ANOTHER: &str = "rows [[Some(\"0\"), Some(\"0\")]]";
 /// B got ER 1317 through the proxy.
@@ -101,7 +103,16 @@ async fn run(addr: &str, collation: u8, setup: &[&[u8]], take: &[u8], name: &[u8
             common::raw::brief(&r)
         );
     }
-    let take = gist(&query_bytes(&mut a, take).await);
+    let take = if let Some(sql) = take.strip_prefix(PREPARED) {
+        // The binary protocol: prepared, executed, closed.
+        let sql = std::str::from_utf8(sql).expect("prepared text is UTF-8");
+        let stmt = a.prepare(sql).await.expect("prepare");
+        let r = gist(&a.execute(stmt.id, CURSOR_TYPE_NO_CURSOR, &[], false).await);
+        a.close_stmt(stmt.id).await;
+        r
+    } else {
+        gist(&query_bytes(&mut a, take).await)
+    };
     // Past the diagnostics hold: only the lock may keep the backend now.
     tokio::time::sleep(Duration::from_millis(400)).await;
     let mut b = login(addr, collation).await;
@@ -157,6 +168,19 @@ async fn a_failed_statement_keeps_the_lock_it_took() {
         &[],
         b"INSERT INTO nl_uk (id) VALUES (GET_LOCK('nl_fail', 0)), (1)",
         b"nl_fail",
+    )
+    .await;
+}
+
+/// B.6 through the binary protocol: the executed statement fails after
+/// taking the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_execute_keeps_the_lock_it_took() {
+    case(
+        45,
+        &[],
+        b"prepared:INSERT INTO nl_uk (id) VALUES (GET_LOCK('nl_fail_ps', 0)), (1)",
+        b"nl_fail_ps",
     )
     .await;
 }
