@@ -745,7 +745,7 @@ pub(super) const KEYWORDS: &[&str] = &[
 pub(super) const MAX_LEN: usize = 32;
 
 /// True when `word` (any case) is a keyword.
-pub(super) fn is_keyword(word: &[u8]) -> bool {
+pub fn is_keyword(word: &[u8]) -> bool {
     if word.len() > MAX_LEN {
         return false;
     }

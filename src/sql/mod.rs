@@ -39,4 +39,5 @@ pub use effects::{
     Analysis, Effect, Func, FuncKind, KillTarget, Kind, MAX_STATEMENTS, Scope, Statement,
     TableName, analyze,
 };
+pub use keywords::is_keyword;
 pub use lexer::LexOptions;

@@ -1,7 +1,8 @@
 //! Statements whose answer depends on the client's proxy session rather than
 //! on whichever backend runs them: `SELECT CONNECTION_ID()` and
-//! `SELECT FOUND_ROWS()` are answered here with column metadata captured
-//! from the server, and `CONNECTION_ID()` elsewhere in a statement is
+//! `SELECT FOUND_ROWS()`, with or without an alias, are answered here with
+//! column metadata captured from the server (named as the server would
+//! name the column), and `CONNECTION_ID()` elsewhere in a statement is
 //! replaced by the proxy's connection id.
 
 use bytes::BytesMut;
@@ -32,48 +33,118 @@ pub struct Templates {
     pub server_vars: Option<std::sync::Arc<super::admin_local::ServerVars>>,
 }
 
-/// `sql` lowercased with whitespace runs collapsed to one space and
-/// leading whitespace dropped, without allocating.
-fn normalized(sql: &[u8]) -> impl Iterator<Item = u8> + '_ {
-    let mut prev_space = true;
-    sql.iter().filter_map(move |&c| {
-        if c.is_ascii_whitespace() {
-            let emit = !prev_space;
-            prev_space = true;
-            emit.then_some(b' ')
-        } else {
-            prev_space = false;
-            Some(c.to_ascii_lowercase())
-        }
-    })
-}
-
-/// True when the normalized `sql` starts with `pat`; with `exact`, only
-/// spaces and semicolons may follow.
-fn matches(sql: &[u8], pat: &[u8], exact: bool) -> bool {
-    let mut n = normalized(sql);
-    if !pat.iter().all(|p| n.next() == Some(*p)) {
-        return false;
-    }
-    !exact || n.all(|c| c == b' ' || c == b';')
-}
-
 /// The statements answered here are short: anything longer is skipped
 /// without looking further.
-const SHORT: usize = 64;
+const SHORT: usize = 128;
 
-/// Recognizes the locally answered statements.
-pub fn classify(sql: &[u8]) -> Option<Local> {
+/// A locally answered statement: what it asks for, and the name the
+/// server gives its column (the alias, or the expression as written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalQuery<'a> {
+    pub what: Local,
+    pub name: std::borrow::Cow<'a, [u8]>,
+}
+
+/// `sql` from `at` on, without leading whitespace.
+fn skip_ws(sql: &[u8], at: usize) -> usize {
+    at + sql[at..]
+        .iter()
+        .take_while(|c| c.is_ascii_whitespace())
+        .count()
+}
+
+/// Recognizes the locally answered statements: `SELECT CONNECTION_ID()` or
+/// `SELECT FOUND_ROWS()` (any case), optionally with an alias (`AS x`,
+/// `x`, `` AS `x` ``, `AS 'x'`, `AS "x"`), and nothing else but
+/// whitespace and semicolons. Aliases the proxy cannot name exactly as the
+/// server would (escapes, doubled quotes, non-ASCII bytes, keywords) are
+/// not recognized: the statement then goes to a backend.
+pub fn classify(sql: &[u8]) -> Option<LocalQuery<'_>> {
     if sql.len() > SHORT {
         return None;
     }
-    if matches(sql, b"select connection_id()", true) {
-        Some(Local::ConnectionId)
-    } else if matches(sql, b"select found_rows()", true) {
-        Some(Local::FoundRows)
-    } else {
-        None
+    let mut at = skip_ws(sql, 0);
+    let word = |at: usize, w: &[u8]| {
+        sql.get(at..at + w.len())
+            .is_some_and(|s| s.eq_ignore_ascii_case(w))
+    };
+    if !word(at, b"select") || !sql.get(at + 6).is_some_and(u8::is_ascii_whitespace) {
+        return None;
     }
+    at = skip_ws(sql, at + 6);
+    let (what, len) = if word(at, b"connection_id()") {
+        (Local::ConnectionId, 15)
+    } else if word(at, b"found_rows()") {
+        (Local::FoundRows, 12)
+    } else {
+        return None;
+    };
+    let expr = &sql[at..at + len];
+    at += len;
+    let end = |at: usize| {
+        sql[at..]
+            .iter()
+            .all(|c| c.is_ascii_whitespace() || *c == b';')
+    };
+    if end(at) {
+        return Some(LocalQuery {
+            what,
+            name: expr.into(),
+        });
+    }
+    at = skip_ws(sql, at);
+    let with_as = word(at, b"as")
+        && sql
+            .get(at + 2)
+            .is_some_and(|c| c.is_ascii_whitespace() || matches!(c, b'`' | b'\'' | b'"'));
+    if with_as {
+        at = skip_ws(sql, at + 2);
+    }
+    let (name, after) = alias(sql, at, with_as)?;
+    end(after).then_some(LocalQuery {
+        what,
+        name: name.into(),
+    })
+}
+
+/// MariaDB 10.11's reserved words (space-separated): never an alias
+/// unquoted. Other keywords are, after `AS`.
+const RESERVED: &str = "accessible add all alter analyze and as asc asensitive before between bigint binary blob both by call cascade case change char character check collate column condition constraint continue convert create cross current_date current_role current_time current_timestamp current_user cursor database databases day_hour day_microsecond day_minute day_second dec decimal declare default delayed delete delete_domain_id desc describe deterministic distinct distinctrow div do_domain_ids double drop dual each else elseif enclosed escaped except exists exit explain false fetch float float4 float8 for force foreign from fulltext general grant group having high_priority hour_microsecond hour_minute hour_second if ignore ignore_domain_ids ignore_server_ids in index infile inner inout insensitive insert int int1 int2 int3 int4 int8 integer intersect interval into is iterate join key keys kill leading leave left like limit linear lines load localtime localtimestamp lock long longblob longtext loop low_priority master_heartbeat_period master_ssl_verify_server_cert match maxvalue mediumblob mediumint mediumtext middleint minute_microsecond minute_second mod modifies natural not no_write_to_binlog null numeric offset on optimize option optionally or order out outer outfile over page_checksum parse_vcol_expr partition position precision primary procedure purge range read read_write reads real recursive ref_system_id references regexp release rename repeat replace require resignal restrict return returning revoke right rlike row_number rows schema schemas second_microsecond select sensitive separator set show signal slow smallint spatial specific sql sql_big_result sql_calc_found_rows sql_small_result sqlexception sqlstate sqlwarning ssl starting stats_auto_recalc stats_persistent stats_sample_pages straight_join table terminated then tinyblob tinyint tinytext to trailing trigger true undo union unique unlock unsigned update usage use using utc_date utc_time utc_timestamp values varbinary varchar varcharacter varying when where while window with write xor year_month zerofill";
+
+/// The alias starting at `at` (a word, or quoted with `` ` ``, `'` or `"`
+/// around printable ASCII without escapes) and where it ends. An unquoted
+/// keyword only after `AS` (`with_as`), and never a reserved word.
+fn alias(sql: &[u8], at: usize, with_as: bool) -> Option<(&[u8], usize)> {
+    let c = *sql.get(at)?;
+    if matches!(c, b'`' | b'\'' | b'"') {
+        let body = &sql[at + 1..];
+        let n = body.iter().position(|b| *b == c)?;
+        let name = &body[..n];
+        // A doubled quote would be one quote in the name.
+        if body.get(n + 1) == Some(&c) {
+            return None;
+        }
+        let plain = name
+            .iter()
+            .all(|b| (b' '..=b'~').contains(b) && *b != b'\\');
+        return (plain && !name.is_empty() && name.first() != Some(&b' '))
+            .then_some((name, at + 1 + n + 1));
+    }
+    let n = sql[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$'))
+        .count();
+    let name = &sql[at..at + n];
+    let keyword = crate::sql::is_keyword(name);
+    let reserved = keyword
+        && RESERVED
+            .split(' ')
+            .any(|r| name.eq_ignore_ascii_case(r.as_bytes()));
+    let word = !name.is_empty()
+        && !name.iter().all(u8::is_ascii_digit)
+        && !(keyword && !with_as)
+        && !reserved;
+    word.then_some((name, at + n))
 }
 
 /// Replaces each `CONNECTION_ID()` call (as the lexer found them: not in
@@ -127,27 +198,6 @@ pub fn replace_connection_id(sql: &[u8], id: u32, opts: crate::sql::LexOptions) 
     }
     out.extend_from_slice(&sql[at..]);
     Some(out)
-}
-
-/// The select-list text of a [`Local`] statement as the client wrote it
-/// (what the server names the column): after `SELECT`, without the
-/// surrounding whitespace and trailing semicolons.
-fn expression_text(sql: &[u8]) -> &[u8] {
-    let start = sql
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .map_or(sql.len(), |i| i + b"select".len())
-        .min(sql.len());
-    let rest = &sql[start..];
-    let rest = &rest[rest
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(rest.len())..];
-    let end = rest
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace() && *c != b';')
-        .map_or(0, |i| i + 1);
-    &rest[..end]
 }
 
 /// A column definition (protocol 4.1) with its `name` field replaced;
@@ -227,15 +277,15 @@ pub fn found_rows_after(stmt: &[u8], rows: u64, opts: crate::sql::LexOptions) ->
 }
 
 impl Session {
-    /// Answers a [`Local`] statement (`sql`, as the client sent it) with a
-    /// one-row result set whose column is named as the client wrote the
-    /// expression. Returns false when no column template is known (the
+    /// Answers a [`Local`] statement with a one-row result set whose column
+    /// is named `name` (the alias, or the expression as the client wrote
+    /// it). Returns false when no column template is known (the
     /// statement is then forwarded).
     pub(super) async fn answer_local(
         &mut self,
         seq: u8,
         what: Local,
-        sql: &[u8],
+        name: &[u8],
     ) -> Result<bool, End> {
         let (def, value) = match what {
             Local::ConnectionId => (
@@ -244,7 +294,7 @@ impl Session {
             ),
             Local::FoundRows => (self.shared.templates.found_rows.clone(), self.found_rows),
         };
-        let Some(def) = def.and_then(|d| renamed_column(&d, expression_text(sql))) else {
+        let Some(def) = def.and_then(|d| renamed_column(&d, name)) else {
             return Ok(false);
         };
         let mut seq = seq;
@@ -287,15 +337,50 @@ mod tests {
 
     #[test]
     fn classifies() {
-        assert_eq!(
-            classify(b"SELECT CONNECTION_ID()"),
-            Some(Local::ConnectionId)
-        );
-        assert_eq!(
-            classify(b"  select\n found_rows() ; "),
-            Some(Local::FoundRows)
-        );
-        assert_eq!(classify(b"SELECT CONNECTION_ID() AS id"), None);
+        let c = |q: &str| {
+            classify(q.as_bytes()).map(|l| (l.what, String::from_utf8_lossy(&l.name).into_owned()))
+        };
+        let id = |n: &str| Some((Local::ConnectionId, n.to_string()));
+        let fr = |n: &str| Some((Local::FoundRows, n.to_string()));
+        assert_eq!(c("SELECT CONNECTION_ID()"), id("CONNECTION_ID()"));
+        assert_eq!(c("  select\n found_rows() ; "), fr("found_rows()"));
+        // Aliases, as the server names the column.
+        assert_eq!(c("SELECT CONNECTION_ID() AS id"), id("id"));
+        assert_eq!(c("SELECT FOUND_ROWS() AS x"), fr("x"));
+        assert_eq!(c("select found_rows()  as\tTotal ;;"), fr("Total"));
+        assert_eq!(c("SELECT FOUND_ROWS() n"), fr("n"));
+        assert_eq!(c("SELECT FOUND_ROWS() AS `my col`"), fr("my col"));
+        assert_eq!(c("SELECT FOUND_ROWS() AS'q'"), fr("q"));
+        assert_eq!(c("SELECT FOUND_ROWS()\"dq\""), fr("dq"));
+        assert_eq!(c("SELECT FOUND_ROWS() AS $a_1"), fr("$a_1"));
+        assert_eq!(c("SELECT FOUND_ROWS()x"), fr("x"));
+        assert_eq!(c("SELECT FOUND_ROWS() ASx"), fr("ASx"));
+        assert_eq!(c("SELECT FOUND_ROWS() AS rows_seen"), fr("rows_seen"));
+        assert_eq!(c("SELECT FOUND_ROWS() AS value"), fr("value"));
+        // Not answered here: other text, aliases the server would read
+        // otherwise (escapes, doubled quotes, keywords, numbers).
+        for q in [
+            "SELECT FOUND_ROWS( )",
+            "SELECT FOUND_ROWS() + 1",
+            "SELECT FOUND_ROWS() AS x, 1",
+            "SELECT FOUND_ROWS() AS x FROM DUAL",
+            "SELECT FOUND_ROWS() FROM DUAL",
+            "SELECT FOUND_ROWS() AS",
+            "SELECT FOUND_ROWS() AS from",
+            "SELECT FOUND_ROWS() limit",
+            "SELECT FOUND_ROWS() value",
+            "SELECT FOUND_ROWS() AS rows",
+            "SELECT FOUND_ROWS() AS 12",
+            "SELECT FOUND_ROWS() AS 'a''b'",
+            "SELECT FOUND_ROWS() AS 'a\\nb'",
+            "SELECT FOUND_ROWS() AS ``",
+            "SELECT FOUND_ROWS() AS ` x`",
+            "SELECT FOUND_ROWS() AS 'caf\u{e9}'",
+            "SELECTFOUND_ROWS()",
+            "SELECT ROW_COUNT()",
+        ] {
+            assert_eq!(c(q), None, "{q}");
+        }
     }
 
     #[test]
@@ -332,11 +417,6 @@ mod tests {
 
     #[test]
     fn column_named_as_written() {
-        assert_eq!(
-            expression_text(b"  select  found_rows() ; "),
-            b"found_rows()"
-        );
-        assert_eq!(expression_text(b"SELECT\nFOUND_ROWS( )"), b"FOUND_ROWS( )");
         // catalog "def", empty schema/table/org_table, name, org_name "", rest.
         let mut def = vec![3, b'd', b'e', b'f', 0, 0, 0, 12];
         def.extend_from_slice(b"FOUND_ROWS()");

@@ -633,9 +633,9 @@ impl Session {
                             Ok(false)
                         }
                     };
-                } else if let Some(what) = local::classify(sql)
-                    .filter(|w| *w == local::Local::ConnectionId || !self.pins.any())
-                    && self.answer_local(seq, what, sql).await?
+                } else if let Some(q) = local::classify(sql)
+                    .filter(|q| q.what == local::Local::ConnectionId || !self.pins.any())
+                    && self.answer_local(seq, q.what, &q.name).await?
                 {
                 } else if let Some(rewritten) = local::replace_connection_id(
                     sql,
