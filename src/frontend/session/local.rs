@@ -140,10 +140,10 @@ fn alias(sql: &[u8], at: usize, with_as: bool) -> Option<(&[u8], usize)> {
         && RESERVED
             .split(' ')
             .any(|r| name.eq_ignore_ascii_case(r.as_bytes()));
-    let word = !name.is_empty()
-        && !name.iter().all(u8::is_ascii_digit)
-        && !(keyword && !with_as)
-        && !reserved;
+    // A keyword is an alias only after AS; a number is not one at all.
+    let allowed = (with_as || !keyword) && !reserved;
+    let number = name.iter().all(u8::is_ascii_digit);
+    let word = allowed && !number;
     word.then_some((name, at + n))
 }
 
