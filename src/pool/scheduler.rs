@@ -287,10 +287,21 @@ impl<B: Pooled> GroupState<B> {
     /// adaptive limit rose above the base because completions kept rising
     /// with more in flight, or most running statements are stalled (not an
     /// outlier or two of a CPU-bound load).
+    ///
+    /// And the group owns fewer than twice what may run (the limit plus the
+    /// stalled statements): in transaction pooling a backend is also held
+    /// by each transaction between its statements, so leases are what open
+    /// transactions. Borrowing for every lease let I/O-bound groups grow to
+    /// one backend per client (1,024 at 1,024 clients) while the limit let
+    /// 40–80 statements run: more open transactions waiting in the queue
+    /// (longer lock holds), a prepare of every statement on every new
+    /// backend, and 23 % more server CPU per statement than a fixed pool of
+    /// twice its in-flight cap (docs/benchmarks.md).
     fn waits(&self) -> bool {
         self.adaptive.as_ref().is_some_and(|a| {
-            a.limit() > self.limits.max_owned
-                || (a.stalled() > 0 && a.stalled() * 2 >= self.in_flight)
+            let waits = a.limit() > self.limits.max_owned
+                || (a.stalled() > 0 && a.stalled() * 2 >= self.in_flight);
+            waits && self.owned < 2 * (a.limit() + a.stalled())
         })
     }
 
