@@ -326,17 +326,14 @@ impl BackendConn {
         self.read_rows(max).await
     }
 
-    /// Sends the command `payload` and the query `sql` in one write (one
-    /// wake-up of the server thread, no round trip between them); the
-    /// query's first row is read by [`Self::read_row`] once the command's
-    /// answer has been read. Plain hops only: the caller checks
-    /// `io.is_compressed()`.
-    pub async fn send_then_query(&mut self, payload: &[u8], sql: &str) -> Result<u8, WireError> {
+    /// Sends the command `payload` and then the command `query` (a whole
+    /// COM_QUERY payload) in one write (one wake-up of the server thread,
+    /// no round trip between them); the query's first row is read by
+    /// [`Self::read_row`] once the first command's answer has been read.
+    /// Plain hops only: the caller checks `io.is_compressed()`.
+    pub async fn send_then_query(&mut self, payload: &[u8], query: &[u8]) -> Result<u8, WireError> {
         let next = self.io.write_packet(0, payload);
-        let mut p = Vec::with_capacity(sql.len() + 1);
-        p.push(command::COM_QUERY);
-        p.extend_from_slice(sql.as_bytes());
-        self.io.write_packet(0, &p);
+        self.io.write_packet(0, query);
         self.io.flush().await?;
         Ok(next)
     }

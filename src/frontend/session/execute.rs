@@ -274,7 +274,7 @@ impl Session {
             Ok(0)
         } else if read_insert_id_ahead {
             co.backend
-                .send_then_query(payload, "SELECT LAST_INSERT_ID()")
+                .send_then_query(payload, READ_LAST_INSERT_ID)
                 .await
         } else {
             co.backend.io.send_packet(0, payload).await
@@ -927,6 +927,11 @@ pub(super) async fn count_user_variables(b: &mut Leased) -> Option<usize> {
 fn baseline() -> TrackedState {
     TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION))
 }
+
+/// `SELECT LAST_INSERT_ID()` as a COM_QUERY payload, written as is behind
+/// the statement that ends a transaction (no allocation per transaction).
+const READ_LAST_INSERT_ID: &[u8] = b"\x03SELECT LAST_INSERT_ID()";
+const _: () = assert!(READ_LAST_INSERT_ID[0] == COM_QUERY);
 
 /// True for a COM_QUERY that is exactly `COMMIT` or `ROLLBACK` (any case,
 /// surrounding blanks, one trailing `;`): a statement that ends the
