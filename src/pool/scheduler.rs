@@ -368,12 +368,13 @@ impl<B: Pooled> GroupState<B> {
         let borrowed = self.borrowed();
         let above_base = self.owned.saturating_sub(self.limits.max_owned);
         let surplus = self.idle_low.min(borrowed).min(above_base);
-        for _ in 0..surplus.min(self.idle.len()) {
-            // The bottom of the LIFO stack: the longest idle.
-            self.idle.remove(0);
+        // The bottom of the LIFO stack: the longest idle.
+        let n = surplus.min(self.idle.len());
+        self.idle.drain(..n);
+        for _ in 0..n {
             self.shrink();
-            self.counters.given_back += 1;
         }
+        self.counters.given_back += n as u64;
         self.idle_window = t;
         self.idle_low = self.idle.len();
     }
