@@ -64,7 +64,7 @@ trap cleanup EXIT
 DB_PORT=$(pick_port 0)
 mariadb_install_db "$WORK/db"
 mariadb_start "$WORK/db" "$DB_PORT" DB_PID --max-connections=2000 \
-    --innodb-buffer-pool-size=1G --skip-log-bin
+    --innodb-buffer-pool-size=1G --log-bin=mariadb-bin --binlog-format=ROW --server-id=1
 mariadb_setup_users "$WORK/db"
 mariadb_sql "$WORK/db" "
 CREATE DATABASE IF NOT EXISTS sbtest;

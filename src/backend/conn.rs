@@ -324,6 +324,29 @@ impl BackendConn {
         max: usize,
     ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
         self.io.send_packet(0, payload).await?;
+        self.read_rows(max).await
+    }
+
+    /// Sends the command `payload` and then the command `query` (a whole
+    /// COM_QUERY payload) in one write (one wake-up of the server thread,
+    /// no round trip between them); the query's first row is read by
+    /// [`Self::read_row`] once the first command's answer has been read.
+    /// Plain hops only: the caller checks `io.is_compressed()`.
+    pub async fn send_then_query(&mut self, payload: &[u8], query: &[u8]) -> Result<u8, WireError> {
+        let next = self.io.write_packet(0, payload);
+        self.io.write_packet(0, query);
+        self.io.flush().await?;
+        Ok(next)
+    }
+
+    /// Reads the answer to a query sent by [`Self::send_then_query`]: its
+    /// first row's text cells.
+    pub async fn read_row(&mut self) -> Result<Option<Vec<Option<String>>>, BackendError> {
+        Ok(self.read_rows(1).await?.into_iter().next())
+    }
+
+    /// Reads a query's result, keeping at most `max` rows.
+    async fn read_rows(&mut self, max: usize) -> Result<Vec<Vec<Option<String>>>, BackendError> {
         let mut t = self.tracker(Shape::Query);
         let mut rows = Vec::new();
         let mut err = None;

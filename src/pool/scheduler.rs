@@ -128,8 +128,8 @@ pub struct Counters {
     pub evictions: u64,
     /// Backend connections borrowed from the common elastic pool.
     pub borrowed: u64,
-    /// Borrowed connections given back on return (no longer useful, or
-    /// owed to another group).
+    /// Borrowed connections given back: owed to another group (on return),
+    /// or idle through a whole give-back window (no longer useful).
     pub given_back: u64,
 }
 
@@ -165,6 +165,10 @@ pub struct Snapshot {
     pub counters: Counters,
 }
 
+/// How long borrowed backends must stay idle (the low-water mark of the
+/// idle stack over this window) before the group gives them back.
+const GIVE_BACK_WINDOW: Duration = Duration::from_secs(1);
+
 /// State of one thread group.
 pub struct GroupState<B> {
     limits: Limits,
@@ -177,6 +181,11 @@ pub struct GroupState<B> {
     extra: usize,
     owned: usize,
     idle: Vec<B>,
+    /// The fewest idle connections seen since `idle_window` began: that
+    /// many were not needed for a whole window (the give-back measure).
+    idle_low: usize,
+    /// When the current give-back window began (controller clock).
+    idle_window: Duration,
     high: FairQueue<Waiter<B>>,
     low: FairQueue<Waiter<B>>,
     /// The user of requests made without one ([`Self::request`]).
@@ -227,6 +236,8 @@ impl<B: Pooled> GroupState<B> {
             extra: 0,
             owned: 0,
             idle: Vec::new(),
+            idle_low: 0,
+            idle_window: Duration::ZERO,
             high: FairQueue::default(),
             low: FairQueue::default(),
             anyone: Tenant::new(0, "", TenantLimits::default()),
@@ -276,10 +287,21 @@ impl<B: Pooled> GroupState<B> {
     /// adaptive limit rose above the base because completions kept rising
     /// with more in flight, or most running statements are stalled (not an
     /// outlier or two of a CPU-bound load).
+    ///
+    /// And the group owns fewer than twice what may run (the limit plus the
+    /// stalled statements): in transaction pooling a backend is also held
+    /// by each transaction between its statements, so leases are what open
+    /// transactions. Borrowing for every lease let I/O-bound groups grow to
+    /// one backend per client (1,024 at 1,024 clients) while the limit let
+    /// 40–80 statements run: more open transactions waiting in the queue
+    /// (longer lock holds), a prepare of every statement on every new
+    /// backend, and 23 % more server CPU per statement than a fixed pool of
+    /// twice its in-flight cap (docs/benchmarks.md).
     fn waits(&self) -> bool {
         self.adaptive.as_ref().is_some_and(|a| {
-            a.limit() > self.limits.max_owned
-                || (a.stalled() > 0 && a.stalled() * 2 >= self.in_flight)
+            let waits = a.limit() > self.limits.max_owned
+                || (a.stalled() > 0 && a.stalled() * 2 >= self.in_flight);
+            waits && self.owned < 2 * (a.limit() + a.stalled())
         })
     }
 
@@ -317,10 +339,15 @@ impl<B: Pooled> GroupState<B> {
         }
     }
 
-    /// True when a backend coming back should be closed and its room given
-    /// back to the common pool rather than kept idle: it is borrowed, and
-    /// another group is owed its part, or the idle ones already cover every
-    /// free slot under the limit (it stopped helping).
+    /// True when a backend coming back should be closed at once and its
+    /// room given back to the common pool: it is borrowed, and another
+    /// group is owed its part or the pool shrank. Borrowed backends that
+    /// merely stopped helping go back by [`Self::give_back_surplus`], a
+    /// window later: closing them on return made the pool open and close
+    /// dozens of backends a second while the limit moved (each new one a
+    /// login, its session setup and a prepare of every statement it runs,
+    /// all server CPU: measured 1,959 backend logins in 30 s, I/O-bound,
+    /// 256 clients).
     fn give_back_on_return(&self) -> bool {
         let Some((b, g)) = self.budget.as_ref() else {
             return false;
@@ -328,7 +355,28 @@ impl<B: Pooled> GroupState<B> {
         if b.borrowed(*g) == 0 || self.owned <= self.limits.max_owned {
             return false;
         }
-        b.should_give_back(*g) || self.idle.len() >= self.limit().saturating_sub(self.busy())
+        b.should_give_back(*g)
+    }
+
+    /// Closes the borrowed backends that stayed idle through a whole
+    /// window (the fewest idle seen in it: a low-water mark, so a burst
+    /// that used them all keeps them) and starts the next window.
+    fn give_back_surplus(&mut self, t: Duration) {
+        if t.saturating_sub(self.idle_window) < GIVE_BACK_WINDOW {
+            return;
+        }
+        let borrowed = self.borrowed();
+        let above_base = self.owned.saturating_sub(self.limits.max_owned);
+        let surplus = self.idle_low.min(borrowed).min(above_base);
+        // The bottom of the LIFO stack: the longest idle.
+        let n = surplus.min(self.idle.len());
+        self.idle.drain(..n);
+        for _ in 0..n {
+            self.shrink();
+        }
+        self.counters.given_back += n as u64;
+        self.idle_window = t;
+        self.idle_low = self.idle.len();
     }
 
     /// Current view.
@@ -430,7 +478,9 @@ impl<B: Pooled> GroupState<B> {
             Need::Slot => Some(Grant::Slot),
             Need::Lease { pool } => {
                 if let Some(i) = self.idle.iter().rposition(|b| b.pool() == pool) {
-                    return Some(Grant::Backend(self.idle.remove(i)));
+                    let b = self.idle.remove(i);
+                    self.idle_low = self.idle_low.min(self.idle.len());
+                    return Some(Grant::Backend(b));
                 }
                 if self.grow() {
                     return Some(Grant::Open);
@@ -441,6 +491,7 @@ impl<B: Pooled> GroupState<B> {
                 // Full, and only other pools' connections are idle: close the
                 // least recently used one and open ours in its place.
                 self.idle.remove(0);
+                self.idle_low = self.idle_low.min(self.idle.len());
                 self.counters.evictions += 1;
                 Some(Grant::Open)
             }
@@ -648,6 +699,7 @@ impl<B: Pooled> GroupState<B> {
     /// retries waiters when the common pool may have room again.
     pub fn adapt(&mut self, now: Instant) {
         let t = self.clock(now);
+        self.give_back_surplus(t);
         let ceiling = self.ceiling();
         let (base, stall_cap) = (self.limits.max_owned, self.limits.stall_cap);
         let room = self.adaptive.as_mut().is_some_and(|a| {
@@ -677,6 +729,7 @@ impl<B: Pooled> GroupState<B> {
         while i < self.idle.len() {
             if pred(&self.idle[i]) {
                 out.push(self.idle.remove(i));
+                self.idle_low = self.idle_low.min(self.idle.len());
             } else {
                 i += 1;
             }

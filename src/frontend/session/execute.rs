@@ -261,8 +261,21 @@ impl Session {
             )
         });
         let streamed = std::mem::take(&mut self.streamed);
+        // A transaction that changed LAST_INSERT_ID() ends: the value is
+        // read before the backend goes back (see `follow_up`). The query
+        // rides in the same write as the COMMIT / ROLLBACK, so the backend
+        // is not held for one more round trip after every such transaction.
+        let read_insert_id_ahead = !streamed
+            && co.backend.marks.insert_id_unknown
+            && !self.pins.has(PinReason::SessionMode)
+            && !co.backend.io.is_compressed()
+            && ends_transaction_plainly(payload);
         let sent = if streamed {
             Ok(0)
+        } else if read_insert_id_ahead {
+            co.backend
+                .send_then_query(payload, READ_LAST_INSERT_ID)
+                .await
         } else {
             co.backend.io.send_packet(0, payload).await
         };
@@ -350,6 +363,11 @@ impl Session {
         };
         match result {
             Ok(out) => {
+                let insert_id_read = if read_insert_id_ahead {
+                    Some(co.backend.read_row().await)
+                } else {
+                    None
+                };
                 self.shared.metrics.bytes(out.bytes, 0);
                 if let Some(code) = out.error {
                     self.shared.metrics.error(code, true);
@@ -481,7 +499,8 @@ impl Session {
                 }
                 // The backend ran the same statements: same collation.
                 co.backend.state.take_collations_from(&self.state);
-                self.follow_up(&mut co.backend, fu, &out).await;
+                self.follow_up(&mut co.backend, fu, &out, insert_id_read)
+                    .await;
                 if defer_flush {
                     self.client.flush().await.map_err(End::Client)?;
                 }
@@ -573,6 +592,7 @@ impl Session {
         backend: &mut Leased,
         fu: authority::Followup,
         out: &crate::frontend::relay::Outcome,
+        insert_id_read: Option<Result<Option<Vec<Option<String>>>, BackendError>>,
     ) {
         if fu.globals_changed {
             let pool = &self.shared.pool;
@@ -662,11 +682,19 @@ impl Session {
         self.sync_inventory_pins();
         // Outside a transaction the session may move after this statement
         // (inside one, the read happens after the statement that ends it).
-        if backend.marks.insert_id_unknown
-            && self.status & status::IN_TRANS == 0
-            && !self.pins.has(PinReason::SessionMode)
-        {
-            if let Ok(Some(row)) = backend.query_row("SELECT LAST_INSERT_ID()").await
+        let read = match insert_id_read {
+            // Read with the statement that ended the transaction.
+            Some(read) => Some(read),
+            None if backend.marks.insert_id_unknown
+                && self.status & status::IN_TRANS == 0
+                && !self.pins.has(PinReason::SessionMode) =>
+            {
+                Some(backend.query_row("SELECT LAST_INSERT_ID()").await)
+            }
+            None => None,
+        };
+        if let Some(read) = read {
+            if let Ok(Some(row)) = read
                 && let Some(id) = row
                     .first()
                     .and_then(|c| c.as_deref())
@@ -934,6 +962,24 @@ fn baseline() -> TrackedState {
     TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION))
 }
 
+/// `SELECT LAST_INSERT_ID()` as a COM_QUERY payload, written as is behind
+/// the statement that ends a transaction (no allocation per transaction).
+const READ_LAST_INSERT_ID: &[u8] = b"\x03SELECT LAST_INSERT_ID()";
+const _: () = assert!(READ_LAST_INSERT_ID[0] == COM_QUERY);
+
+/// True for a COM_QUERY that is exactly `COMMIT` or `ROLLBACK` (any case,
+/// surrounding blanks, one trailing `;`): a statement that ends the
+/// transaction and runs nothing else, so a query sent right behind it sees
+/// the session as the transaction left it.
+fn ends_transaction_plainly(payload: &[u8]) -> bool {
+    let Some((&COM_QUERY, sql)) = payload.split_first() else {
+        return false;
+    };
+    let sql = sql.trim_ascii();
+    let sql = sql.strip_suffix(b";").unwrap_or(sql).trim_ascii_end();
+    sql.eq_ignore_ascii_case(b"commit") || sql.eq_ignore_ascii_case(b"rollback")
+}
+
 /// `s` as a single-quoted SQL string literal.
 /// The held-lock check: for each confirmed lock (by its bytes) whether
 /// this connection holds it; for each lock argument the query just ran
@@ -1109,6 +1155,28 @@ fn new_session_status(row: &[Option<String>]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_bare_commit_or_rollback_ends_a_transaction_plainly() {
+        let q = |sql: &str| [&[COM_QUERY][..], sql.as_bytes()].concat();
+        for yes in ["COMMIT", "commit", " Rollback ;", "\nCOMMIT;\n"] {
+            assert!(ends_transaction_plainly(&q(yes)), "{yes:?}");
+        }
+        for no in [
+            "COMMIT AND CHAIN",
+            "ROLLBACK TO SAVEPOINT a",
+            "COMMIT; SELECT 1",
+            "/* c */ COMMIT",
+            "COMMIT;;",
+            "SELECT 1",
+            "",
+        ] {
+            assert!(!ends_transaction_plainly(&q(no)), "{no:?}");
+        }
+        assert!(!ends_transaction_plainly(&[3]));
+        assert!(!ends_transaction_plainly(&[]));
+        assert!(!ends_transaction_plainly(b"\x17COMMIT"));
+    }
 
     fn row(autocommit: &str, mode: &str) -> Vec<Option<String>> {
         vec![Some(autocommit.into()), Some(mode.into())]
