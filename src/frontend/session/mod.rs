@@ -427,6 +427,10 @@ impl Session {
         let mut fresh = true;
         loop {
             let max = self.max_packet();
+            // A compressed frame holds the command (and its header): one
+            // announcing more is refused before it is inflated.
+            self.client
+                .set_frame_limit(max.saturating_add(crate::protocol::framing::HEADER_LEN));
             let held = self.pins.any() || fresh;
             if self.pins.has(PinReason::Diagnostics) {
                 Box::pin(self.release_diagnostics_hold()).await?;
