@@ -28,6 +28,11 @@ use tokio::time::Instant;
 use super::{End, Session};
 use crate::protocol::packets::ErrPacket;
 
+/// Longest KILL expression planned (a prepared KILL keeps its expression
+/// for the statement's life without any backend holding it; a thread id
+/// needs no more).
+const MAX_EXPRESSION: usize = 1024;
+
 /// A KILL the proxy carries out: connection or query of a proxy session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kill {
@@ -235,6 +240,9 @@ fn kill_expression(stmt: &[u8], query_id: bool, opts: crate::sql::LexOptions) ->
         return None;
     }
     let expr = std::str::from_utf8(&stmt[toks[i].start..toks[last - 1].end]).ok()?;
+    if expr.len() > MAX_EXPRESSION {
+        return None;
+    }
     let probe = format!("SELECT ({expr})");
     let a = crate::sql::analyze(probe.as_bytes(), opts);
     let pure = !a.incomplete
@@ -336,6 +344,9 @@ impl Session {
     /// COM_STMT_PREPARE of a KILL: a statement of the proxy's own, with no
     /// parameters and no columns, as the server would describe it.
     pub(super) async fn prepare_kill(&mut self, seq: u8, k: Kill) -> Result<(), End> {
+        if let Some(e) = self.stmt_count_full() {
+            return self.send_err(seq, &e).await;
+        }
         self.next_stmt = self.next_stmt.wrapping_add(1).max(1);
         let id = self.next_stmt;
         self.kills.by_id.insert(id, k);
@@ -415,6 +426,11 @@ impl Session {
     /// prepares the stand-in (`sql`).
     pub(super) fn remember_sql_kill(&mut self, name: Vec<u8>, k: Kill) {
         self.kills.by_name.insert(name, k);
+    }
+
+    /// Prepared KILLs held (COM_STMT_PREPARE).
+    pub(super) fn prepared_kill_count(&self) -> usize {
+        self.kills.by_id.len()
     }
 
     /// Forgets every prepared KILL (COM_RESET_CONNECTION, change of user).
@@ -822,6 +838,11 @@ mod tests {
             plan_of("KILL /*! 5 + */ 1"),
             Some(KillPlan::Refuse(_))
         ));
+        let huge = format!("KILL {}1", "0 + ".repeat(MAX_EXPRESSION));
+        assert!(
+            matches!(plan_of(&huge), Some(KillPlan::Refuse(_))),
+            "kept per prepare"
+        );
         // A text PREPARE of a KILL prepares a stand-in under the name.
         assert_eq!(
             plan_of("PREPARE s FROM ' KILL 0 '"),
