@@ -190,15 +190,20 @@ async fn prepare_code(c: &mut Conn, sql: &str) -> (u16, String) {
 async fn per_session_statement_cap_is_the_servers() {
     let db = MariaDb::start_with_args(&["--max-prepared-stmt-count=4"]);
     let p = Proxy::builder(&db).groups(1).max_backend(2).start().await;
-    let mut direct = Conn::from_url(db.url("app", "secret", "test"))
+    let direct = Conn::from_url(db.url("app", "secret", "test"))
         .await
         .expect("direct");
-    let mut via = conn(&p).await;
-    for c in [&mut direct, &mut via] {
+    // One at a time: the server's count is of all its connections.
+    for mut c in [direct, conn(&p).await] {
+        let c = &mut c;
         // Statements are kept by the client library: hold them.
         let mut held = Vec::new();
         for i in 0..4 {
-            held.push(c.prep(format!("SELECT {i} + ?")).await.expect("under the cap"));
+            held.push(
+                c.prep(format!("SELECT {i} + ?"))
+                    .await
+                    .expect("under the cap"),
+            );
         }
         let (code, message) = prepare_code(c, "SELECT 99 + ?").await;
         assert_eq!(code, 1461, "{message}");
@@ -208,6 +213,8 @@ async fn per_session_statement_cap_is_the_servers() {
         );
         c.close(held.pop().expect("one")).await.expect("close");
         assert_eq!(prepare_code(c, "SELECT 99 + ?").await.0, 0, "room again");
+        drop(held);
+        c.reset().await.expect("reset closes every statement");
     }
     // A prepared KILL counts, as the server counts it.
     let mut k = conn(&p).await;
@@ -215,7 +222,11 @@ async fn per_session_statement_cap_is_the_servers() {
     for i in 0..3 {
         held.push(k.prep(format!("SELECT {i} + ?")).await.expect("prepare"));
     }
-    held.push(k.prep(format!("KILL {}", k.id() + 1000)).await.expect("prepare KILL"));
+    held.push(
+        k.prep(format!("KILL {}", k.id() + 1000))
+            .await
+            .expect("prepare KILL"),
+    );
     assert_eq!(prepare_code(&mut k, "KILL 1").await.0, 1461);
     assert_eq!(prepare_code(&mut k, "SELECT 98 + ?").await.0, 1461);
 }
