@@ -96,6 +96,12 @@ pub struct LoginDefaults {
 }
 
 impl LoginDefaults {
+    /// The variables a login capability may derive. `SET name = DEFAULT`
+    /// gives them the global value, which is not a fresh login's: a session
+    /// that set one back to DEFAULT keeps the reported value, never
+    /// "absent" (which means the flavour's login value).
+    pub const DERIVED: [&'static str; 2] = ["sql_mode", "wait_timeout"];
+
     /// The defaults of a connection that logged in with `caps`.
     pub fn of(caps: crate::protocol::caps::Caps) -> Self {
         use crate::protocol::caps::flag;
@@ -119,7 +125,7 @@ impl LoginDefaults {
     /// Assignments (`name=expr`) that restore the login-derived values
     /// after COM_RESET_CONNECTION or COM_CHANGE_USER.
     pub fn after_reset(self) -> Vec<String> {
-        ["sql_mode", "wait_timeout"]
+        Self::DERIVED
             .into_iter()
             .map(|n| (n, self.value_expr(n)))
             .filter(|(_, e)| *e != "DEFAULT")
