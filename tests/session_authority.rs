@@ -473,6 +473,10 @@ async fn set_global_through_the_proxy_reaches_new_clients() {
 /// 16 E.18), from the session that ran it (`a`, open before) and a new one
 /// (`b`): the session values (copied from the globals at connect, read-only
 /// in a session), and what a result larger than the new limit gives.
+/// `@@max_allowed_packet`, `@@net_buffer_length`, a 2000-byte result's
+/// length (NULL past the limit), a 1500-byte literal's length.
+type PacketRow = (u64, u64, Option<u64>, u64);
+
 async fn packet_globals(a: &mut Conn, b: Option<&mut Conn>) -> Vec<String> {
     let probe = "SELECT @@max_allowed_packet, @@net_buffer_length, \
                  LENGTH(REPEAT('a', 2000)), LENGTH('"
@@ -480,7 +484,7 @@ async fn packet_globals(a: &mut Conn, b: Option<&mut Conn>) -> Vec<String> {
         + &"b".repeat(1500)
         + "')";
     let mut seen = Vec::new();
-    let row: Result<Option<(u64, u64, Option<u64>, u64)>, _> = a.query_first(&probe).await;
+    let row: Result<Option<PacketRow>, _> = a.query_first(&probe).await;
     seen.push(format!("a {row:?}"));
     if let Some(b) = b {
         let row: Result<Option<(u64, u64, Option<u64>)>, _> = b
