@@ -57,6 +57,57 @@ async fn kill_query_interrupts_the_right_backend_thread() {
     }
 }
 
+/// A KILL QUERY ends the statement the target runs when it comes, never the
+/// target's next one: the victim starts its next statement the moment the
+/// killed one answers, many times over (a KILL sent late, by query id or by
+/// thread, would end that next statement, as MariaDB's `main.kill` once saw
+/// through the proxy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_query_never_reaches_the_next_statement() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(4).start().await;
+    let mut root = Conn::from_url(db.url("root", common::mariadb::ROOT_PASSWORD, "test"))
+        .await
+        .expect("direct root");
+    let mut killer = conn(&p).await;
+    let mut victim = conn(&p).await;
+    let victim_id = victim.id();
+    // A marker no other test's statement carries.
+    let marker = format!("SELECT SLEEP(30) AS kill_round_{victim_id}");
+    for round in 0..25 {
+        let sql = marker.clone();
+        let run = tokio::spawn(async move {
+            let first: Result<Option<i64>, Error> = victim.query_first(&sql).await;
+            let next: Result<Option<i64>, Error> = victim.query_first("SELECT SLEEP(0.05)").await;
+            (first, next, victim)
+        });
+        // The sleep is running on the server before the KILL is sent.
+        let seen =
+            format!("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = '{marker}'");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while root.query_first::<i64, _>(&seen).await.expect("poll") != Some(1) {
+            assert!(Instant::now() < deadline, "round {round}: sleep never ran");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        killer
+            .query_drop(format!("KILL QUERY {victim_id}"))
+            .await
+            .expect("kill query");
+        let (first, next, v) = run.await.expect("join");
+        victim = v;
+        match first {
+            Ok(v) => assert_eq!(v, Some(1), "round {round}: the sleep was interrupted"),
+            Err(Error::Server(e)) => assert_eq!(e.code, 1317, "round {round}"),
+            Err(e) => panic!("round {round}: unexpected {e:?}"),
+        }
+        assert_eq!(
+            next.expect("the next statement runs"),
+            Some(0),
+            "round {round}: the statement after the killed one ran to its end"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_connection_ends_the_target_session() {
     let db = MariaDb::shared();

@@ -164,6 +164,7 @@ impl ProxyBuilder {
     /// Binds 127.0.0.1:0 (or the configured Unix socket) and serves in
     /// the current runtime.
     pub async fn start(self) -> Proxy {
+        trace_to_file();
         let socket = myplex::config::Address::parse(&self.cfg.listen)
             .unix_path()
             .map(|p| p.to_path_buf());
@@ -198,4 +199,24 @@ impl ProxyBuilder {
             trigger,
         }
     }
+}
+
+/// `MYPLEX_TEST_LOG=<file>` (with `RUST_LOG` as the filter, `debug` if
+/// unset) sends the in-process proxies' tracing to that file, for working
+/// on a failure; without it tests log nothing.
+fn trace_to_file() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let Some(path) = std::env::var_os("MYPLEX_TEST_LOG") else {
+        return;
+    };
+    ONCE.call_once(|| {
+        let file = std::fs::File::create(&path).expect("create MYPLEX_TEST_LOG file");
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("debug"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .try_init();
+    });
 }

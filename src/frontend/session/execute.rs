@@ -244,7 +244,8 @@ impl Session {
         shape: Shape,
         intercept: Option<u16>,
     ) -> Result<Option<(Checkout, Outcome)>, End> {
-        self.handle
+        let statement = 1 + self
+            .handle
             .statement
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         self.handle
@@ -327,20 +328,35 @@ impl Session {
         // ends the statement too: a long one, or a stored-program loop whose
         // sub-statements change query ids, would otherwise run on.
         let (wake, interrupt) = (&self.handle.wake, &self.handle.interrupt);
+        let kill_query = &self.handle.kill_query;
         let (thread, pool) = (co.backend.thread_id, co.backend.pool);
         let mut kill_sent = None;
         let relayed = {
             let relaying = relay(&mut self.client, &mut co.backend.io, shape, &view, seq);
             tokio::pin!(relaying);
+            // Armed before the check below: a KILL QUERY between the two is
+            // not lost.
+            let interrupted = interrupt.notified();
+            tokio::pin!(interrupted);
+            interrupted.as_mut().enable();
+            // KILL QUERY of this statement: the thread still runs this
+            // session's statement (leased), so a thread KILL QUERY is
+            // exact; the server's error then ends the response.
+            let meant = || kill_query.load(std::sync::atomic::Ordering::Acquire) == statement;
+            if meant() {
+                kill_sent = Some(kill_query_of(&self.shared, pool, thread));
+            }
             loop {
                 tokio::select! {
                     r = &mut relaying => break Some(r),
                     _ = wake.notified() => break None,
-                    // KILL QUERY of this session: the thread still runs this
-                    // session's statement (leased), so a thread KILL QUERY
-                    // is exact; the server's error then ends the response.
-                    _ = interrupt.notified(), if kill_sent.is_none() => {
-                        kill_sent = Some(kill_query_of(&self.shared, pool, thread));
+                    _ = &mut interrupted, if kill_sent.is_none() => {
+                        if meant() {
+                            kill_sent = Some(kill_query_of(&self.shared, pool, thread));
+                        } else {
+                            interrupted.set(interrupt.notified());
+                            interrupted.as_mut().enable();
+                        }
                     }
                 }
             }

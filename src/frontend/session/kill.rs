@@ -514,13 +514,17 @@ impl Session {
                 continue;
             }
             if id != self.id {
-                // The target kills its statement itself while it waits
-                // for it; the query-id kill covers a statement just starting.
+                // The target ends the statement it runs now, and only
+                // that one, itself: it sends a thread KILL QUERY while it
+                // waits for that statement's answer and goes on only once
+                // the KILL is done (the server forgets a KILL QUERY that
+                // finds the thread idle). A query-id KILL from here would
+                // race with the statement's end: the server's thread keeps
+                // the old query id until its next command has started, and
+                // such a KILL was seen to end that next statement.
+                let stmt = target.statement.load(Ordering::Acquire);
+                target.kill_query.store(stmt, Ordering::Release);
                 target.interrupt.notify_waiters();
-                // In the background, as the server's KILL QUERY returns at
-                // once: waiting for a helper connection (up to 5 s when the
-                // budget is full) must not hold up the killer's answer.
-                tokio::spawn(interrupt(self.shared.clone(), target.clone()));
             }
             if !k.query {
                 target.killed.store(true, Ordering::Relaxed);
@@ -703,57 +707,6 @@ impl Session {
         let cell = self.ask_backend(seq, &q).await?;
         Ok(cell.map(|c| c.and_then(|c| c.parse().ok()).unwrap_or(0)))
     }
-}
-
-/// Kills the statement `target` runs right now, and only that one: the
-/// server's query id is read while the target is seen to still run the
-/// same statement on the same backend thread, and `KILL QUERY ID` ends
-/// exactly that query — never the next client's on a reused backend.
-async fn interrupt(shared: std::sync::Arc<crate::frontend::Shared>, target: super::SessionHandle) {
-    let thread = target.backend_thread.load(Ordering::Acquire);
-    let stmt = target.statement.load(Ordering::Acquire);
-    if thread == 0 {
-        return;
-    }
-    let pool = target.pool.load(Ordering::Relaxed);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    // Within the backend budget: an idle pooled connection, or one
-    // opened in free room (see `crate::pool::helper`).
-    let Some(mut h) = shared.pool.helper(pool, deadline).await else {
-        shared.metrics.kill_helper("none", "failed");
-        tracing::warn!(
-            thread,
-            "no backend connection free to interrupt a statement within 5 s"
-        );
-        return;
-    };
-    let source = h.source.label();
-    let q = format!("SELECT QUERY_ID FROM information_schema.PROCESSLIST WHERE ID = {thread}");
-    let qid = match h.conn.query_row(&q).await {
-        Ok(row) => row
-            .and_then(|r| r.into_iter().next().flatten())
-            .and_then(|c| c.parse::<u64>().ok()),
-        Err(_) => {
-            shared.metrics.kill_helper(source, "failed");
-            h.finish(false);
-            return;
-        }
-    };
-    let same = target.backend_thread.load(Ordering::Acquire) == thread
-        && target.statement.load(Ordering::Acquire) == stmt;
-    let Some(qid) = qid.filter(|_| same) else {
-        // Nothing to kill any more: the helper is clean.
-        h.finish(true);
-        return;
-    };
-    let sent = h.conn.exec(&format!("KILL QUERY ID {qid}")).await;
-    if let Err(e) = &sent {
-        tracing::debug!(error = %e, "kill query on backend failed");
-    }
-    shared
-        .metrics
-        .kill_helper(source, if sent.is_ok() { "sent" } else { "failed" });
-    h.finish(sent.is_ok());
 }
 
 #[cfg(test)]

@@ -196,13 +196,18 @@ pub struct SessionHandle {
     pub killed: Arc<std::sync::atomic::AtomicBool>,
     /// Wakes the session when killed.
     pub wake: Arc<tokio::sync::Notify>,
-    /// KILL QUERY: wakes the session only while it waits for a statement's
-    /// answer (`notify_waiters`, no stored permit: a KILL QUERY of an idle
-    /// session must not reach its next statement).
+    /// KILL QUERY: wakes the session while it waits for a statement's
+    /// answer; it then ends that statement if it is the one `kill_query`
+    /// names (a wake-up for an earlier statement is ignored). The session
+    /// checks `kill_query` when it starts waiting too, so a KILL that came
+    /// while the statement was being sent is not lost.
     pub interrupt: Arc<tokio::sync::Notify>,
     /// Statements started (with `backend_thread`, identifies the statement
     /// a KILL QUERY may interrupt).
     pub statement: Arc<std::sync::atomic::AtomicU64>,
+    /// The statement (a `statement` count) a KILL QUERY asked to end, as
+    /// read when the KILL ran: never a later one.
+    pub kill_query: Arc<std::sync::atomic::AtomicU64>,
     /// Current pin reasons ([`Pins::bits`]).
     pub pins: Arc<std::sync::atomic::AtomicU32>,
     /// The client's address (what `KILL USER name@host` matches).
