@@ -28,7 +28,6 @@ mod keywords;
 pub mod lexer;
 mod observe;
 mod reader;
-pub mod scan;
 mod set;
 mod statement;
 
