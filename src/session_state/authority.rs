@@ -635,8 +635,9 @@ fn apply_statement(
                 }
                 let n = String::from_utf8_lossy(name).into_owned();
                 if *scope == Scope::Unscoped {
-                    // The tracker stays silent on `@@name`: ask the server.
-                    if !*to_default {
+                    // The tracker stays silent on `@@name`: ask the server
+                    // (DEFAULT is absence, except for what a login derives).
+                    if !*to_default || super::LoginDefaults::DERIVED.contains(&n.as_str()) {
                         fu.probe_vars.push(n.clone());
                     }
                     fu.probe_vars
@@ -661,6 +662,7 @@ fn apply_statement(
                     && removes
                     && !n.starts_with("character_set_")
                     && !n.starts_with("collation_")
+                    && !super::LoginDefaults::DERIVED.contains(&n.as_str())
                     && super::variables::classify(&n) == super::variables::VarClass::Replayable
                 {
                     fu.defaulted.push(n.clone());
