@@ -1328,3 +1328,107 @@ async fn login_ok_matches_direct() {
         );
     }
 }
+
+/// Connector/J 2.7's statement after login (the `java-*` clients of the
+/// client matrix): it derives the session's `sql_mode` from the backend's.
+const CONNECTOR_J_LOGIN: &str = "set autocommit=1, \
+    session_track_system_variables='auto_increment_increment', \
+    sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')";
+
+/// What the client-matrix clients without IGNORE_SPACE do to a backend's
+/// session before they leave (or while they share one).
+const OTHER_CLIENT: &[&str] = &[
+    "SET SESSION sql_mode = 'ANSI_QUOTES'",
+    "SET SESSION sql_mode = DEFAULT",
+    "CREATE TEMPORARY TABLE caps_tmp (i INT)",
+    "SET NAMES latin1",
+    "SELECT 1",
+];
+
+/// Issue 16 D.15 (client matrix `java-rewrite`, about 1 run in 3): clients
+/// with and without CLIENT_IGNORE_SPACE alternate over a pool of 2
+/// backends; every IGNORE_SPACE client runs Connector/J's login statement,
+/// then reads `@@sql_mode`: always what the same client gets directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignore_space_clients_alternating_with_others_keep_their_sql_mode() {
+    let db = MariaDb::shared();
+    let proxy = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let java = Ask::new(BASE | FOUND_ROWS | IGNORE_SPACE | DEPRECATE_EOF);
+    let other = Ask::new(BASE | DEPRECATE_EOF);
+    let mut direct = login(&db.addr(), java, APP_PASSWORD)
+        .await
+        .unwrap_or_else(|e| panic!("direct login: {e:02x?}"));
+    direct.query(CONNECTOR_J_LOGIN).await;
+    let want = one_value(&direct.query("SELECT @@sql_mode").await);
+    assert!(want.contains("IGNORE_SPACE"), "{want}");
+    let addr = proxy.addr.to_string();
+    for round in 0..12 {
+        let j = {
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                let mut c = login(&addr, java, APP_PASSWORD)
+                    .await
+                    .unwrap_or_else(|e| panic!("login: {e:02x?}"));
+                let r = c.query(CONNECTOR_J_LOGIN).await;
+                assert_eq!(r[0][0], 0, "{}", show(&r));
+                one_value(&c.query("SELECT @@sql_mode").await)
+            })
+        };
+        let o = {
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                let mut c = login(&addr, other, APP_PASSWORD)
+                    .await
+                    .unwrap_or_else(|e| panic!("login: {e:02x?}"));
+                for sql in OTHER_CLIENT.iter().skip(round % OTHER_CLIENT.len()) {
+                    c.query(sql).await;
+                }
+            })
+        };
+        let got = j.await.expect("java-like client");
+        o.await.expect("other client");
+        assert_eq!(
+            got, want,
+            "round {round}: sql_mode of an IGNORE_SPACE client"
+        );
+        // And one alone, after the others left.
+        let mut c = login(&addr, java, APP_PASSWORD)
+            .await
+            .unwrap_or_else(|e| panic!("login: {e:02x?}"));
+        c.query(CONNECTOR_J_LOGIN).await;
+        let got = one_value(&c.query("SELECT @@sql_mode").await);
+        assert_eq!(got, want, "round {round}: an IGNORE_SPACE client alone");
+    }
+}
+
+/// `SET sql_mode = DEFAULT` (and `wait_timeout`) on a backend of an
+/// IGNORE_SPACE + INTERACTIVE flavour gives the *global* values, without
+/// what the login derived: the session keeps those (as directly), and the
+/// backend must not go to the next client of the flavour as if it were
+/// fresh — Connector/J's `sql_mode = concat(@@sql_mode, …)` would then
+/// lose IGNORE_SPACE for good (issue 16 D.15).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_to_default_keeps_the_global_values_with_their_session() {
+    let (proxy, ask, mut direct, mut a, want) = login_values_pair().await;
+    let set = "SET SESSION sql_mode = DEFAULT, @@wait_timeout = DEFAULT";
+    let r = direct.query(set).await;
+    assert_eq!(r[0][0], 0, "direct: {}", show(&r));
+    let direct_after = direct.query(LOGIN_VALUES).await;
+    assert!(!one_value(&direct_after).contains("IGNORE_SPACE"));
+    let r = a.query(set).await;
+    assert_eq!(r[0][0], 0, "set: {}", show(&r));
+    let got = a.query(LOGIN_VALUES).await;
+    same("the session after SET … = DEFAULT", &got, &direct_after);
+    drop(a);
+    for round in 0..2 {
+        let mut b = login(&proxy.addr.to_string(), ask, APP_PASSWORD)
+            .await
+            .unwrap_or_else(|e| panic!("login: {e:02x?}"));
+        let got = b.query(LOGIN_VALUES).await;
+        same(
+            &format!("round {round}: the next client of the backend"),
+            &got,
+            &want,
+        );
+    }
+}

@@ -520,6 +520,83 @@ async fn set_global_through_the_proxy_reaches_new_clients() {
     db.sql("SET GLOBAL div_precision_increment = 4");
 }
 
+/// What main/packet checks after `SET GLOBAL max_allowed_packet` (issue
+/// 16 E.18), from the session that ran it (`a`, open before) and a new one
+/// (`b`): the session values (copied from the globals at connect, read-only
+/// in a session), and what a result larger than the new limit gives.
+/// `@@max_allowed_packet`, `@@net_buffer_length`, a 2000-byte result's
+/// length (NULL past the limit), a 1500-byte literal's length.
+type PacketRow = (u64, u64, Option<u64>, u64);
+
+async fn packet_globals(a: &mut Conn, b: Option<&mut Conn>) -> Vec<String> {
+    let probe = "SELECT @@max_allowed_packet, @@net_buffer_length, \
+                 LENGTH(REPEAT('a', 2000)), LENGTH('"
+        .to_string()
+        + &"b".repeat(1500)
+        + "')";
+    let mut seen = Vec::new();
+    let row: Result<Option<PacketRow>, _> = a.query_first(&probe).await;
+    seen.push(format!("a {row:?}"));
+    if let Some(b) = b {
+        let row: Result<Option<(u64, u64, Option<u64>)>, _> = b
+            .query_first(
+                "SELECT @@max_allowed_packet, @@net_buffer_length, LENGTH(REPEAT('a', 2000))",
+            )
+            .await;
+        seen.push(format!("b {row:?}"));
+    }
+    seen
+}
+
+/// Issue 16 E.18 (main/packet): after `SET GLOBAL max_allowed_packet` and
+/// `net_buffer_length` through the proxy, a new client sees the new values
+/// as a new direct connection does, and the session that ran it keeps its
+/// own (a long statement and a large result still work for it: the proxy's
+/// packet limit is the one the session logged in with).
+///
+/// The server fixes a connection's command limit when it connects
+/// (measured on 10.11: after the change, COM_RESET_CONNECTION leaves a
+/// connection's limit as it was, though `@@max_allowed_packet` reads the
+/// new value; a connection opened after it refuses a longer command with
+/// 1153). So a long statement of a session open before works on a backend
+/// opened before the change, and is refused on one opened after it (docs/
+/// compatibility.md): `other` runs its statement in a transaction begun
+/// before, so that the backend it lands on is certain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_global_max_allowed_packet_reaches_new_sessions_only() {
+    let db = binlog_server();
+    let set = "SET GLOBAL max_allowed_packet = 1024, GLOBAL net_buffer_length = 1024";
+    let restore = "SET GLOBAL max_allowed_packet = DEFAULT, GLOBAL net_buffer_length = DEFAULT";
+    let url = db.url("app", "secret", "test");
+    let mut a = Conn::from_url(url.clone()).await.expect("direct");
+    a.query_drop(set).await.expect("set global");
+    let mut b = Conn::from_url(url).await.expect("direct");
+    let want = packet_globals(&mut a, Some(&mut b)).await;
+    drop(b);
+    a.query_drop(restore).await.expect("restore");
+    drop(a);
+
+    let p = Proxy::builder(&db).groups(1).max_backend(3).start().await;
+    let mut a = conn(&p).await;
+    let mut other = conn(&p).await;
+    other.query_drop("BEGIN").await.expect("begin");
+    let _ = packet_globals(&mut other, None).await;
+    a.query_drop(set).await.expect("set global");
+    let mut b = conn(&p).await;
+    let got = packet_globals(&mut a, Some(&mut b)).await;
+    assert_eq!(got, want, "through myplex");
+    // Another session open before: the proxy still takes its long
+    // statements (before, it applied the new global to every session and
+    // refused them itself, 1153 and the connection closed).
+    let old = packet_globals(&mut other, None).await;
+    assert!(
+        old[0].starts_with("a Ok("),
+        "another session open before: {old:?}"
+    );
+    other.query_drop("COMMIT").await.expect("commit");
+    a.query_drop(restore).await.expect("restore");
+}
+
 /// A new session's status flags (global autocommit, the global sql_mode's
 /// NO_BACKSLASH_ESCAPES and ANSI_QUOTES) are in the greeting and the login
 /// OK as the server's own greeting and OK say them, also right after a

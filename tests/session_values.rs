@@ -251,3 +251,69 @@ async fn pings_keep_a_pinned_backend_alive() {
     assert_eq!(got[0], got[1], "through the proxy, then direct");
     assert_eq!(got[1], "1");
 }
+
+/// Everything the session variables that change how the server reads or
+/// writes data decide, in one string.
+const DATA_VARS: &str = "SELECT CONCAT_WS('|', @@character_set_database, \
+    @@collation_database, @@lc_time_names, @@time_zone, @@sql_mode, \
+    @@div_precision_increment, @@character_set_filesystem, @@default_week_format, \
+    DATE_FORMAT('2024-03-01', '%W %M'), 1/3, WEEK('2024-01-07'), 'a' || 'b')";
+
+const SET_DATA_VARS: &str = "SET collation_database = 'sjis_bin', lc_time_names = 'de_DE', \
+    time_zone = '+05:00', sql_mode = 'PIPES_AS_CONCAT', div_precision_increment = 8, \
+    character_set_filesystem = 'latin1', default_week_format = 3";
+
+async fn read_data_vars(c: &mut Conn) -> (String, u64) {
+    let v: Option<String> = c.query_first(DATA_VARS).await.expect("read");
+    let t: Option<u64> = c
+        .query_first("SELECT @@pseudo_thread_id")
+        .await
+        .expect("thread");
+    (v.expect("row"), t.expect("thread"))
+}
+
+/// Issue 16 E.16, the class: session variables that change how data is read
+/// or written (the database character set `LOAD DATA` reads files in, the
+/// time zone, sql_mode, …) follow the session onto another backend, a USE
+/// derives the database character set from the schema again, and the
+/// backend the session set them on gives the next client fresh values —
+/// each compared with direct connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_variables_follow_the_session() {
+    let db = MariaDb::shared();
+    let mut d = direct(db).await;
+    let (fresh, _) = read_data_vars(&mut d).await;
+    d.query_drop(SET_DATA_VARS).await.expect("set");
+    let (set, _) = read_data_vars(&mut d).await;
+    d.query_drop("USE test").await.expect("use");
+    let (used, _) = read_data_vars(&mut d).await;
+    assert_ne!(set, fresh);
+    assert_ne!(used, set, "USE derives the database character set");
+
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    let mut a = conn(&p).await;
+    let mut b = conn(&p).await;
+    a.query_drop(SET_DATA_VARS).await.expect("set");
+    let (_, t1) = read_data_vars(&mut a).await;
+    // b takes the backend a just left, a moves to another one.
+    occupy(&mut b).await;
+    let (b_sees, tb) = read_data_vars(&mut b).await;
+    assert_eq!(tb, t1, "b got a's backend");
+    assert_eq!(b_sees, fresh, "a's settings reached the next client");
+    let (a_sees, t2) = read_data_vars(&mut a).await;
+    assert_ne!(t2, t1, "a moved");
+    assert_eq!(a_sees, set, "a's settings after the move");
+    b.query_drop("COMMIT").await.expect("commit");
+
+    // USE on one backend, then a move to the backend that still has the
+    // database character set a set before.
+    a.query_drop("USE test").await.expect("use");
+    let (_, t3) = read_data_vars(&mut a).await;
+    occupy(&mut b).await;
+    let (_, tb) = read_data_vars(&mut b).await;
+    assert_eq!(tb, t3, "b got a's backend");
+    let (a_sees, t4) = read_data_vars(&mut a).await;
+    assert_ne!(t4, t3, "a moved");
+    assert_eq!(a_sees, used, "after USE and a move");
+    b.query_drop("COMMIT").await.expect("commit");
+}

@@ -104,9 +104,13 @@ impl ServerLimits {
     /// packet of `max_allowed_packet` bytes or more (so does the proxy, with
     /// the smaller of its own `configured` limit and the server's).
     pub fn client_packet_max(&self, configured: usize) -> usize {
-        let server = self
-            .max_allowed_packet()
-            .map_or(usize::MAX, |v| usize::try_from(v).unwrap_or(usize::MAX));
+        Self::packet_max(configured, self.max_allowed_packet())
+    }
+
+    /// [`Self::client_packet_max`] for a session whose server limit is
+    /// `server` (`None`: not known).
+    pub fn packet_max(configured: usize, server: Option<u64>) -> usize {
+        let server = server.map_or(usize::MAX, |v| usize::try_from(v).unwrap_or(usize::MAX));
         configured.min(server).saturating_sub(1)
     }
 

@@ -13,7 +13,7 @@
 //! case nobody thought of must end up in "reset" or "keep", never "share".
 
 use super::inventory::Inventory;
-use super::tracked::{ApplyEffects, TrackedState};
+use super::tracked::{ApplyEffects, LoginDefaults, TrackedState};
 use super::variables::{VarClass, fresh_value};
 use crate::sql::{Analysis, Effect, FuncKind, Kind, Scope, Statement};
 
@@ -47,7 +47,10 @@ pub struct Followup {
     pub names_collation: bool,
     /// Replayable variables set back to DEFAULT: both the session and the
     /// backend are at the server's default now, which is represented by
-    /// their absence (so two sessions at the default never differ).
+    /// their absence (so two sessions at the default never differ) —
+    /// except a value the backend's login derives ([`LoginDefaults`]):
+    /// there DEFAULT (the global value) is not what absence stands for, so
+    /// the reported value stays (see [`Followup::take_defaulted`]).
     pub defaulted: Vec<String>,
     /// Session variables whose new value the server did not report
     /// (`SET @@name = …`): read them (`SELECT @@session.name`, which
@@ -63,6 +66,24 @@ pub struct Followup {
     /// SET DEFAULT ROLE: pooled connections logged in with the old
     /// default role active; none may serve another client as they are.
     pub default_role_changed: bool,
+}
+
+impl Followup {
+    /// Takes the variables of [`Self::defaulted`] that are now at what a
+    /// fresh login of the backend's flavour (`login`) has, to be dropped
+    /// from the session's and the backend's state (absence). A variable
+    /// the login derives (`sql_mode` with IGNORE_SPACE, an INTERACTIVE
+    /// client's `wait_timeout`) is not: DEFAULT gave it the global value,
+    /// which stays in the state as reported (or probed). Without a derived
+    /// value DEFAULT is the login value: keeping it as a value would make
+    /// the session differ from every fresh backend, so that each move
+    /// re-sent it and each other client of the flavour set it back.
+    pub fn take_defaulted(&mut self, login: LoginDefaults) -> Vec<String> {
+        let mut gone = std::mem::take(&mut self.defaulted);
+        gone.retain(|n| login.value_expr(n) == "DEFAULT");
+        self.probe_vars.retain(|p| !gone.contains(p));
+        gone
+    }
 }
 
 /// Per-backend marks the authority sets; they travel with the connection.
@@ -635,8 +656,11 @@ fn apply_statement(
                 }
                 let n = String::from_utf8_lossy(name).into_owned();
                 if *scope == Scope::Unscoped {
-                    // The tracker stays silent on `@@name`: ask the server.
-                    if !*to_default {
+                    // The tracker stays silent on `@@name`: ask the server
+                    // (DEFAULT is absence, except for what a login may
+                    // derive: [`Followup::take_defaulted`] drops the probe
+                    // where the backend's login derives nothing).
+                    if !*to_default || LoginDefaults::DERIVED.contains(&n.as_str()) {
                         fu.probe_vars.push(n.clone());
                     }
                     fu.probe_vars
@@ -1005,5 +1029,42 @@ mod tests {
         r.ok("HANDLER t OPEN AS h");
         r.ok("HANDLER h CLOSE");
         assert!(r.inv.is_empty());
+    }
+
+    /// `SET x = DEFAULT` of a login-derived variable is absence where the
+    /// backend's flavour derives nothing (a value would differ from every
+    /// fresh backend and be re-sent on each move), and the reported value
+    /// where it does (DEFAULT is the global value, not the login's).
+    #[test]
+    fn derived_default_is_absence_only_without_the_capability() {
+        let sql = "SET SESSION wait_timeout = DEFAULT, sql_mode = DEFAULT, \
+                   @@wait_timeout = DEFAULT, max_join_size = DEFAULT";
+        let fu = Run::new().changed(sql);
+        let plain = LoginDefaults::default();
+        let mut f = fu.clone();
+        let mut gone = f.take_defaulted(plain);
+        gone.sort();
+        gone.dedup();
+        assert_eq!(gone, ["max_join_size", "sql_mode", "wait_timeout"]);
+        assert!(!f.probe_vars.contains(&"wait_timeout".to_string()));
+        let interactive = LoginDefaults {
+            interactive: true,
+            ..Default::default()
+        };
+        let mut f = fu.clone();
+        let mut gone = f.take_defaulted(interactive);
+        gone.sort();
+        gone.dedup();
+        assert_eq!(gone, ["max_join_size", "sql_mode"]);
+        assert!(f.probe_vars.contains(&"wait_timeout".to_string()));
+        let ignore_space = LoginDefaults {
+            ignore_space: true,
+            ..Default::default()
+        };
+        let mut f = fu;
+        let mut gone = f.take_defaulted(ignore_space);
+        gone.sort();
+        gone.dedup();
+        assert_eq!(gone, ["max_join_size", "wait_timeout"]);
     }
 }

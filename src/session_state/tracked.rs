@@ -11,6 +11,14 @@ use crate::protocol::session_track::{Change, entries};
 /// the server set `sql_big_selects` ON.
 const MAX_JOIN_SIZE_UNLIMITED: &str = "18446744073709551615";
 
+/// The database character set and collation. The server derives them from
+/// the default schema (USE, COM_INIT_DB, a reset re-selecting it) and a
+/// `SET` overrides them until the schema is selected again. The state
+/// holds them only while overridden; either one determines both (setting
+/// the character set takes its default collation, setting the collation
+/// takes its character set), so they are replayed in this order.
+const DATABASE_VARS: [&str; 2] = ["character_set_database", "collation_database"];
+
 /// Schema and changed session variables, as the server reported them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrackedState {
@@ -88,6 +96,12 @@ pub struct LoginDefaults {
 }
 
 impl LoginDefaults {
+    /// The variables a login capability may derive. `SET name = DEFAULT`
+    /// gives them the global value, which is not a fresh login's: a session
+    /// that set one back to DEFAULT keeps the reported value, never
+    /// "absent" (which means the flavour's login value).
+    pub const DERIVED: [&'static str; 2] = ["sql_mode", "wait_timeout"];
+
     /// The defaults of a connection that logged in with `caps`.
     pub fn of(caps: crate::protocol::caps::Caps) -> Self {
         use crate::protocol::caps::flag;
@@ -111,7 +125,7 @@ impl LoginDefaults {
     /// Assignments (`name=expr`) that restore the login-derived values
     /// after COM_RESET_CONNECTION or COM_CHANGE_USER.
     pub fn after_reset(self) -> Vec<String> {
-        ["sql_mode", "wait_timeout"]
+        Self::DERIVED
             .into_iter()
             .map(|n| (n, self.value_expr(n)))
             .filter(|(_, e)| *e != "DEFAULT")
@@ -160,10 +174,12 @@ impl TrackedState {
         let mut fx = ApplyEffects::default();
         let (mut cs_conn, mut coll_conn, mut cs_results) = (false, false, false);
         let (mut join_size, mut big_selects) = (None, false);
+        let (mut schema_changed, mut db_vars) = (false, [false; 2]);
         for e in entries(block) {
             match e.change() {
                 Some(Change::Schema(s)) => {
                     self.schema = (!s.is_empty()).then(|| s.to_vec());
+                    schema_changed = true;
                 }
                 Some(Change::SystemVariable { name, value }) => {
                     let name = String::from_utf8_lossy(name).to_ascii_lowercase();
@@ -174,6 +190,9 @@ impl TrackedState {
                             coll_conn |= name == "collation_connection";
                             cs_results |= name == "character_set_results";
                             big_selects |= name == "sql_big_selects";
+                            for (seen, n) in db_vars.iter_mut().zip(DATABASE_VARS) {
+                                *seen |= name == n;
+                            }
                             if name == "max_join_size" {
                                 join_size = Some(value.clone());
                             }
@@ -188,6 +207,19 @@ impl TrackedState {
                 Some(Change::StateChanged) => fx.state_changed = true,
                 _ => {}
             }
+        }
+        if schema_changed {
+            // Selecting a schema sets the database character set and
+            // collation from it (reported with it or not): derived again,
+            // no longer overridden.
+            for n in DATABASE_VARS {
+                self.vars.remove(n);
+            }
+        } else if db_vars[0] != db_vars[1] {
+            // One of the pair was set: it determined the other, whose
+            // older value must not be replayed after it.
+            let other = DATABASE_VARS[usize::from(db_vars[0])];
+            self.vars.remove(other);
         }
         if cs_results {
             // The default collation, until SET NAMES tells its own
@@ -296,8 +328,9 @@ impl TrackedState {
                 }
             }
         }
+        let own_rule = |n: &str| CHARSET_VARS.contains(&n) || DATABASE_VARS.contains(&n);
         for (n, v) in &self.vars {
-            if CHARSET_VARS.contains(&n.as_str()) {
+            if own_rule(n) {
                 continue;
             }
             if backend.vars.get(n) != Some(v) {
@@ -305,10 +338,11 @@ impl TrackedState {
             }
         }
         for n in backend.vars.keys() {
-            if !self.vars.contains_key(n) && !CHARSET_VARS.contains(&n.as_str()) {
+            if !self.vars.contains_key(n) && !own_rule(n) {
                 assigns.push(format!("{n}={}", login.value_expr(n)));
             }
         }
+        self.plan_database_vars(backend, &mut plan, &mut assigns);
         if self.last_insert_id != backend.last_insert_id {
             assigns.push(format!("last_insert_id={}", self.last_insert_id));
         }
@@ -319,6 +353,41 @@ impl TrackedState {
             (None, true) => None,
         };
         plan
+    }
+
+    /// The database character set and collation ([`DATABASE_VARS`]), after
+    /// the plan's schema: selecting a schema (COM_INIT_DB runs before the
+    /// `SET`) derives them again, so an override is set after it; a backend
+    /// overridden where the session is not selects its schema again, or
+    /// takes the global value when neither has a schema (what a connection
+    /// without one starts with).
+    fn plan_database_vars(
+        &self,
+        backend: &TrackedState,
+        plan: &mut SyncPlan,
+        assigns: &mut Vec<String>,
+    ) {
+        let mine = DATABASE_VARS.map(|n| self.vars.get(n));
+        let theirs = if plan.init_db.is_some() {
+            [None, None]
+        } else {
+            DATABASE_VARS.map(|n| backend.vars.get(n))
+        };
+        if mine == theirs {
+            return;
+        }
+        if mine == [None, None] {
+            match &self.schema {
+                Some(s) => plan.init_db = Some(s.clone()),
+                None => assigns.push(format!("{}=DEFAULT", DATABASE_VARS[1])),
+            }
+            return;
+        }
+        for (n, v) in DATABASE_VARS.iter().zip(mine) {
+            if let Some(v) = v {
+                assigns.push(assign(n, v));
+            }
+        }
     }
 
     /// The backend reached `target` by a successful sync plan: take its
@@ -655,6 +724,73 @@ mod tests {
             "a backend of the 224 login must be brought to this session"
         );
         assert!(!login_224.sync_plan(&s, LoginDefaults::default()).is_empty());
+    }
+
+    /// `SET character_set_database = ujis` (suite/jp before LOAD DATA)
+    /// follows the session to any backend, after its schema; USE derives
+    /// the pair from the schema again.
+    #[test]
+    fn database_charset_is_replayed_after_the_schema() {
+        let base = TrackedState::for_collation(45);
+        let mut s = base.clone();
+        let mut b = BytesMut::new();
+        b.put_u8(1);
+        put_lenenc_bytes(&mut b, b"\x04test");
+        sysvar(&mut b, "character_set_database", "latin1");
+        sysvar(&mut b, "collation_database", "latin1_swedish_ci");
+        s.apply_block(&b);
+        assert!(!s.vars.contains_key("character_set_database"), "derived");
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "character_set_database", "ujis");
+        s.apply_block(&b);
+        assert_eq!(s.vars["character_set_database"], "ujis");
+        // A backend on another schema: the schema first, then the override.
+        let plan = s.sync_plan(&base, LoginDefaults::default());
+        assert_eq!(plan.init_db.as_deref(), Some(&b"test"[..]));
+        assert_eq!(
+            plan.set_sql.as_deref(),
+            Some("SET SESSION character_set_database='ujis'")
+        );
+        // A backend on the same schema with the same override: nothing.
+        let mut same = s.clone();
+        assert!(s.sync_plan(&same, LoginDefaults::default()).is_empty());
+        // The same override on a backend whose schema differs: selecting
+        // the schema drops it, so it is set again.
+        same.schema = Some(b"other".to_vec());
+        let plan = s.sync_plan(&same, LoginDefaults::default());
+        assert_eq!(
+            plan.set_sql.as_deref(),
+            Some("SET SESSION character_set_database='ujis'")
+        );
+        // Setting the collation replaces the character set's override.
+        let mut b = BytesMut::new();
+        sysvar(&mut b, "collation_database", "sjis_bin");
+        s.apply_block(&b);
+        assert!(!s.vars.contains_key("character_set_database"));
+        assert_eq!(s.vars["collation_database"], "sjis_bin");
+        // A session without the override on a backend that has it: its
+        // schema is selected again (or the global value, without one).
+        let mut plain = s.clone();
+        plain.vars.remove("collation_database");
+        let plan = plain.sync_plan(&s, LoginDefaults::default());
+        assert_eq!(plan.init_db.as_deref(), Some(&b"test"[..]));
+        assert_eq!(plan.set_sql, None);
+        let (mut plain, mut over) = (plain, s.clone());
+        plain.schema = None;
+        over.schema = None;
+        assert_eq!(
+            plain
+                .sync_plan(&over, LoginDefaults::default())
+                .set_sql
+                .as_deref(),
+            Some("SET SESSION collation_database=DEFAULT")
+        );
+        // USE ends the override.
+        let mut b = BytesMut::new();
+        b.put_u8(1);
+        put_lenenc_bytes(&mut b, b"\x05other");
+        s.apply_block(&b);
+        assert!(!s.vars.contains_key("collation_database"));
     }
 
     #[test]

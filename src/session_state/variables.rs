@@ -25,8 +25,6 @@ pub enum VarClass {
 /// Variables set per statement or owned by the server. The trackers report
 /// some of them (`last_gtid` after every commit with the binary log on).
 const SERVER_OWNED: &[&str] = &[
-    "character_set_database",
-    "collation_database",
     "error_count",
     "identity",
     "in_transaction",
@@ -40,9 +38,21 @@ const SERVER_OWNED: &[&str] = &[
 ];
 
 /// Plain per-session settings, safe to set on any backend connection of the
-/// same user. Sorted, for binary search.
+/// same user. Sorted, for binary search. `character_set_database` and
+/// `collation_database` are here too (they decide how `LOAD DATA` reads a
+/// file and the default character set of new tables), but the server also
+/// derives them from the default schema: [`super::tracked`] keeps them only
+/// while a `SET` overrides the schema's. Aliases of listed names
+/// (`storage_engine`, `log_slow_query_time`, `log_slow_min_examined_row_limit`,
+/// `log_slow_query`) stay pinning: replayed in name order, an alias and its
+/// target set in either order would end with the wrong one.
 const REPLAYABLE: &[&str] = &[
     "alter_algorithm",
+    "analyze_max_length",
+    "analyze_sample_percentage",
+    "aria_repair_threads",
+    "aria_sort_buffer_size",
+    "aria_stats_method",
     "auto_increment_increment",
     "auto_increment_offset",
     "autocommit",
@@ -52,11 +62,13 @@ const REPLAYABLE: &[&str] = &[
     "character_set_client",
     "character_set_collations",
     "character_set_connection",
+    "character_set_database",
     "character_set_filesystem",
     "character_set_results",
     "character_set_server",
     "check_constraint_checks",
     "collation_connection",
+    "collation_database",
     "collation_server",
     "column_compression_threshold",
     "column_compression_zlib_level",
@@ -87,21 +99,31 @@ const REPLAYABLE: &[&str] = &[
     "idle_write_transaction_timeout",
     "in_predicate_conversion_threshold",
     "information_schema_stats_expiry",
+    "innodb_compression_default",
+    "innodb_default_encryption_key_id",
     "innodb_ft_enable_stopword",
     "innodb_ft_user_stopword_table",
     "innodb_lock_wait_timeout",
+    "innodb_snapshot_isolation",
     "innodb_strict_mode",
+    "innodb_table_locks",
     "interactive_timeout",
     "join_buffer_size",
     "join_buffer_space_limit",
     "join_cache_level",
+    "keep_files_on_create",
     "lc_messages",
     "lc_time_names",
     "lock_wait_timeout",
+    "log_queries_not_using_indexes",
+    "log_slow_admin_statements",
+    "log_slow_disabled_statements",
     "log_slow_filter",
+    "log_slow_max_warnings",
     "log_slow_rate_limit",
     "log_slow_verbosity",
     "long_query_time",
+    "low_priority_updates",
     "max_error_count",
     "max_execution_time",
     "max_heap_table_size",
@@ -116,14 +138,20 @@ const REPLAYABLE: &[&str] = &[
     "max_statement_time",
     "min_examined_row_limit",
     "mrr_buffer_size",
+    "myisam_repair_threads",
+    "myisam_sort_buffer_size",
+    "myisam_stats_method",
     "net_read_timeout",
     "net_retry_count",
     "net_write_timeout",
+    "note_verbosity",
     "old",
     "old_alter_table",
     "old_mode",
     "old_passwords",
+    "optimizer_adjust_secondary_key_costs",
     "optimizer_extra_pruning_depth",
+    "optimizer_join_limit_pref_ratio",
     "optimizer_max_sel_arg_weight",
     "optimizer_max_sel_args",
     "optimizer_prune_level",
@@ -138,6 +166,7 @@ const REPLAYABLE: &[&str] = &[
     "profiling_history_size",
     "progress_report_time",
     "query_alloc_block_size",
+    "query_cache_strip_comments",
     "query_cache_type",
     "query_cache_wlock_invalidate",
     "query_prealloc_size",
@@ -209,6 +238,8 @@ pub fn coupled(name: &str) -> &'static [&'static str] {
         "character_set_connection" => &["collation_connection"],
         "collation_server" => &["character_set_server"],
         "character_set_server" => &["collation_server"],
+        "collation_database" => &["character_set_database"],
+        "character_set_database" => &["collation_database"],
         _ => &[],
     }
 }
@@ -228,6 +259,8 @@ mod tests {
     #[test]
     fn classes() {
         assert_eq!(classify("sql_mode"), VarClass::Replayable);
+        assert_eq!(classify("character_set_database"), VarClass::Replayable);
+        assert_eq!(classify("collation_database"), VarClass::Replayable);
         assert_eq!(classify("last_gtid"), VarClass::ServerOwned);
         assert_eq!(classify("warning_count"), VarClass::ServerOwned);
         assert_eq!(

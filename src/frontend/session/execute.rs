@@ -499,7 +499,7 @@ impl Session {
                         }
                     }
                 }
-                let fu = authority::after_query(
+                let mut fu = authority::after_query(
                     &mut self.inv,
                     &mut co.backend.marks,
                     &schema_before,
@@ -509,7 +509,7 @@ impl Session {
                     sql,
                     lex,
                 );
-                for n in &fu.defaulted {
+                for n in &fu.take_defaulted(co.backend.login_defaults()) {
                     self.state.vars.remove(n);
                     co.backend.state.vars.remove(n);
                 }

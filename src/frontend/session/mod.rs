@@ -128,6 +128,10 @@ pub struct Session {
     /// The client's own `session_track_*` settings once it changed one
     /// (`None`: the server's defaults, `Shared::trackers`).
     own_trackers: Option<Box<crate::protocol::session_track::ClientTrackers>>,
+    /// The server's global `max_allowed_packet` when the client logged in:
+    /// the server copies it into a session at connect and a session cannot
+    /// change it, so a later `SET GLOBAL` reaches new sessions only.
+    login_max_packet: Option<u64>,
     /// When the statement whose warnings or error the held backend keeps
     /// ran: the hold goes on through statements that keep the list only
     /// for `pool.diagnostics_hold_ms` after it (a client polling with
@@ -227,6 +231,7 @@ impl Session {
             pins.add(PinReason::SessionMode);
         }
         let tickets = shared.config.load().pool.high_prio_tickets;
+        let login_max_packet = shared.limits.max_allowed_packet();
         let s = Self {
             id,
             client: login.io,
@@ -259,6 +264,7 @@ impl Session {
             diagnostic_stmt: false,
             diag_since: None,
             own_trackers: None,
+            login_max_packet,
             expect_columns: None,
             expect_metadata: None,
             executing: None,
@@ -287,9 +293,11 @@ impl Session {
     /// The largest command a client may send: below the server's
     /// `max_allowed_packet` and the configured limit, as the server counts.
     fn max_packet(&self) -> usize {
-        self.shared
-            .limits
-            .client_packet_max(self.shared.config.load().frontend.max_allowed_packet)
+        crate::backend::conn::ServerLimits::packet_max(
+            self.shared.config.load().frontend.max_allowed_packet,
+            self.login_max_packet
+                .or_else(|| self.shared.limits.max_allowed_packet()),
+        )
     }
 
     /// Adds a pin reason, counting it when it is new.
