@@ -13,8 +13,11 @@
 //! What cannot be planned is refused with ER_NOT_SUPPORTED_YET naming
 //! myplex: KILL in a multi-statement, a compound statement, stored code a
 //! CREATE would keep (procedure, function, trigger, event) or SET STATEMENT;
-//! dynamic SQL whose text is not a literal or a plain expression
-//! (`kill_dynamic`); such words in a query the lexer cannot read (an
+//! top-level dynamic SQL whose text is not a literal or an expression the
+//! server can compute without effect, dynamic SQL in stored code, compound
+//! or multi-statements whose text holds the word KILL, a CALL whose text
+//! holds it (`kill_dynamic`; text built from pieces at run time is not
+//! seen, see docs/compatibility.md); such words in a query the lexer cannot read (an
 //! unterminated quote, a character set with ASCII-range trail bytes and
 //! non-ASCII text); and, for queries of 16 MiB or more, such words past the
 //! first 64 KiB (`large`).
@@ -127,13 +130,20 @@ pub fn plan(
     let toks: Vec<_> = crate::sql::lexer::Lexer::new(sql, opts).collect();
     let kill_word = toks.iter().any(|t| t.is_word(sql, b"kill"));
     let dyns = super::kill_dynamic::texts(sql, &toks, opts);
-    if !kill_word && dyns.is_empty() {
-        return None;
-    }
     let single = match analysis.statements.as_slice() {
         [s] if !analysis.incomplete => Some(s),
         _ => None,
     };
+    if !kill_word && dyns.is_empty() {
+        // A procedure may run its arguments as dynamic SQL: a CALL that
+        // passes the word KILL (in a string) is refused like dynamic SQL in
+        // stored code that holds it.
+        let call = toks.iter().any(|t| t.is_word(sql, b"call"));
+        return (call && crate::sql::scan::words(sql).has(crate::sql::scan::Found::KILL))
+            .then_some(KillPlan::Refuse(
+                "CALL with the word KILL in its arguments through myplex",
+            ));
+    }
     if kill_word {
         return Some(match single {
             Some(s) if s.kind == Kind::Kill => plan_kill(sql, s, opts),
@@ -828,13 +838,18 @@ mod tests {
         for q in [
             "CREATE PROCEDURE p() KILL 5",
             "CREATE DEFINER=CURRENT_USER EVENT e ON SCHEDULE EVERY 1 SECOND DO KILL 5",
-            "CREATE PROCEDURE p(q TEXT) BEGIN PREPARE s FROM q; EXECUTE s; END",
-            "CREATE PROCEDURE p() EXECUTE IMMEDIATE CONCAT('KI', 'LL 5')",
+            "CREATE PROCEDURE p(q TEXT) BEGIN PREPARE s FROM q; EXECUTE s; END -- kill",
+            "CREATE PROCEDURE p() EXECUTE IMMEDIATE CONCAT('KILL ', 5)",
+            "BEGIN NOT ATOMIC SET @q = 'Kill 5'; PREPARE s FROM @q; EXECUTE s; END",
             "BEGIN NOT ATOMIC KILL 5; END",
             "IF 1 THEN KILL 5; END IF",
             "SET STATEMENT max_statement_time=0 FOR KILL 5",
-            "PREPARE s FROM @q; SELECT 1",
+            "SET @q = 'KILL 5'; PREPARE s FROM @q; SELECT 1",
             "PREPARE s FROM f(@q)",
+            "EXECUTE IMMEDIATE (SELECT q FROM t)",
+            "CALL p('KILL 5')",
+            "SELECT 1; CALL p(CONCAT('kill ', 5))",
+            "BEGIN NOT ATOMIC CALL p('KILL 5'); END",
             "PREPARE s FROM 'PREPARE t FROM @q'",
             "PREPARE s FROM 'EXECUTE IMMEDIATE ''KILL 5'''",
             // sql_mode changes mid-query: the rest cannot be read.
@@ -858,6 +873,28 @@ mod tests {
                 stand_in: None,
             })
         );
+        // System variables and pure functions are computed too.
+        assert!(matches!(
+            plan_of("EXECUTE IMMEDIATE SFORMAT('SELECT {}', @@collation_connection)"),
+            Some(KillPlan::Resolve { .. })
+        ));
+        // Not a variable that may change between computing and running.
+        assert!(matches!(
+            plan_of("EXECUTE IMMEDIATE ELT(RIGHT(@@timestamp, 1), 'DO 1', 'KILL 5')"),
+            Some(KillPlan::Refuse(_))
+        ));
+        // Dynamic SQL in stored code, compound and multi-statements without
+        // the word KILL anywhere is left to the server (text built from
+        // pieces at run time is a documented limit).
+        for q in [
+            "CREATE PROCEDURE p(q TEXT) BEGIN PREPARE s FROM q; EXECUTE s; END",
+            "CREATE PROCEDURE p() EXECUTE IMMEDIATE CONCAT('KI', 'LL 5')",
+            "BEGIN NOT ATOMIC DECLARE q TEXT DEFAULT 'SELECT 1'; PREPARE s FROM q; END",
+            "SET @q = 'SELECT 1'; PREPARE s FROM @q; EXECUTE s",
+            "CALL p('SELECT 1')",
+        ] {
+            assert_eq!(plan_of(q), None, "{q}");
+        }
         // Literals without KILL, and stored code without it, are left alone.
         assert_eq!(plan_of("PREPARE s FROM 'SELECT 1'"), None);
         assert_eq!(plan_of("EXECUTE IMMEDIATE 'SELECT ?' USING 1"), None);

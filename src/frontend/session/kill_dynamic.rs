@@ -2,14 +2,20 @@
 //! `PREPARE name FROM …` and `EXECUTE IMMEDIATE …`.
 //!
 //! A string literal is read here (its KILL is mapped or refused like a
-//! typed one). Text from a variable or an expression is resolved: when the
-//! expression is a plain, side-effect-free one (literals, user variables,
-//! a few string functions), the server computes it once
+//! typed one). Text from a variable or an expression of a top-level
+//! PREPARE / EXECUTE IMMEDIATE is resolved: when the expression is a plain,
+//! side-effect-free one (literals, user variables, system variables whose
+//! value cannot change before the statement runs, pure string functions
+//! such as CONCAT, REPLACE, SFORMAT), the server computes it once
 //! (`SELECT HEX(CAST((expr) AS CHAR))`, the text in the connection
 //! character set, as PREPARE converts it) and that text is planned; any
-//! other expression, and dynamic SQL inside stored code or a compound
-//! statement (a local variable, a parameter), is refused. Only statements
-//! that name PREPARE or EXECUTE IMMEDIATE pay the extra round trip.
+//! other top-level expression is refused. Dynamic SQL inside stored code,
+//! a compound or a multi-statement (where the text exists only at run
+//! time) is refused only when the query holds the word KILL anywhere,
+//! strings and comments included; text assembled from pieces at run time
+//! (`CONCAT('KI', 'LL …')`, `CHAR(…)`, hex literals, table data) is not
+//! seen — a limit documented in docs/compatibility.md. Only statements that
+//! name PREPARE or EXECUTE IMMEDIATE pay the extra round trip.
 //!
 //! Owns this planning and the resolution round trip; the KILL forms
 //! themselves are `kill`'s.
@@ -48,6 +54,41 @@ const PURE_FUNCTIONS: &[&[u8]] = &[
     b"ifnull",
     b"coalesce",
     b"from_base64",
+    b"sformat",
+    b"conv",
+    b"hex",
+    b"quote",
+    b"format",
+    b"insert",
+    b"elt",
+    b"if",
+    b"nullif",
+    b"substring_index",
+    b"length",
+    b"char_length",
+    b"charset",
+    b"collation",
+    b"database",
+    b"schema",
+];
+
+/// Parts of system variable names whose value may change between the
+/// server computing the text and running the statement (the clock, other
+/// clients' commits, the diagnostics of the computing statement itself,
+/// the backend the statement runs on): such an expression could compute
+/// one text and run another.
+const VOLATILE_SYSVARS: &[&str] = &[
+    "time",
+    "count",
+    "gtid",
+    "rand",
+    "insert_id",
+    "identity",
+    "thread",
+    "transaction",
+    "uptime",
+    "last_",
+    "seq_no",
 ];
 
 /// Words an expression may hold besides function names.
@@ -119,9 +160,26 @@ pub(super) fn plan(
                 };
                 return Some(KillPlan::Resolve { expr, stand_in });
             }
-            return Some(KillPlan::Refuse(
-                "PREPARE or EXECUTE IMMEDIATE of text from a variable or expression in stored code, a compound or multi-statement, or with side effects, through myplex",
-            ));
+            if matches!(
+                single.map(|s| s.kind),
+                Some(Kind::Prepare | Kind::ExecuteImmediate)
+            ) {
+                // A top-level statement whose text the server cannot
+                // compute without effect (a stored function, a subquery).
+                return Some(KillPlan::Refuse(
+                    "PREPARE or EXECUTE IMMEDIATE of text from an expression with side effects through myplex",
+                ));
+            }
+            // Stored code, a compound or multi-statement: the text exists
+            // only when it runs. Refused when the query holds the word
+            // KILL anywhere (strings and comments included); text built
+            // from pieces at run time is a documented limit.
+            if crate::sql::scan::words(sql).has(crate::sql::scan::Found::KILL) {
+                return Some(KillPlan::Refuse(
+                    "dynamic SQL (PREPARE / EXECUTE IMMEDIATE of a variable or expression) with the word KILL in stored code, a compound or multi-statement through myplex",
+                ));
+            }
+            continue;
         };
         let inner = crate::sql::analyze(text, opts);
         match kill::plan(text, &inner, opts) {
@@ -179,6 +237,10 @@ fn expression(sql: &[u8], toks: &[Token], at: usize) -> Option<String> {
             | TokenKind::BitString
             | TokenKind::Number
             | TokenKind::UserVar => true,
+            TokenKind::SysVar => {
+                let name = String::from_utf8_lossy(t.text(sql)).to_ascii_lowercase();
+                !VOLATILE_SYSVARS.iter().any(|v| name.contains(v))
+            }
             TokenKind::Symbol if t.is_symbol(sql, b"(") => {
                 depth += 1;
                 true
@@ -349,8 +411,15 @@ mod tests {
             expr_of("PREPARE s FROM 'KI' 'LL 1'").as_deref(),
             Some("'KI' 'LL 1'")
         );
+        assert_eq!(
+            expr_of("EXECUTE IMMEDIATE SFORMAT('SELECT {}', @@session.collation_connection)")
+                .as_deref(),
+            Some("SFORMAT('SELECT {}', @@session.collation_connection)")
+        );
         for q in [
             "PREPARE s FROM IF(RAND() > 0.5, 'KILL 1', 'DO 1')",
+            "PREPARE s FROM CONV(@@warning_count, 10, 36)",
+            "PREPARE s FROM ELT(@@gtid_current_pos, 'DO 1')",
             "PREPARE s FROM (SELECT q FROM t)",
             "PREPARE s FROM @q := 'KILL 1'",
             "PREPARE s FROM f(@q)",
