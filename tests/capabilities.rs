@@ -1432,3 +1432,79 @@ async fn set_to_default_keeps_the_global_values_with_their_session() {
         );
     }
 }
+
+/// The first packet a compressed connection gets back, or `None` when it
+/// is closed without one.
+async fn first_compressed_reply(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut h = [0u8; 7];
+    timeout(WAIT, s.read_exact(&mut h)).await.ok()?.ok()?;
+    let clen = usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16;
+    let ulen = usize::from(h[4]) | usize::from(h[5]) << 8 | usize::from(h[6]) << 16;
+    let mut body = vec![0u8; clen];
+    timeout(WAIT, s.read_exact(&mut body)).await.ok()?.ok()?;
+    let plain = if ulen == 0 {
+        body
+    } else {
+        let mut out = Vec::new();
+        flate2::read::ZlibDecoder::new(&body[..])
+            .read_to_end(&mut out)
+            .ok()?;
+        out
+    };
+    plain.get(4..).map(<[u8]>::to_vec)
+}
+
+/// A compressed frame announcing more plain bytes than the packet limit
+/// (the server's `max_allowed_packet`) is refused on its header with 1153,
+/// as the server refuses it, before the proxy inflates it: here 2 KiB of
+/// zlib standing for a `SELECT 1` followed by 2 MiB of zero bytes, which
+/// inflated would be read as a stream of empty commands (issue 16, item 9).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_frame_above_the_packet_limit_is_refused() {
+    let db = MariaDb::start_with_args(&["--max-allowed-packet=1M"]);
+    let proxy = Proxy::builder(&db).start().await;
+    let mut plain = vec![9, 0, 0, 0, 3];
+    plain.extend_from_slice(b"SELECT 1");
+    plain.resize(2 << 20, 0);
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(&plain).expect("deflate");
+    let body = e.finish().expect("deflate");
+    let mut frame = vec![
+        body.len() as u8,
+        (body.len() >> 8) as u8,
+        (body.len() >> 16) as u8,
+        0,
+        plain.len() as u8,
+        (plain.len() >> 8) as u8,
+        (plain.len() >> 16) as u8,
+    ];
+    frame.extend_from_slice(&body);
+    let mut codes = Vec::new();
+    for addr in [db.addr(), proxy.addr.to_string()] {
+        let mut w = login(
+            &addr,
+            Ask::new(BASE | COMPRESS | DEPRECATE_EOF),
+            APP_PASSWORD,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("login: {e:02x?}"));
+        assert!(w.compressed);
+        w.s.write_all(&frame).await.expect("send");
+        let reply = first_compressed_reply(&mut w.s).await;
+        eprintln!(
+            "DEBUG {addr}: {:02x?}",
+            reply.as_ref().map(|r| &r[..r.len().min(40)])
+        );
+        codes.push(
+            reply
+                .filter(|p| p.first() == Some(&0xFF) && p.len() >= 3)
+                .map(|p| u16::from_le_bytes([p[1], p[2]])),
+        );
+    }
+    assert_eq!(
+        codes[1],
+        Some(1153),
+        "through the proxy (direct: {:?})",
+        codes[0]
+    );
+}

@@ -170,3 +170,63 @@ async fn transactions_with_prepared_statements() {
         .expect("count");
     assert_eq!(seen, Some(1));
 }
+
+/// Prepares `sql` on `c`; the server error code (0 = prepared).
+async fn prepare_code(c: &mut Conn, sql: &str) -> (u16, String) {
+    match c.prep(sql).await {
+        Ok(_) => (0, String::new()),
+        Err(mysql_async::Error::Server(e)) => (e.code, e.message),
+        Err(e) => panic!("not a server error: {e}"),
+    }
+}
+
+/// One session cannot hold more prepared statements than the server's
+/// `max_prepared_stmt_count`: the next COM_STMT_PREPARE gets the server's
+/// own 1461, as direct — also when the proxy could have served it from its
+/// registry or kept it without a backend (a prepared KILL), and although
+/// the proxy closes idle statements on its backends. Closing one makes
+/// room again (issue 16, item 10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_session_statement_cap_is_the_servers() {
+    let db = MariaDb::start_with_args(&["--max-prepared-stmt-count=4"]);
+    let p = Proxy::builder(&db).groups(1).max_backend(2).start().await;
+    let direct = Conn::from_url(db.url("app", "secret", "test"))
+        .await
+        .expect("direct");
+    // One at a time: the server's count is of all its connections.
+    for mut c in [direct, conn(&p).await] {
+        let c = &mut c;
+        // Statements are kept by the client library: hold them.
+        let mut held = Vec::new();
+        for i in 0..4 {
+            held.push(
+                c.prep(format!("SELECT {i} + ?"))
+                    .await
+                    .expect("under the cap"),
+            );
+        }
+        let (code, message) = prepare_code(c, "SELECT 99 + ?").await;
+        assert_eq!(code, 1461, "{message}");
+        assert_eq!(
+            message,
+            "Can't create more than max_prepared_stmt_count statements (current value: 4)"
+        );
+        c.close(held.pop().expect("one")).await.expect("close");
+        assert_eq!(prepare_code(c, "SELECT 99 + ?").await.0, 0, "room again");
+        drop(held);
+        c.reset().await.expect("reset closes every statement");
+    }
+    // A prepared KILL counts, as the server counts it.
+    let mut k = conn(&p).await;
+    let mut held = Vec::new();
+    for i in 0..3 {
+        held.push(k.prep(format!("SELECT {i} + ?")).await.expect("prepare"));
+    }
+    held.push(
+        k.prep(format!("KILL {}", k.id() + 1000))
+            .await
+            .expect("prepare KILL"),
+    );
+    assert_eq!(prepare_code(&mut k, "KILL 1").await.0, 1461);
+    assert_eq!(prepare_code(&mut k, "SELECT 98 + ?").await.0, 1461);
+}

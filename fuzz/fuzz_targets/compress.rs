@@ -1,13 +1,14 @@
 //! The compressed protocol's frame reader (`wire::compress::Zlib`), fed a
 //! peer's compressed byte stream in two arbitrary pieces, and its writer.
 //!
-//! Input: `split u16 | compressed stream`.
+//! Input: `split u16 | frame limit u16 | compressed stream`.
 //!
 //! Invariants: no panic or hang; decoding the stream in two pieces gives
 //! the same plain bytes and the same verdict as decoding it at once; what
 //! is left undecoded is less than one whole frame; output never exceeds
-//! what the frame headers announce; encode-then-decode gives back the
-//! input exactly, for any input.
+//! what the frame headers announce; no frame announcing more plain bytes
+//! than the frame limit is decoded (the stream fails there);
+//! encode-then-decode gives back the input exactly, for any input.
 #![no_main]
 
 use std::cell::RefCell;
@@ -29,8 +30,9 @@ thread_local! {
 
 /// Decodes `parts` fed one after another; plain bytes, whether it failed,
 /// bytes left undecoded.
-fn decode(z: &mut Zlib, parts: &[&[u8]]) -> (BytesMut, bool, usize) {
+fn decode(z: &mut Zlib, parts: &[&[u8]], limit: usize) -> (BytesMut, bool, usize) {
     z.raw.clear();
+    z.set_frame_limit(limit);
     let mut plain = BytesMut::new();
     for part in parts {
         z.raw.extend_from_slice(part);
@@ -55,6 +57,7 @@ fuzz_target!(|data: &[u8]| {
 fn check(data: &[u8], a: &mut Zlib, b: &mut Zlib, w: &mut Zlib) {
     let mut input = Input::new(data);
     let split = usize::from(input.u16());
+    let limit = usize::from(input.u16());
     let stream = input.rest();
     let at = if stream.is_empty() {
         0
@@ -62,8 +65,8 @@ fn check(data: &[u8], a: &mut Zlib, b: &mut Zlib, w: &mut Zlib) {
         split % (stream.len() + 1)
     };
 
-    let (whole, whole_err, pending) = decode(a, &[stream]);
-    let (parts, parts_err, _) = decode(b, &[&stream[..at], &stream[at..]]);
+    let (whole, whole_err, pending) = decode(a, &[stream], limit);
+    let (parts, parts_err, _) = decode(b, &[&stream[..at], &stream[at..]], limit);
     assert_eq!(whole_err, parts_err, "verdict depends on how bytes arrive");
     assert_eq!(whole, parts, "plain bytes depend on how bytes arrive");
 
@@ -76,7 +79,12 @@ fn check(data: &[u8], a: &mut Zlib, b: &mut Zlib, w: &mut Zlib) {
         if stream.len() - off - FRAME_HEADER < clen {
             break;
         }
-        announced += if ulen == 0 { clen } else { ulen };
+        let plain = if ulen == 0 { clen } else { ulen };
+        if plain > limit {
+            assert!(whole_err, "a frame above the limit was accepted");
+            break;
+        }
+        announced += plain;
         off += FRAME_HEADER + clen;
     }
     assert!(whole.len() <= announced, "more plain bytes than announced");
@@ -90,7 +98,7 @@ fn check(data: &[u8], a: &mut Zlib, b: &mut Zlib, w: &mut Zlib) {
     w.encode(stream).expect("encode");
     w.encode(&stream[..at]).expect("encode");
     let frames = w.out.split().freeze();
-    let (back, err, left) = decode(a, &[&frames]);
+    let (back, err, left) = decode(a, &[&frames], usize::MAX);
     assert!(!err, "our own frames do not decode");
     assert_eq!(left, 0);
     assert_eq!(&back[..stream.len()], stream);

@@ -340,7 +340,7 @@ pub struct PoolConfig {
     /// used ones are closed above it).
     pub prepared_per_backend: usize,
     /// Distinct prepared statements (per user, schema, SQL) the registry
-    /// keeps once no client holds them.
+    /// keeps (least recently used leave first, held by a client or not).
     pub prepared_registry_size: usize,
     /// After a statement with warnings or an error, its backend (which holds
     /// the diagnostics area) stays with the client this long or until its

@@ -451,7 +451,9 @@ pub async fn relay(
                 .map_err(|e| match e {
                     PumpError::Write(e) => RelayError::Client(e),
                     PumpError::Read(err) => RelayError::Backend { err, sent: true },
-                    PumpError::TooLarge => RelayError::Malformed { sent: true },
+                    PumpError::TooLarge | PumpError::Refused => {
+                        RelayError::Malformed { sent: true }
+                    }
                 })?;
         }
         if client.wbuf.len() >= FLUSH_AT && held.is_none() {

@@ -1,9 +1,15 @@
 //! The prepared-statement registry: one entry per (credential pool, schema,
 //! SQL) holding the server's prepare response, shared by every client that
-//! prepares the same text. Bounded: entries no client holds are evicted,
-//! least recently used first, above the configured capacity.
+//! prepares the same text. Bounded by the configured capacity and by
+//! [`MAX_BYTES`]: least recently used entries leave the map first, whether
+//! or not a client holds them (a client keeps its own `Arc`, so its
+//! statements go on working; a later prepare of the same text makes a new
+//! entry). Eviction is O(1) amortised under the registry's mutex: uses are
+//! stamped into a queue (a generation queue — an entry's stale stamps are
+//! skipped when they reach the front, and the queue is compacted when
+//! stale stamps outnumber live entries), never a scan of the map.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -85,26 +91,58 @@ impl StmtEntry {
     }
 }
 
+/// Most bytes the registry's entries may hold (their text and prepare
+/// responses): 64 MiB.
+pub const MAX_BYTES: usize = 64 << 20;
+
 /// The registry.
 #[derive(Debug)]
 pub struct Registry {
+    /// Entries by key, with the stamp of their last use.
     map: HashMap<StmtKey, (Arc<StmtEntry>, u64)>,
+    /// Uses, oldest first: an item is live when its stamp is still its
+    /// entry's last use.
+    order: VecDeque<(Arc<StmtEntry>, u64)>,
     clock: u64,
     capacity: usize,
+    max_bytes: usize,
     bytes: usize,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Registry {
-    /// An empty registry keeping at most `capacity` unreferenced entries.
+    /// An empty registry keeping at most `capacity` entries and
+    /// [`MAX_BYTES`].
     pub fn new(capacity: usize) -> Self {
+        Self::with_budget(capacity, MAX_BYTES)
+    }
+
+    /// An empty registry keeping at most `capacity` entries and `max_bytes`.
+    pub fn with_budget(capacity: usize, max_bytes: usize) -> Self {
         Self {
             map: HashMap::new(),
+            order: VecDeque::new(),
             clock: 0,
             capacity,
+            max_bytes,
             bytes: 0,
         }
+    }
+
+    /// Stamps a use of `e` (now its last) at the back of the queue.
+    /// Every entry of the map has exactly one live stamp in the queue (the
+    /// caller records the returned stamp as the entry's last use).
+    fn stamp(&mut self, e: &Arc<StmtEntry>) -> u64 {
+        if self.order.len() > 2 * self.map.len() + 64 {
+            // Mostly stale stamps: keep the live ones (amortised O(1) per
+            // use, as the queue at least halves).
+            let map = &self.map;
+            self.order.retain(|(e, at)| live(map, e, *at));
+        }
+        self.clock += 1;
+        self.order.push_back((e.clone(), self.clock));
+        self.clock
     }
 
     /// Entries held.
@@ -124,12 +162,12 @@ impl Registry {
 
     /// Looks a statement up.
     pub fn get(&mut self, key: &StmtKey) -> Option<Arc<StmtEntry>> {
-        self.clock += 1;
-        let clock = self.clock;
-        self.map.get_mut(key).map(|(e, used)| {
-            *used = clock;
-            e.clone()
-        })
+        let e = self.map.get(key)?.0.clone();
+        let at = self.stamp(&e);
+        if let Some((_, used)) = self.map.get_mut(key) {
+            *used = at;
+        }
+        Some(e)
     }
 
     /// Registers a statement's prepare response (or returns the existing
@@ -144,7 +182,6 @@ impl Registry {
         if let Some(e) = self.get(&key) {
             return e;
         }
-        self.clock += 1;
         let e = Arc::new(StmtEntry {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             key: key.clone(),
@@ -155,23 +192,26 @@ impl Registry {
             digest: std::sync::OnceLock::new(),
         });
         self.bytes += e.bytes();
-        self.map.insert(key, (e.clone(), self.clock));
+        self.map.insert(key, (e.clone(), 0));
+        let at = self.stamp(&e);
+        if let Some((_, used)) = self.map.get_mut(&e.key) {
+            *used = at;
+        }
         self.evict();
         e
     }
 
-    /// Drops least recently used entries no client holds while above capacity.
+    /// Drops least recently used entries while above the capacity or the
+    /// byte budget: O(1) per entry dropped or stale stamp skipped.
     fn evict(&mut self) {
-        while self.map.len() > self.capacity {
-            let victim = self
-                .map
-                .iter()
-                .filter(|(_, (e, _))| Arc::strong_count(e) == 1)
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone());
-            let Some(k) = victim else { break };
-            if let Some((e, _)) = self.map.remove(&k) {
-                self.bytes -= e.bytes();
+        while self.map.len() > self.capacity || self.bytes > self.max_bytes {
+            let Some((e, at)) = self.order.pop_front() else {
+                break;
+            };
+            if live(&self.map, &e, at)
+                && let Some((gone, _)) = self.map.remove(&e.key)
+            {
+                self.bytes -= gone.bytes();
             }
         }
     }
@@ -186,13 +226,15 @@ impl Registry {
         num_columns: u16,
         response: Vec<Vec<u8>>,
     ) -> Arc<StmtEntry> {
-        self.clock += 1;
-        let clock = self.clock;
-        if let Some((e, used)) = self.map.get_mut(&key)
+        if let Some((e, _)) = self.map.get(&key)
             && same_reply(&e.response, &response)
         {
-            *used = clock;
-            return e.clone();
+            let e = e.clone();
+            let at = self.stamp(&e);
+            if let Some((_, used)) = self.map.get_mut(&key) {
+                *used = at;
+            }
+            return e;
         }
         if let Some((old, _)) = self.map.remove(&key) {
             self.bytes -= old.bytes();
@@ -217,6 +259,12 @@ impl Registry {
     pub fn trim(&mut self) {
         self.evict();
     }
+}
+
+/// The stamp `at` of `e` is its last use, and `e` is still the map's entry.
+fn live(map: &HashMap<StmtKey, (Arc<StmtEntry>, u64)>, e: &Arc<StmtEntry>, at: u64) -> bool {
+    map.get(&e.key)
+        .is_some_and(|(cur, used)| *used == at && Arc::ptr_eq(cur, e))
 }
 
 /// Two prepare replies describe the same statement: equal except for the
@@ -258,21 +306,44 @@ mod tests {
     }
 
     #[test]
-    fn evicts_only_unreferenced_lru() {
+    fn evicts_least_recently_used_held_or_not() {
         let mut r = Registry::new(2);
         let held = r.insert(key("a"), 0, 0, vec![]);
         drop(r.insert(key("b"), 0, 0, vec![]));
+        assert!(r.get(&key("a")).is_some());
         drop(r.insert(key("c"), 0, 0, vec![]));
         assert_eq!(r.len(), 2);
-        assert!(r.get(&key("a")).is_some(), "held entries stay");
-        assert!(r.get(&key("b")).is_none(), "LRU unreferenced entry went");
+        assert!(r.get(&key("b")).is_none(), "LRU entry went");
+        // A held entry leaves the map too; its holder keeps its copy.
         drop(r.insert(key("d"), 0, 0, vec![]));
-        assert!(r.get(&key("a")).is_some());
+        drop(r.insert(key("e"), 0, 0, vec![]));
         assert_eq!(r.len(), 2);
-        drop(held);
-        r.trim();
-        assert_eq!(r.len(), 2);
+        assert!(r.get(&key("a")).is_none(), "held entries are bounded too");
+        assert_eq!(held.key, key("a"));
+        let again = r.insert(key("a"), 0, 0, vec![]);
+        assert_ne!(again.id, held.id, "a new entry for the text");
         assert!(r.bytes() > 0);
+    }
+
+    #[test]
+    fn byte_budget_and_stale_stamps_stay_bounded() {
+        let mut r = Registry::with_budget(1000, 10 * 1024);
+        for i in 0..100 {
+            let sql = format!("{i:01000}");
+            drop(r.insert(key(&sql), 0, 0, vec![vec![0; 100]]));
+        }
+        assert!(r.bytes() <= 10 * 1024, "{}", r.bytes());
+        assert!(r.len() < 10);
+        // Many uses of the same entries: the queue is compacted.
+        let mut r = Registry::new(4);
+        for i in 0..4 {
+            drop(r.insert(key(&i.to_string()), 0, 0, vec![]));
+        }
+        for n in 0..10_000 {
+            assert!(r.get(&key(&(n % 4).to_string())).is_some());
+        }
+        assert!(r.order.len() <= 2 * r.len() + 65, "{}", r.order.len());
+        assert_eq!(r.len(), 4);
     }
 
     #[test]

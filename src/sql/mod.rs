@@ -28,6 +28,7 @@ mod keywords;
 pub mod lexer;
 mod observe;
 mod reader;
+pub mod scan;
 mod set;
 mod statement;
 

@@ -33,6 +33,9 @@ pub struct Zlib {
     scratch: Vec<u8>,
     /// The compressed sequence id of the next frame sent.
     seq: u8,
+    /// Largest frame accepted (its plain size, compressed or not): the
+    /// packet limit a peer must keep to ([`Self::set_frame_limit`]).
+    frame_limit: usize,
 }
 
 impl std::fmt::Debug for Zlib {
@@ -65,7 +68,16 @@ impl Zlib {
             out: BytesMut::new(),
             scratch: Vec::new(),
             seq: 0,
+            frame_limit: MAX_FRAME,
         }
+    }
+
+    /// Refuses frames whose plain size is above `limit` (the packet limit
+    /// plus a header), as the server refuses a compressed frame that would
+    /// grow its buffer past `max_allowed_packet`: checked on the frame's
+    /// header, before it is buffered whole or inflated.
+    pub fn set_frame_limit(&mut self, limit: usize) {
+        self.frame_limit = limit.min(MAX_FRAME);
     }
 
     /// Server side: the next frame sent continues from the last frame
@@ -137,6 +149,15 @@ impl Zlib {
             let clen = u24(&self.raw[..3]);
             let seq = self.raw[3];
             let ulen = u24(&self.raw[4..7]);
+            let plain_len = if ulen == 0 { clen } else { ulen };
+            if plain_len > self.frame_limit {
+                return Err(WireError::TooLarge);
+            }
+            if ulen != 0 && clen > max_deflated(ulen) {
+                // More compressed bytes than any zlib stream of `ulen`
+                // bytes needs: corrupt, refused before it is buffered.
+                return Err(invalid("compressed packet of the wrong length"));
+            }
             if self.raw.len() < FRAME_HEADER + clen {
                 break;
             }
@@ -195,6 +216,11 @@ fn max_inflated(clen: usize) -> usize {
     clen.saturating_mul(1032).saturating_add(64)
 }
 
+/// The most zlib needs for `ulen` bytes (deflateBound, with room).
+fn max_deflated(ulen: usize) -> usize {
+    ulen.saturating_add(ulen / 1000).saturating_add(64)
+}
+
 fn u24(b: &[u8]) -> usize {
     usize::from(b[0]) | usize::from(b[1]) << 8 | usize::from(b[2]) << 16
 }
@@ -215,6 +241,35 @@ mod tests {
         0x18, 0x81, 0x2c, 0xe6, 0x46, 0x20, 0xc1, 0xc0, 0x0a, 0x64, 0xfc, 0x03, 0x4a, 0x03, 0x21,
         0x03, 0x0b, 0xa3, 0x21, 0x90, 0xcb, 0x0a, 0xe6, 0x02, 0x00, 0x79, 0x25, 0x04, 0x9b,
     ];
+
+    #[test]
+    fn a_frame_above_the_limit_is_refused_before_inflating() {
+        let mut z = Zlib::new();
+        z.set_frame_limit(1 << 20);
+        // 16 bytes announcing 2 MiB: refused on the header, whatever the
+        // payload (here not even zlib) and before it is all buffered.
+        z.raw.extend_from_slice(&[16, 0, 0, 0, 0, 0, 0x20]);
+        z.raw.extend_from_slice(&[0xAB; 8]);
+        let mut plain = BytesMut::new();
+        assert!(matches!(z.decode(&mut plain), Err(WireError::TooLarge)));
+        assert!(plain.is_empty());
+        // A plain frame the same.
+        let mut z = Zlib::new();
+        z.set_frame_limit(100);
+        z.raw.extend_from_slice(&[101, 0, 0, 0, 0, 0, 0]);
+        assert!(matches!(z.decode(&mut plain), Err(WireError::TooLarge)));
+        // At the limit it passes.
+        let mut w = Zlib::new();
+        w.encode(&[b'a'; 100]).expect("encode");
+        let mut z = Zlib::new();
+        z.set_frame_limit(100);
+        z.raw.extend_from_slice(&w.out);
+        assert_eq!(z.decode(&mut plain).expect("at the limit"), 100);
+        // A compressed length no zlib stream of that size needs.
+        let mut z = Zlib::new();
+        z.raw.extend_from_slice(&[0xFF, 0xFF, 0x0F, 0, 10, 0, 0]);
+        assert!(z.decode(&mut plain).is_err());
+    }
 
     #[test]
     fn decodes_a_captured_server_frame() {

@@ -56,6 +56,17 @@ pub enum Sink<'a> {
     Collect(&'a mut BytesMut),
     /// Read and dropped.
     Discard,
+    /// Like `Forward`, each piece first shown to the guard: a piece it
+    /// refuses is not written and the pump stops with
+    /// [`PumpError::Refused`] (the other side then holds part of a packet
+    /// and must be closed, so the packet is never complete there).
+    Guarded(&'a mut PacketIo, &'a mut (dyn Guard + Send)),
+}
+
+/// Looks at a large packet's pieces before they are forwarded.
+pub trait Guard {
+    /// Whether `piece` may go on; `last` for the packet's last piece.
+    fn allow(&mut self, piece: &[u8], last: bool) -> bool;
 }
 
 /// Why pumping a large packet stopped.
@@ -71,6 +82,10 @@ pub enum PumpError {
     /// unread.
     #[error("packet larger than max_allowed_packet")]
     TooLarge,
+    /// The guard of a [`Sink::Guarded`] refused a piece; the rest of the
+    /// current chunk stays unread.
+    #[error("refused by the guard")]
+    Refused,
 }
 
 /// Large packets pass through in pieces of at most this size.
@@ -131,10 +146,13 @@ impl PacketIo {
         mut sink: Sink<'_>,
     ) -> Result<u8, PumpError> {
         loop {
-            let n = std::mem::take(&mut l.left);
-            self.pass(n, &mut sink).await?;
+            let mut n = std::mem::take(&mut l.left);
+            let passed = self.pass_piece(&mut n, &mut sink, !l.more).await;
+            // What was not passed stays to be read (or drained).
+            l.left = n;
+            passed?;
             if !l.more {
-                if let Sink::Forward(to) = &mut sink {
+                if let Sink::Forward(to) | Sink::Guarded(to, _) = &mut sink {
                     to.flush().await.map_err(PumpError::Write)?;
                 }
                 self.shrink_read_buffer();
@@ -148,7 +166,7 @@ impl PacketIo {
                 return Err(PumpError::TooLarge);
             }
             self.rbuf.advance(HEADER_LEN);
-            if let Sink::Forward(to) = &mut sink {
+            if let Sink::Forward(to) | Sink::Guarded(to, _) = &mut sink {
                 framing::put_header(&mut to.wbuf, h.len, h.seq);
             }
             l.left = h.len;
@@ -161,12 +179,39 @@ impl PacketIo {
     /// Moves the next `n` bytes (a chunk body whose header was read) to
     /// `sink`, in pieces of at most [`PIECE`] bytes.
     pub async fn pass(&mut self, mut n: usize, sink: &mut Sink<'_>) -> Result<(), PumpError> {
-        while n > 0 {
+        self.pass_piece(&mut n, sink, true).await
+    }
+
+    /// [`Self::pass`], counting `n` down as bytes go; `last` when these are
+    /// the packet's last bytes.
+    async fn pass_piece(
+        &mut self,
+        n: &mut usize,
+        sink: &mut Sink<'_>,
+        last: bool,
+    ) -> Result<(), PumpError> {
+        if *n == 0
+            && last
+            && let Sink::Guarded(_, guard) = sink
+            && !guard.allow(&[], true)
+        {
+            return Err(PumpError::Refused);
+        }
+        while *n > 0 {
             if self.rbuf.is_empty() {
-                self.fill(n.min(PIECE)).await.map_err(PumpError::Read)?;
+                self.fill((*n).min(PIECE)).await.map_err(PumpError::Read)?;
             }
-            let k = n.min(self.rbuf.len());
+            let k = (*n).min(self.rbuf.len());
             match sink {
+                Sink::Guarded(to, guard) => {
+                    if !guard.allow(&self.rbuf[..k], last && k == *n) {
+                        return Err(PumpError::Refused);
+                    }
+                    to.wbuf.extend_from_slice(&self.rbuf[..k]);
+                    if to.wbuf.len() >= PIECE {
+                        to.flush().await.map_err(PumpError::Write)?;
+                    }
+                }
                 Sink::Forward(to) => {
                     to.wbuf.extend_from_slice(&self.rbuf[..k]);
                     if to.wbuf.len() >= PIECE {
@@ -177,7 +222,7 @@ impl PacketIo {
                 Sink::Discard => {}
             }
             self.rbuf.advance(k);
-            n -= k;
+            *n -= k;
         }
         Ok(())
     }
@@ -201,7 +246,7 @@ impl PacketIo {
             .await
             .map_err(|e| match e {
                 PumpError::Read(e) | PumpError::Write(e) => e,
-                PumpError::TooLarge => WireError::TooLarge,
+                PumpError::TooLarge | PumpError::Refused => WireError::TooLarge,
             })?;
         Ok(Packet {
             seq: l.seq,

@@ -88,6 +88,8 @@ pub struct PacketIo {
     zlib: Option<Box<Zlib>>,
     /// Compression starts after the next flush (the login's final OK).
     compress_after_flush: bool,
+    /// Largest compressed frame accepted (see [`Zlib::set_frame_limit`]).
+    frame_limit: usize,
     write_timeout: Option<std::time::Duration>,
     /// The read buffer was grown past [`SHRINK_ABOVE`]: once empty it is
     /// dropped even when its remaining capacity looks small (a `BytesMut`
@@ -109,6 +111,7 @@ impl PacketIo {
             read_step: READ_STEP,
             zlib: None,
             compress_after_flush: false,
+            frame_limit: super::compress::MAX_FRAME,
             write_timeout: None,
             big_read: false,
             sent_at: None,
@@ -125,6 +128,16 @@ impl PacketIo {
     /// (the server's final login OK is the last uncompressed packet).
     pub fn compress_after_next_flush(&mut self) {
         self.compress_after_flush = true;
+    }
+
+    /// Refuses compressed frames of more than `limit` plain bytes
+    /// ([`WireError::TooLarge`]) before inflating them: a peer's packet
+    /// limit plus a header (a client's frames hold its commands).
+    pub fn set_frame_limit(&mut self, limit: usize) {
+        self.frame_limit = limit;
+        if let Some(z) = self.zlib.as_mut() {
+            z.set_frame_limit(limit);
+        }
     }
 
     /// True when this hop is compressed.
@@ -344,6 +357,7 @@ impl PacketIo {
         if self.compress_after_flush {
             self.compress_after_flush = false;
             let mut z = Box::new(Zlib::new());
+            z.set_frame_limit(self.frame_limit);
             // Bytes the peer already sent after the last plain packet are
             // compressed frames.
             z.raw = std::mem::take(&mut self.rbuf);

@@ -9,6 +9,18 @@
 //! statement; `PREPARE s FROM 'KILL …'` prepares a harmless statement under
 //! the same name on the server (so the name's lifecycle stays the
 //! server's) and `EXECUTE s` runs the mapped KILL.
+//!
+//! What cannot be planned is refused with ER_NOT_SUPPORTED_YET naming
+//! myplex: KILL in a multi-statement, a compound statement, stored code a
+//! CREATE would keep (procedure, function, trigger, event) or SET STATEMENT;
+//! top-level dynamic SQL whose text is not a literal or an expression the
+//! server can compute without effect, dynamic SQL in stored code, compound
+//! or multi-statements whose text holds the word KILL, a CALL whose text
+//! holds it (`kill_dynamic`; text built from pieces at run time is not
+//! seen, see docs/compatibility.md); such words in a query the lexer cannot read (an
+//! unterminated quote, a character set with ASCII-range trail bytes and
+//! non-ASCII text); and, for queries of 16 MiB or more, such words past the
+//! first 64 KiB (`large`).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -18,6 +30,11 @@ use tokio::time::Instant;
 
 use super::{End, Session};
 use crate::protocol::packets::ErrPacket;
+
+/// Longest KILL expression planned (a prepared KILL keeps its expression
+/// for the statement's life without any backend holding it; a thread id
+/// needs no more).
+const MAX_EXPRESSION: usize = 1024;
 
 /// A KILL the proxy carries out: connection or query of a proxy session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,57 +94,82 @@ pub enum KillPlan {
     Refuse(&'static str),
     /// Answer with the error the server always gives for this form.
     Fail(ErrPacket),
+    /// PREPARE / EXECUTE IMMEDIATE of text from an expression without
+    /// effects: compute it on the server, then plan the text
+    /// (`Session::resolve_dynamic`).
+    Resolve {
+        /// The expression, as the client wrote it.
+        expr: String,
+        /// For PREPARE: the statement name and the query up to the text
+        /// (with a stand-in text appended, the PREPARE to forward when the
+        /// text is one mappable KILL).
+        stand_in: Option<(Vec<u8>, Vec<u8>)>,
+    },
 }
 
 /// Decides what a query containing KILL statements means. `None` when the
-/// query contains no KILL. Every KILL is either mapped to proxy sessions or
-/// refused: a server thread id never reaches the server from a client.
+/// query contains no KILL, typed or in dynamic SQL. Every KILL is either
+/// mapped to proxy sessions or refused: a server thread id never reaches
+/// the server from a client. The word KILL anywhere but as the query's one
+/// KILL statement (a multi-statement, a compound statement, stored code a
+/// CREATE would keep, SET STATEMENT … FOR) is refused; dynamic SQL is
+/// planned by [`super::kill_dynamic`].
 pub fn plan(
     sql: &[u8],
     analysis: &crate::sql::Analysis,
     opts: crate::sql::LexOptions,
 ) -> Option<KillPlan> {
-    use crate::sql::{Effect, KillTarget, Kind};
-    let kills: Vec<_> = analysis
-        .statements
-        .iter()
-        .filter(|s| s.kind == Kind::Kill)
-        .collect();
-    if kills.is_empty() {
-        if let Some(p) = prepare_of_kill(sql, analysis, opts) {
-            return Some(p);
-        }
-        // KILL hidden in dynamic SQL is refused where it is visible (the
-        // literal text of PREPARE … FROM '…' / EXECUTE IMMEDIATE '…').
-        let dynamic_kill = analysis.statements.iter().any(|s| {
-            s.effects.iter().any(|e| match e {
-                Effect::DynamicSql { text } => {
-                    let inner = crate::sql::analyze(text, crate::sql::LexOptions::default());
-                    inner.incomplete || inner.statements.iter().any(|s| s.kind == Kind::Kill)
-                }
-                _ => false,
-            })
-        });
-        return dynamic_kill.then_some(KillPlan::Refuse(
-            "KILL in dynamic SQL (PREPARE / EXECUTE IMMEDIATE) through myplex",
-        ));
-    }
-    if analysis.statements.len() != 1 || analysis.incomplete {
+    use crate::sql::Kind;
+    if analysis.incomplete && !crate::sql::scan::words(sql).is_empty() {
+        // The tokens are not to be trusted (an unterminated quote, a
+        // statement after one that changed sql_mode, …).
         return Some(KillPlan::Refuse(
-            "KILL inside a multi-statement through myplex",
+            "KILL or dynamic SQL in a query myplex cannot read completely",
         ));
     }
-    let effect = kills[0].effects.iter().find_map(|e| match e {
+    let toks: Vec<_> = crate::sql::lexer::Lexer::new(sql, opts).collect();
+    let kill_word = toks.iter().any(|t| t.is_word(sql, b"kill"));
+    let dyns = super::kill_dynamic::texts(sql, &toks, opts);
+    let single = match analysis.statements.as_slice() {
+        [s] if !analysis.incomplete => Some(s),
+        _ => None,
+    };
+    if !kill_word && dyns.is_empty() {
+        // A procedure may run its arguments as dynamic SQL: a CALL that
+        // passes the word KILL (in a string) is refused like dynamic SQL in
+        // stored code that holds it.
+        let call = toks.iter().any(|t| t.is_word(sql, b"call"));
+        return (call && crate::sql::scan::words(sql).has(crate::sql::scan::Found::KILL))
+            .then_some(KillPlan::Refuse(
+                "CALL with the word KILL in its arguments through myplex",
+            ));
+    }
+    if kill_word {
+        return Some(match single {
+            Some(s) if s.kind == Kind::Kill => plan_kill(sql, s, opts),
+            Some(_) => KillPlan::Refuse(
+                "KILL inside stored code, a compound statement or SET STATEMENT through myplex",
+            ),
+            None => KillPlan::Refuse("KILL inside a multi-statement through myplex"),
+        });
+    }
+    super::kill_dynamic::plan(sql, &toks, single, &dyns, opts)
+}
+
+/// The plan of a query that is one KILL statement.
+fn plan_kill(sql: &[u8], kill: &crate::sql::Statement, opts: crate::sql::LexOptions) -> KillPlan {
+    use crate::sql::{Effect, KillTarget};
+    let effect = kill.effects.iter().find_map(|e| match e {
         Effect::Kill { query, id_kind } => Some((*query, *id_kind)),
         _ => None,
     });
-    Some(match effect {
+    match effect {
         Some((query, KillTarget::Id(id))) => KillPlan::Run(Kill {
             query,
             target: Target::Id(id),
         }),
         Some((query, KillTarget::User)) => {
-            match kill_user_name(sql.get(kills[0].span.clone()).unwrap_or(&[])) {
+            match kill_user_name(sql.get(kill.span.clone()).unwrap_or(&[])) {
                 Some((u, h)) => KillPlan::Run(Kill {
                     query,
                     target: Target::User(u, h),
@@ -141,14 +183,14 @@ pub fn plan(
         }),
         Some((query, kind @ (KillTarget::Expression | KillTarget::QueryIdExpression))) => {
             let by_query_id = kind == KillTarget::QueryIdExpression;
-            let stmt = sql.get(kills[0].span.clone()).unwrap_or(&[]);
+            let stmt = sql.get(kill.span.clone()).unwrap_or(&[]);
             if by_query_id && query_id_user(stmt, opts) {
                 // The server reads USER there as a column of no table.
-                return Some(KillPlan::Fail(ErrPacket::new(
+                return KillPlan::Fail(ErrPacket::new(
                     1054,
                     "42S22",
                     "Unknown column 'user' in 'KILL'",
-                )));
+                ));
             }
             match kill_expression(stmt, by_query_id, opts) {
                 Some(e) if by_query_id => KillPlan::Run(Kill {
@@ -163,7 +205,7 @@ pub fn plan(
             }
         }
         None => KillPlan::Refuse("KILL with an expression through myplex"),
-    })
+    }
 }
 
 /// `KILL … QUERY ID USER name`.
@@ -171,52 +213,6 @@ fn query_id_user(stmt: &[u8], opts: crate::sql::LexOptions) -> bool {
     let toks: Vec<_> = crate::sql::lexer::Lexer::new(stmt, opts).collect();
     toks.windows(3).any(|w| {
         w[0].is_word(stmt, b"query") && w[1].is_word(stmt, b"id") && w[2].is_word(stmt, b"user")
-    })
-}
-
-/// `PREPARE name FROM '<one mappable KILL>'` (the only statement): the
-/// same PREPARE with `DO 0` as its text, and the KILL it stands for.
-fn prepare_of_kill(
-    sql: &[u8],
-    analysis: &crate::sql::Analysis,
-    opts: crate::sql::LexOptions,
-) -> Option<KillPlan> {
-    use crate::sql::Effect;
-    use crate::sql::lexer::{Lexer, TokenKind};
-    let [stmt] = analysis.statements.as_slice() else {
-        return None;
-    };
-    let mut name = None;
-    let mut text = None;
-    for e in &stmt.effects {
-        match e {
-            Effect::TextPrepare { name: n } => name = Some(n.clone()),
-            Effect::DynamicSql { text: t } => text = Some(t.clone()),
-            _ => {}
-        }
-    }
-    let (name, text) = (name?, text?);
-    let inner = crate::sql::analyze(&text, crate::sql::LexOptions::default());
-    let Some(KillPlan::Run(kill)) = plan(&text, &inner, crate::sql::LexOptions::default()) else {
-        return None;
-    };
-    // The string literal after FROM is what gets replaced.
-    let body = sql.get(stmt.span.clone())?;
-    let toks: Vec<_> = Lexer::new(body, opts).collect();
-    let from = toks.iter().position(|t| t.is_word(body, b"from"))?;
-    let lit = toks.get(from + 1)?;
-    if lit.kind != TokenKind::String || lit.in_exec || toks.len() != from + 2 {
-        return None;
-    }
-    let at = stmt.span.start;
-    let mut out = Vec::with_capacity(sql.len());
-    out.extend_from_slice(&sql[..at + lit.start]);
-    out.extend_from_slice(b"'DO 0'");
-    out.extend_from_slice(&sql[at + lit.end..]);
-    Some(KillPlan::Prepare {
-        name,
-        kill,
-        sql: out,
     })
 }
 
@@ -254,6 +250,9 @@ fn kill_expression(stmt: &[u8], query_id: bool, opts: crate::sql::LexOptions) ->
         return None;
     }
     let expr = std::str::from_utf8(&stmt[toks[i].start..toks[last - 1].end]).ok()?;
+    if expr.len() > MAX_EXPRESSION {
+        return None;
+    }
     let probe = format!("SELECT ({expr})");
     let a = crate::sql::analyze(probe.as_bytes(), opts);
     let pure = !a.incomplete
@@ -266,14 +265,22 @@ fn kill_expression(stmt: &[u8], query_id: bool, opts: crate::sql::LexOptions) ->
 }
 
 /// [`plan`] for a query's text, lexed with the session's options. Cheap
-/// for the common case: text without the letters "kill" is not lexed.
+/// for the common case: text without the words KILL, PREPARE or IMMEDIATE
+/// (anywhere, strings included) is not lexed. In a character set the lexer
+/// cannot read (big5, cp932, gbk, gb18030, sjis) such a query with bytes
+/// >= 0x80 is refused.
 pub fn plan_for(
     sql: &[u8],
     state: &crate::session_state::TrackedState,
     status: u16,
 ) -> Option<KillPlan> {
-    if !sql.windows(4).any(|w| w.eq_ignore_ascii_case(b"kill")) {
+    if crate::sql::scan::words(sql).is_empty() {
         return None;
+    }
+    if super::kill_dynamic::unreadable(sql, state) {
+        return Some(KillPlan::Refuse(
+            "KILL, PREPARE or EXECUTE IMMEDIATE with non-ASCII text in a character set myplex cannot read (big5, cp932, gbk, gb18030, sjis)",
+        ));
     }
     let opts = crate::session_state::authority::lex_options(state, status);
     plan(sql, &crate::sql::analyze(sql, opts), opts)
@@ -347,6 +354,9 @@ impl Session {
     /// COM_STMT_PREPARE of a KILL: a statement of the proxy's own, with no
     /// parameters and no columns, as the server would describe it.
     pub(super) async fn prepare_kill(&mut self, seq: u8, k: Kill) -> Result<(), End> {
+        if let Some(e) = self.stmt_count_full() {
+            return self.send_err(seq, &e).await;
+        }
         self.next_stmt = self.next_stmt.wrapping_add(1).max(1);
         let id = self.next_stmt;
         self.kills.by_id.insert(id, k);
@@ -426,6 +436,11 @@ impl Session {
     /// prepares the stand-in (`sql`).
     pub(super) fn remember_sql_kill(&mut self, name: Vec<u8>, k: Kill) {
         self.kills.by_name.insert(name, k);
+    }
+
+    /// Prepared KILLs held (COM_STMT_PREPARE).
+    pub(super) fn prepared_kill_count(&self) -> usize {
+        self.kills.by_id.len()
     }
 
     /// Forgets every prepared KILL (COM_RESET_CONNECTION, change of user).
@@ -660,7 +675,11 @@ impl Session {
     /// session's state and returns the first cell of its first row (`None`
     /// inside for no row or NULL). `None` when an error was sent to the
     /// client instead: the server's, relayed, or a lost backend.
-    async fn ask_backend(&mut self, seq: u8, sql: &str) -> Result<Option<Option<String>>, End> {
+    pub(super) async fn ask_backend(
+        &mut self,
+        seq: u8,
+        sql: &str,
+    ) -> Result<Option<Option<String>>, End> {
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(None);
         };
@@ -782,6 +801,11 @@ mod tests {
             plan_of("KILL /*! 5 + */ 1"),
             Some(KillPlan::Refuse(_))
         ));
+        let huge = format!("KILL {}1", "0 + ".repeat(MAX_EXPRESSION));
+        assert!(
+            matches!(plan_of(&huge), Some(KillPlan::Refuse(_))),
+            "kept per prepare"
+        );
         // A text PREPARE of a KILL prepares a stand-in under the name.
         assert_eq!(
             plan_of("PREPARE s FROM ' KILL 0 '"),
@@ -810,6 +834,74 @@ mod tests {
             plan_of("EXECUTE IMMEDIATE 'kill 5'"),
             Some(KillPlan::Refuse(_))
         ));
+        // Stored code, compound statements, SET STATEMENT: refused.
+        for q in [
+            "CREATE PROCEDURE p() KILL 5",
+            "CREATE DEFINER=CURRENT_USER EVENT e ON SCHEDULE EVERY 1 SECOND DO KILL 5",
+            "CREATE PROCEDURE p(q TEXT) BEGIN PREPARE s FROM q; EXECUTE s; END -- kill",
+            "CREATE PROCEDURE p() EXECUTE IMMEDIATE CONCAT('KILL ', 5)",
+            "BEGIN NOT ATOMIC SET @q = 'Kill 5'; PREPARE s FROM @q; EXECUTE s; END",
+            "BEGIN NOT ATOMIC KILL 5; END",
+            "IF 1 THEN KILL 5; END IF",
+            "SET STATEMENT max_statement_time=0 FOR KILL 5",
+            "SET @q = 'KILL 5'; PREPARE s FROM @q; SELECT 1",
+            "PREPARE s FROM f(@q)",
+            "EXECUTE IMMEDIATE (SELECT q FROM t)",
+            "CALL p('KILL 5')",
+            "SELECT 1; CALL p(CONCAT('kill ', 5))",
+            "BEGIN NOT ATOMIC CALL p('KILL 5'); END",
+            "PREPARE s FROM 'PREPARE t FROM @q'",
+            "PREPARE s FROM 'EXECUTE IMMEDIATE ''KILL 5'''",
+            // sql_mode changes mid-query: the rest cannot be read.
+            "SET sql_mode = 'ANSI_QUOTES'; SELECT \"a\\\"; KILL 5; -- \"",
+            "SELECT 'unterminated KILL 5",
+        ] {
+            assert!(matches!(plan_of(q), Some(KillPlan::Refuse(_))), "{q}");
+        }
+        // Text from a plain expression is computed, then planned.
+        assert_eq!(
+            plan_of("PREPARE s FROM @q"),
+            Some(KillPlan::Resolve {
+                expr: "@q".into(),
+                stand_in: Some((b"s".to_vec(), b"PREPARE s FROM ".to_vec())),
+            })
+        );
+        assert_eq!(
+            plan_of("EXECUTE IMMEDIATE _latin1 X'4B' USING @a"),
+            Some(KillPlan::Resolve {
+                expr: "_latin1 X'4B'".into(),
+                stand_in: None,
+            })
+        );
+        // System variables and pure functions are computed too.
+        assert!(matches!(
+            plan_of("EXECUTE IMMEDIATE SFORMAT('SELECT {}', @@collation_connection)"),
+            Some(KillPlan::Resolve { .. })
+        ));
+        // Not a variable that may change between computing and running.
+        assert!(matches!(
+            plan_of("EXECUTE IMMEDIATE ELT(RIGHT(@@timestamp, 1), 'DO 1', 'KILL 5')"),
+            Some(KillPlan::Refuse(_))
+        ));
+        // Dynamic SQL in stored code, compound and multi-statements without
+        // the word KILL anywhere is left to the server (text built from
+        // pieces at run time is a documented limit).
+        for q in [
+            "CREATE PROCEDURE p(q TEXT) BEGIN PREPARE s FROM q; EXECUTE s; END",
+            "CREATE PROCEDURE p() EXECUTE IMMEDIATE CONCAT('KI', 'LL 5')",
+            "BEGIN NOT ATOMIC DECLARE q TEXT DEFAULT 'SELECT 1'; PREPARE s FROM q; END",
+            "SET @q = 'SELECT 1'; PREPARE s FROM @q; EXECUTE s",
+            "CALL p('SELECT 1')",
+        ] {
+            assert_eq!(plan_of(q), None, "{q}");
+        }
+        // Literals without KILL, and stored code without it, are left alone.
+        assert_eq!(plan_of("PREPARE s FROM 'SELECT 1'"), None);
+        assert_eq!(plan_of("EXECUTE IMMEDIATE 'SELECT ?' USING 1"), None);
+        assert_eq!(
+            plan_of("CREATE PROCEDURE p() BEGIN PREPARE s FROM 'SELECT 1'; EXECUTE s; END"),
+            None
+        );
         assert_eq!(plan_of("SELECT 'KILL 5'"), None);
         assert_eq!(plan_of("SELECT * FROM killers"), None);
     }

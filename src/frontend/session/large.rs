@@ -8,6 +8,14 @@
 //! is reset before anyone else gets it. A size past the server's `max_allowed_packet` gets the
 //! server's 1153 when the chunk that crosses it arrives, as directly.
 //!
+//! KILL must never reach the server with a server thread id: the prefix
+//! is planned like any query (anything it says about KILL refuses the
+//! query), and the rest is scanned as it passes ([`TailGuard`]): the words
+//! KILL, PREPARE or IMMEDIATE outside strings and comments (anywhere, in a
+//! character set the lexer cannot read) stop the forwarding before the
+//! packet is complete on the backend, which is then closed, so the server
+//! never runs it; the client gets ER_NOT_SUPPORTED_YET.
+//!
 //! Owns the large-query path of the command loop; reading and forwarding
 //! the bytes is [`crate::wire::packet_io`]'s.
 
@@ -17,8 +25,25 @@ use super::{End, Session, kill};
 use crate::protocol::command::COM_QUERY;
 use crate::protocol::errors;
 use crate::protocol::response::Shape;
+use crate::sql::scan::{Mode, WordScan};
 use crate::wire::WireError;
+use crate::wire::large::Guard;
 use crate::wire::packet_io::{LargeStart, PumpError, Sink};
+
+/// Scans a large query's text as it is forwarded (see the module doc).
+struct TailGuard(WordScan);
+
+impl Guard for TailGuard {
+    fn allow(&mut self, piece: &[u8], last: bool) -> bool {
+        self.0.feed(piece);
+        let found = if last {
+            self.0.finish()
+        } else {
+            self.0.found()
+        };
+        found.is_empty()
+    }
+}
 
 /// How much of a large query is read before it is forwarded.
 pub const PREFIX: usize = 64 * 1024;
@@ -52,13 +77,41 @@ impl Session {
                 return Ok(());
             }
         };
+        let mode = if super::kill_dynamic::unsure_charset(&self.state) {
+            Mode::Words
+        } else {
+            Mode::Quotes(crate::session_state::authority::lex_options(
+                &self.state,
+                self.status,
+            ))
+        };
+        let mut guard = TailGuard(WordScan::new(mode));
+        guard.0.feed(&l.prefix[1..]);
         l.write_start(&mut co.backend.io);
         let pumped = self
             .client
-            .pump_large(&mut l, max, Sink::Forward(&mut co.backend.io))
+            .pump_large(&mut l, max, Sink::Guarded(&mut co.backend.io, &mut guard))
             .await;
         let last = match pumped {
             Ok(last) => last,
+            Err(PumpError::Refused) => {
+                // The backend holds part of the packet: closing it means
+                // the server never runs the query.
+                let was_pinned = co.was_pinned;
+                drop(co);
+                let last = self.drain(&mut l, max).await?;
+                let e = kill::refused(
+                    "KILL, PREPARE or EXECUTE IMMEDIATE past the first 64 KiB of a statement of 16 MiB or more",
+                );
+                self.send_err(last.wrapping_add(1), &e).await?;
+                if was_pinned {
+                    return Err(End::Fatal(
+                        "backend holding session state was closed".into(),
+                    ));
+                }
+                self.pins.clear_state();
+                return Ok(());
+            }
             Err(PumpError::Write(e)) => {
                 let was_pinned = co.was_pinned;
                 drop(co);
@@ -111,7 +164,7 @@ impl Session {
     /// first when it grew past the limit).
     async fn pump_failed(&mut self, e: PumpError) -> End {
         match e {
-            PumpError::TooLarge => self.read_failed(WireError::TooLarge).await,
+            PumpError::TooLarge | PumpError::Refused => self.read_failed(WireError::TooLarge).await,
             PumpError::Read(e) | PumpError::Write(e) => self.read_failed(e).await,
         }
     }

@@ -17,6 +17,7 @@ mod execute;
 mod idle;
 use execute::{queue_timeout_err, sync};
 pub mod kill;
+mod kill_dynamic;
 mod large;
 pub mod local;
 mod statements;
@@ -439,6 +440,10 @@ impl Session {
         let mut fresh = true;
         loop {
             let max = self.max_packet();
+            // A compressed frame holds the command (and its header): one
+            // announcing more is refused before it is inflated.
+            self.client
+                .set_frame_limit(max.saturating_add(crate::protocol::framing::HEADER_LEN));
             let held = self.pins.any() || fresh;
             if self.pins.has(PinReason::Diagnostics) {
                 Box::pin(self.release_diagnostics_hold()).await?;
@@ -629,7 +634,20 @@ impl Session {
                 if let Some(quit) = self.sql_prepared_kill(seq, sql).await? {
                     return Ok(quit);
                 }
-                if let Some(plan) = kill::plan_for(sql, &self.state, self.status) {
+                let plan = match kill::plan_for(sql, &self.state, self.status) {
+                    Some(kill::KillPlan::Resolve { expr, stand_in }) => {
+                        match self.resolve_dynamic(seq, &expr, stand_in).await? {
+                            kill_dynamic::Resolved::Forward => None,
+                            kill_dynamic::Resolved::Answered => return Ok(false),
+                            kill_dynamic::Resolved::StandIn(sql) => {
+                                self.forward(&pkt.with_query(&sql), Shape::Query).await?;
+                                return Ok(false);
+                            }
+                        }
+                    }
+                    p => p,
+                };
+                if let Some(plan) = plan {
                     return match plan {
                         kill::KillPlan::Run(k) => self.kill(seq, k).await,
                         kill::KillPlan::Prepare { name, kill, sql } => {
@@ -643,6 +661,11 @@ impl Session {
                         }
                         kill::KillPlan::Fail(e) => {
                             self.send_err(seq, &e).await?;
+                            Ok(false)
+                        }
+                        kill::KillPlan::Resolve { .. } => {
+                            let what = "dynamic SQL through myplex";
+                            self.send_err(seq, &kill::refused(what)).await?;
                             Ok(false)
                         }
                     };
@@ -704,6 +727,15 @@ impl Session {
                         self.send_err(seq, &kill::refused(what)).await?;
                     }
                     Some(kill::KillPlan::Fail(e)) => self.send_err(seq, &e).await?,
+                    // PREPARE and EXECUTE IMMEDIATE cannot be prepared.
+                    Some(kill::KillPlan::Resolve { .. }) => {
+                        let e = ErrPacket::new(
+                            1295,
+                            "HY000",
+                            "This command is not supported in the prepared statement protocol yet",
+                        );
+                        self.send_err(seq, &e).await?;
+                    }
                     // A text PREPARE cannot be prepared: the server says so.
                     Some(kill::KillPlan::Prepare { .. }) | None => self.stmt_prepare(pkt).await?,
                 }

@@ -117,6 +117,30 @@ impl Session {
         )
     }
 
+    /// ER_MAX_PREPARED_STMT_COUNT_REACHED, as the server words it, when
+    /// this session holds as many prepared statements (COM_STMT_PREPARE,
+    /// prepared KILLs included) as the server's `max_prepared_stmt_count`
+    /// (a limit of all its sessions together, so one session alone may
+    /// reach it). Checked before anything is prepared or kept.
+    pub(super) fn stmt_count_full(&self) -> Option<ErrPacket> {
+        const SERVER_DEFAULT: u64 = 16_382;
+        let limit = self
+            .shared
+            .limits
+            .max_prepared_stmt_count()
+            .unwrap_or(SERVER_DEFAULT);
+        let held = u64::try_from(self.stmts.len() + self.prepared_kill_count()).unwrap_or(u64::MAX);
+        (held >= limit).then(|| {
+            ErrPacket::new(
+                1461,
+                "42000",
+                format!(
+                    "Can't create more than max_prepared_stmt_count statements (current value: {limit})"
+                ),
+            )
+        })
+    }
+
     /// Relays a server's error as it sent it.
     pub(super) async fn send_raw_err(&mut self, seq: u8, e: &RawErr) -> Result<(), End> {
         self.shared.metrics.error(e.code(), true);
@@ -251,6 +275,9 @@ impl Session {
     /// COM_STMT_PREPARE.
     pub(super) async fn stmt_prepare(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
+        if let Some(e) = self.stmt_count_full() {
+            return self.send_err(seq, &e).await;
+        }
         let key = StmtKey {
             pool: self.pool,
             schema: self.state.schema.clone(),
