@@ -130,19 +130,22 @@ impl Registry {
         }
     }
 
-    /// Stamps a use of `e` (now its last) at the back of the queue.
-    /// Every entry of the map has exactly one live stamp in the queue (the
-    /// caller records the returned stamp as the entry's last use).
-    fn stamp(&mut self, e: &Arc<StmtEntry>) -> u64 {
+    /// Marks the entry of `key` as used now and returns it: one map lookup,
+    /// its new stamp at the back of the queue. Every entry of the map has
+    /// exactly one live stamp in the queue.
+    fn touch(&mut self, key: &StmtKey) -> Option<Arc<StmtEntry>> {
         if self.order.len() > 2 * self.map.len() + 64 {
             // Mostly stale stamps: keep the live ones (amortised O(1) per
             // use, as the queue at least halves).
             let map = &self.map;
             self.order.retain(|(e, at)| live(map, e, *at));
         }
+        let (e, used) = self.map.get_mut(key)?;
         self.clock += 1;
+        *used = self.clock;
+        let e = e.clone();
         self.order.push_back((e.clone(), self.clock));
-        self.clock
+        Some(e)
     }
 
     /// Entries held.
@@ -162,12 +165,7 @@ impl Registry {
 
     /// Looks a statement up.
     pub fn get(&mut self, key: &StmtKey) -> Option<Arc<StmtEntry>> {
-        let e = self.map.get(key)?.0.clone();
-        let at = self.stamp(&e);
-        if let Some((_, used)) = self.map.get_mut(key) {
-            *used = at;
-        }
-        Some(e)
+        self.touch(key)
     }
 
     /// Registers a statement's prepare response (or returns the existing
@@ -193,10 +191,7 @@ impl Registry {
         });
         self.bytes += e.bytes();
         self.map.insert(key, (e.clone(), 0));
-        let at = self.stamp(&e);
-        if let Some((_, used)) = self.map.get_mut(&e.key) {
-            *used = at;
-        }
+        self.touch(&e.key);
         self.evict();
         e
     }
@@ -226,14 +221,12 @@ impl Registry {
         num_columns: u16,
         response: Vec<Vec<u8>>,
     ) -> Arc<StmtEntry> {
-        if let Some((e, _)) = self.map.get(&key)
-            && same_reply(&e.response, &response)
+        if self
+            .map
+            .get(&key)
+            .is_some_and(|(e, _)| same_reply(&e.response, &response))
+            && let Some(e) = self.touch(&key)
         {
-            let e = e.clone();
-            let at = self.stamp(&e);
-            if let Some((_, used)) = self.map.get_mut(&key) {
-                *used = at;
-            }
             return e;
         }
         if let Some((old, _)) = self.map.remove(&key) {

@@ -202,24 +202,25 @@ impl PacketIo {
                 self.fill((*n).min(PIECE)).await.map_err(PumpError::Read)?;
             }
             let k = (*n).min(self.rbuf.len());
-            match sink {
+            let forward_to = match sink {
                 Sink::Guarded(to, guard) => {
                     if !guard.allow(&self.rbuf[..k], last && k == *n) {
                         return Err(PumpError::Refused);
                     }
-                    to.wbuf.extend_from_slice(&self.rbuf[..k]);
-                    if to.wbuf.len() >= PIECE {
-                        to.flush().await.map_err(PumpError::Write)?;
-                    }
+                    Some(to)
                 }
-                Sink::Forward(to) => {
-                    to.wbuf.extend_from_slice(&self.rbuf[..k]);
-                    if to.wbuf.len() >= PIECE {
-                        to.flush().await.map_err(PumpError::Write)?;
-                    }
+                Sink::Forward(to) => Some(to),
+                Sink::Collect(out) => {
+                    out.extend_from_slice(&self.rbuf[..k]);
+                    None
                 }
-                Sink::Collect(out) => out.extend_from_slice(&self.rbuf[..k]),
-                Sink::Discard => {}
+                Sink::Discard => None,
+            };
+            if let Some(to) = forward_to {
+                to.wbuf.extend_from_slice(&self.rbuf[..k]);
+                if to.wbuf.len() >= PIECE {
+                    to.flush().await.map_err(PumpError::Write)?;
+                }
             }
             self.rbuf.advance(k);
             *n -= k;

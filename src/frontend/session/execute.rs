@@ -1012,8 +1012,9 @@ fn lock_check_query(held: &[Vec<u8>], pending: &[Vec<u8>]) -> Vec<u8> {
     for n in held {
         sep(&mut q);
         q.extend_from_slice(b"IS_USED_LOCK(X'");
-        for b in n {
-            q.extend_from_slice(format!("{b:02X}").as_bytes());
+        for &b in n {
+            const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+            q.extend_from_slice(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]]);
         }
         q.extend_from_slice(b"')=CONNECTION_ID()");
     }
@@ -1029,7 +1030,7 @@ fn lock_check_query(held: &[Vec<u8>], pending: &[Vec<u8>]) -> Vec<u8> {
 }
 
 /// Bytes of a hex string as HEX() writes it; `None` when it is not one.
-fn unhex(s: &str) -> Option<Vec<u8>> {
+pub(super) fn unhex(s: &str) -> Option<Vec<u8>> {
     let s = s.as_bytes();
     if !s.len().is_multiple_of(2) {
         return None;

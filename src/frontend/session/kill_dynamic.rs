@@ -20,6 +20,7 @@
 //! Owns this planning and the resolution round trip; the KILL forms
 //! themselves are `kill`'s.
 
+use super::execute::unhex;
 use super::kill::{self, KillPlan};
 use super::{End, Session};
 use crate::sql::lexer::{Token, TokenKind};
@@ -310,19 +311,6 @@ pub(super) fn unsure_charset(state: &crate::session_state::TrackedState) -> bool
 /// lexer (a character set with ASCII-range trail bytes and a byte >= 0x80).
 pub(super) fn unreadable(sql: &[u8], state: &crate::session_state::TrackedState) -> bool {
     unsure_charset(state) && sql.iter().any(|&b| b >= 0x80)
-}
-
-fn unhex(hex: &str) -> Option<Vec<u8>> {
-    let b = hex.as_bytes();
-    if !b.len().is_multiple_of(2) {
-        return None;
-    }
-    b.chunks(2)
-        .map(|p| {
-            let d = |c: u8| (c as char).to_digit(16);
-            Some((d(p[0])? * 16 + d(p[1])?) as u8)
-        })
-        .collect()
 }
 
 impl Session {
