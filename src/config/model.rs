@@ -347,6 +347,11 @@ pub struct PoolConfig {
     /// next statement; 0 = never hold (diagnostic statements may then run
     /// on another backend).
     pub diagnostics_hold_ms: u64,
+    /// A plain `BEGIN` from a session holding nothing is answered by the
+    /// proxy (with the OK the server gave this session's last one) and
+    /// sent with the transaction's first statement: no backend is held
+    /// for the round trip in between.
+    pub defer_begin: bool,
     /// Share weight of users looked up in the server (`[server_users]`),
     /// which all share one scheduler lane; `[[users]]` entries set their
     /// own `weight`.
@@ -374,6 +379,7 @@ impl Default for PoolConfig {
             prepared_per_backend: 256,
             prepared_registry_size: 10_000,
             diagnostics_hold_ms: 1000,
+            defer_begin: true,
             default_user_weight: 1,
         }
     }

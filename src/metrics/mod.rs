@@ -113,6 +113,7 @@ pub struct Metrics {
     pub client_connections: Gauge,
     /// Client connections accepted.
     pub client_connections_total: Counter,
+    deferred_begins: Counter,
     bytes_to_client: Counter,
     bytes_from_client: Counter,
     /// The proxy's backend ceiling.
@@ -215,6 +216,7 @@ impl Metrics {
         Self {
             client_connections: gauge(CLIENT_CONNECTIONS, &[]),
             client_connections_total: counter(CLIENT_CONNECTIONS_TOTAL, &[]),
+            deferred_begins: counter(DEFERRED_BEGINS_TOTAL, &[]),
             bytes_to_client: counter(BYTES_TOTAL, &[("direction", "to_client".into())]),
             bytes_from_client: counter(BYTES_TOTAL, &[("direction", "from_client".into())]),
             backend_ceiling: gauge(BACKEND_CEILING, &[]),
@@ -308,6 +310,11 @@ impl Metrics {
             &[("code", code.to_string()), ("source", source.into())],
         )
         .increment(1);
+    }
+
+    /// A `BEGIN` was answered by the proxy (`pool.defer_begin`).
+    pub fn deferred_begin(&self) {
+        self.deferred_begins.increment(1);
     }
 
     /// A session became pinned for `reason`.

@@ -18,6 +18,9 @@ pub const CLIENT_CONNECTIONS_REJECTED_TOTAL: &str = "myplex_client_connections_r
 /// Counter: client sessions ended because the client did not read its
 /// result for `frontend.client_write_timeout_ms` (statement killed, backend closed).
 pub const CLIENT_WRITE_TIMEOUTS_TOTAL: &str = "myplex_client_write_timeouts_total";
+/// Counter: plain `BEGIN`s answered by the proxy and sent to the server
+/// with the transaction's first statement (`pool.defer_begin`).
+pub const DEFERRED_BEGINS_TOTAL: &str = "myplex_deferred_begins_total";
 /// Counter: statements of admin sessions answered without a backend
 /// (`SET NAMES`, `SET autocommit`, `SELECT @@version_comment`, … that
 /// drivers send at connect).
@@ -130,6 +133,7 @@ pub const ALL: &[&str] = &[
     CLIENT_CONNECTIONS_TOTAL,
     CLIENT_CONNECTIONS_REJECTED_TOTAL,
     CLIENT_WRITE_TIMEOUTS_TOTAL,
+    DEFERRED_BEGINS_TOTAL,
     ADMIN_LOCAL_ANSWERS_TOTAL,
     KILL_HELPERS_TOTAL,
     STATEMENTS_TOTAL,

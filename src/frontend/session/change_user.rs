@@ -153,6 +153,7 @@ impl Session {
         let multi = self.state.multi_statements;
         self.state = super::initial_state((collation, multi));
         self.status = self.shared.pool.session_status();
+        self.pending_begin = false;
         self.found_rows = 0;
         self.tickets = shared.config.load().pool.high_prio_tickets;
         if !req.schema.is_empty() {
@@ -216,6 +217,7 @@ impl Session {
         let multi = self.state.multi_statements;
         let server_default = u16::from(self.shared.pool.server_info().collation);
         self.state = super::initial_state((server_default, multi));
+        self.pending_begin = false;
         self.state.schema = schema;
         if let Some(c) = read.filter(|c| !TrackedState::for_collation(*c).vars.is_empty()) {
             self.initial = (c, self.initial.1);

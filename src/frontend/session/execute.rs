@@ -30,6 +30,31 @@ impl Session {
         idle: Option<Leased>,
         open: Option<crate::pool::group::OpenReservation>,
     ) -> Result<Leased, ErrPacket> {
+        // The common case, without a future of its own: an idle backend
+        // used recently, opened under today's globals and roles.
+        let idle = match idle {
+            Some(b) if self.idle_ready(&b) => return Ok(b),
+            idle => idle,
+        };
+        Box::pin(self.check_or_dial(idle, open)).await
+    }
+
+    /// An idle backend that needs no ping, no reset and no new role.
+    fn idle_ready(&self, b: &Leased) -> bool {
+        b.io.idle_is_healthy()
+            && b.last_used.elapsed() < self.shared.pool.ping_interval()
+            && b.globals_epoch == self.shared.pool.globals_epoch()
+            && b.roles_epoch == self.shared.pool.roles_epoch()
+            && !b.marks.role_changed
+    }
+
+    /// The rest of [`Self::obtain_backend`]: pings, resets or replaces an
+    /// idle backend, or dials a new one.
+    async fn check_or_dial(
+        &mut self,
+        idle: Option<Leased>,
+        open: Option<crate::pool::group::OpenReservation>,
+    ) -> Result<Leased, ErrPacket> {
         let deadline = Instant::now() + self.shared.pool.queue_timeout();
         let ping_after = self.shared.pool.ping_interval();
         let open = match (idle, open) {
@@ -100,6 +125,34 @@ impl Session {
         }
     }
 
+    /// Waits in the group's queue for `need`; the client leaving ends the
+    /// wait (and the session). Its own function so that the waiting
+    /// future is gone once admitted (not carried through the statement).
+    async fn admit(
+        &mut self,
+        need: Need,
+        prio: crate::pool::scheduler::Priority,
+    ) -> Result<Result<crate::pool::group::Admitted, crate::pool::group::QueueTimeout>, End> {
+        let deadline = Instant::now() + self.queue_timeout();
+        let group = self.group.clone();
+        let tenant = self.user_slot.tenant().clone();
+        let acquire = group.acquire(need, prio, &tenant, deadline);
+        tokio::pin!(acquire);
+        loop {
+            tokio::select! {
+                // An immediate grant must not cost a read syscall on the client.
+                biased;
+                r = &mut acquire => return Ok(r),
+                r = self.client.watch_peer() => {
+                    if r.is_err() {
+                        // Left while queued: dropping `acquire` leaves the queue.
+                        return Err(End::ClientGone);
+                    }
+                }
+            }
+        }
+    }
+
     /// Waits for an execution slot and a backend (the pinned one, an idle
     /// one or a new one) and brings the backend to the session's state.
     /// `None` when an error was already sent to the client.
@@ -111,25 +164,7 @@ impl Session {
             Need::Lease { pool: self.pool }
         };
         let was_pinned = need == Need::Slot && !self.only_session_mode();
-        let deadline = Instant::now() + self.queue_timeout();
-        let group = self.group.clone();
-        let tenant = self.user_slot.tenant().clone();
-        let acquire = group.acquire(need, prio, &tenant, deadline);
-        tokio::pin!(acquire);
-        let adm = loop {
-            tokio::select! {
-                // An immediate grant must not cost a read syscall on the client.
-                biased;
-                r = &mut acquire => break r,
-                r = self.client.watch_peer() => {
-                    if r.is_err() {
-                        // Left while queued: dropping `acquire` leaves the queue.
-                        return Err(End::ClientGone);
-                    }
-                }
-            }
-        };
-        let adm = match adm {
+        let adm = match self.admit(need, prio).await? {
             Ok(a) => a,
             Err(t) => {
                 debug!(
@@ -262,6 +297,28 @@ impl Session {
             )
         });
         let streamed = std::mem::take(&mut self.streamed);
+        // A deferred BEGIN goes ahead of the command, in the same write on
+        // a plain hop (a streamed command had it sent before, see `large`).
+        let began = std::mem::take(&mut self.pending_begin);
+        let status_before = self.status;
+        let learn_begin = payload.first() == Some(&COM_QUERY)
+            && super::begin::is_plain_begin(&payload[1..])
+            && !co.was_pinned
+            && self.may_defer_begin();
+        if began {
+            // Losing this backend now loses the client's transaction.
+            co.was_pinned = true;
+        }
+        if began && !streamed {
+            if co.backend.io.is_compressed() {
+                if let Err(e) = self.begin_now(&mut co).await {
+                    abandon_backend(&self.shared, co);
+                    return Err(e);
+                }
+            } else {
+                co.backend.io.write_packet(0, super::begin::BEGIN);
+            }
+        }
         // A transaction that changed LAST_INSERT_ID() ends: the value is
         // read before the backend goes back (see `follow_up`). The query
         // rides in the same write as the COMMIT / ROLLBACK, so the backend
@@ -289,6 +346,16 @@ impl Session {
             let e = errors::backend_lost(&e.to_string());
             self.lost_backend(seq, &e, was_pinned).await?;
             return Ok(None);
+        }
+        if began
+            && !streamed
+            && !co.backend.io.is_compressed()
+            && let Err(e) = super::begin::read_begin_reply(&mut co.backend).await
+        {
+            // The command was sent behind it and ran outside a transaction:
+            // the session ends, as a lost connection inside one does.
+            abandon_backend(&self.shared, co);
+            return Err(e);
         }
         let mut analysis = match &executing {
             Some(e) => e.analysis(lex),
@@ -405,7 +472,7 @@ impl Session {
                     self.status = st & !status::TRANSIENT;
                     co.backend.status = st;
                     if st & status::IN_TRANS != 0 {
-                        if !self.pins.has(PinReason::Transaction) {
+                        if !self.pins.has(PinReason::Transaction) && !began {
                             // From the start of the statement that opened
                             // it, queue wait included, as the client sees it.
                             self.txn_started = Some(self.cmd_started);
@@ -531,6 +598,9 @@ impl Session {
                     self.pin(PinReason::Diagnostics);
                 } else {
                     self.pins.remove(PinReason::Diagnostics);
+                }
+                if learn_begin {
+                    self.learn_begin(status_before, &out);
                 }
                 self.stmt_figures = Some(super::digest::Figures::of(&out, schema_before));
                 Ok(Some((co, out)))
@@ -864,7 +934,7 @@ impl Session {
 /// backend budget, see `crate::pool::helper`); the backend itself keeps its
 /// place in the budget until then — the server still counts its thread
 /// while the statement runs — and is closed after.
-fn abandon_backend(shared: &std::sync::Arc<crate::frontend::Shared>, co: Checkout) {
+pub(super) fn abandon_backend(shared: &std::sync::Arc<crate::frontend::Shared>, co: Checkout) {
     let Checkout { slot, backend, .. } = co;
     drop(slot);
     let shared = shared.clone();

@@ -382,7 +382,9 @@ impl Session {
             return Ok(None);
         };
         match cmd {
-            COM_STMT_EXECUTE | COM_STMT_BULK_EXECUTE => return self.kill(seq, k).await.map(Some),
+            COM_STMT_EXECUTE | COM_STMT_BULK_EXECUTE => {
+                return Box::pin(self.kill(seq, k)).await.map(Some);
+            }
             COM_STMT_CLOSE => {
                 self.kills.by_id.remove(&id);
             }
@@ -421,7 +423,7 @@ impl Session {
                 _ => None,
             });
             if let Some(k) = named {
-                return self.kill(seq, k).await.map(Some);
+                return Box::pin(self.kill(seq, k)).await.map(Some);
             }
         }
         for e in a.statements.iter().flat_map(|s| &s.effects) {

@@ -77,6 +77,12 @@ impl Session {
                 return Ok(());
             }
         };
+        if self.pending_begin
+            && let Err(e) = self.begin_now(&mut co).await
+        {
+            super::execute::abandon_backend(&self.shared, co);
+            return Err(e);
+        }
         let mode = if super::kill_dynamic::unsure_charset(&self.state) {
             Mode::Words
         } else {

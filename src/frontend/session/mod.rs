@@ -10,6 +10,7 @@ use bytes::BytesMut;
 use tokio::time::Instant;
 
 pub mod admin_local;
+mod begin;
 pub mod bulk;
 pub mod change_user;
 mod digest;
@@ -160,6 +161,11 @@ pub struct Session {
     stmt_figures: Option<digest::Figures>,
     /// Scratch space for digest texts (reused; see [`digest`]).
     digest_buf: Vec<u8>,
+    /// What this session's last plain `BEGIN` answered ([`begin`]).
+    begin_learnt: Option<begin::Learnt>,
+    /// A `BEGIN` the client was answered, not yet sent: it goes ahead of
+    /// the next command that reaches a backend ([`begin`]).
+    pending_begin: bool,
 }
 
 impl Drop for Session {
@@ -275,6 +281,8 @@ impl Session {
             streamed: false,
             stmt_figures: None,
             digest_buf: Vec::new(),
+            begin_learnt: None,
+            pending_begin: false,
             swallowed: None,
             failed_change_user: 0,
             found_rows: 0,
@@ -444,7 +452,7 @@ impl Session {
             // announcing more is refused before it is inflated.
             self.client
                 .set_frame_limit(max.saturating_add(crate::protocol::framing::HEADER_LEN));
-            let held = self.pins.any() || fresh;
+            let held = self.pins.any() || self.pending_begin || fresh;
             if self.pins.has(PinReason::Diagnostics) {
                 Box::pin(self.release_diagnostics_hold()).await?;
             }
@@ -628,7 +636,7 @@ impl Session {
                     self.client.flush().await?;
                     return Ok(false);
                 }
-                if self.answer_admin_local(seq, sql).await? {
+                if self.answer_admin_local(seq, sql).await? || self.defer_begin(seq, sql).await? {
                     return Ok(false);
                 }
                 if let Some(quit) = self.sql_prepared_kill(seq, sql).await? {
@@ -636,7 +644,7 @@ impl Session {
                 }
                 let plan = match kill::plan_for(sql, &self.state, self.status) {
                     Some(kill::KillPlan::Resolve { expr, stand_in }) => {
-                        match self.resolve_dynamic(seq, &expr, stand_in).await? {
+                        match Box::pin(self.resolve_dynamic(seq, &expr, stand_in)).await? {
                             kill_dynamic::Resolved::Forward => None,
                             kill_dynamic::Resolved::Answered => return Ok(false),
                             kill_dynamic::Resolved::StandIn(sql) => {
@@ -649,7 +657,7 @@ impl Session {
                 };
                 if let Some(plan) = plan {
                     return match plan {
-                        kill::KillPlan::Run(k) => self.kill(seq, k).await,
+                        kill::KillPlan::Run(k) => Box::pin(self.kill(seq, k)).await,
                         kill::KillPlan::Prepare { name, kill, sql } => {
                             self.remember_sql_kill(name, kill);
                             self.forward(&pkt.with_query(&sql), Shape::Query).await?;
@@ -717,12 +725,12 @@ impl Session {
                 }
                 self.client.send_packet(seq, &b).await?;
             }
-            COM_RESET_CONNECTION => self.reset_connection(seq).await?,
+            COM_RESET_CONNECTION => Box::pin(self.reset_connection(seq)).await?,
             COM_STMT_PREPARE => {
                 // A prepared KILL would run with a server thread id: the
                 // proxy carries it out itself.
                 match kill::plan_for(&pkt.payload[1..], &self.state, self.status) {
-                    Some(kill::KillPlan::Run(k)) => self.prepare_kill(seq, k).await?,
+                    Some(kill::KillPlan::Run(k)) => Box::pin(self.prepare_kill(seq, k)).await?,
                     Some(kill::KillPlan::Refuse(what)) => {
                         self.send_err(seq, &kill::refused(what)).await?;
                     }
@@ -756,22 +764,18 @@ impl Session {
                     COM_STMT_RESET => self.stmt_reset(pkt).await?,
                     COM_STMT_CLOSE => self.stmt_close(pkt).await?,
                     COM_STMT_SEND_LONG_DATA => self.stmt_send_long_data(pkt).await?,
-                    _ => self.stmt_bulk_execute(pkt).await?,
+                    _ => Box::pin(self.stmt_bulk_execute(pkt)).await?,
                 }
             }
             COM_PROCESS_KILL => {
                 let id = crate::prepared::execute::stmt_id(&pkt.payload).unwrap_or(0);
-                return self
-                    .kill(
-                        seq,
-                        kill::Kill {
-                            query: false,
-                            target: kill::Target::Id(u64::from(id)),
-                        },
-                    )
-                    .await;
+                let k = kill::Kill {
+                    query: false,
+                    target: kill::Target::Id(u64::from(id)),
+                };
+                return Box::pin(self.kill(seq, k)).await;
             }
-            COM_CHANGE_USER => return self.change_user(pkt).await,
+            COM_CHANGE_USER => return Box::pin(self.change_user(pkt)).await,
             _ => self.send_err(seq, &errors::unknown_command(cmd)).await?,
         }
         Ok(false)
@@ -804,6 +808,7 @@ impl Session {
         self.drop_statements();
         self.own_trackers = None;
         self.status = self.shared.pool.session_status();
+        self.pending_begin = false;
         self.send_ok(seq).await
     }
 
