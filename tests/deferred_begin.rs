@@ -156,7 +156,10 @@ async fn begin_beside_another(
         .groups(1)
         .max_backend(1)
         .queue_timeout_ms(queue_ms)
-        .with(|c| c.pool.defer_begin = defer)
+        .with(|c| {
+            c.pool.defer_begin = defer;
+            c.pool.diagnostics_hold_ms = 100;
+        })
         .start()
         .await;
     let addr = p.addr.to_string();
@@ -223,6 +226,37 @@ async fn with_defer_begin_off_the_begin_holds_the_backend() {
     a.query_ok("COMMIT").await;
     assert_eq!(b.query_one("SELECT 1").await, "1");
     assert_eq!(deferred(&p).await, 0);
+    a.quit().await;
+    b.quit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_first_statement_keeps_the_transaction_with_its_client() {
+    let db = MariaDb::shared();
+    db.sql("CREATE TABLE IF NOT EXISTS test.db_err (a INT PRIMARY KEY) ENGINE=InnoDB");
+    db.sql("DELETE FROM test.db_err");
+    db.sql("INSERT INTO test.db_err VALUES (1)");
+    let (p, mut a, mut b, _) = begin_beside_another(db, true, 1500).await;
+    // The deferred BEGIN runs, then its first statement fails: an ERR
+    // carries no status flags, yet the transaction is open.
+    match a.query("INSERT INTO db_err VALUES (1)").await {
+        Response::Err(e) => assert_eq!(e.code, 1062, "{e:?}"),
+        other => panic!("duplicate key accepted: {other:?}"),
+    }
+    // Past the diagnostics hold, A's backend still holds A's transaction:
+    // B waits for it (and times out) instead of running inside it, and A's
+    // transaction is not rolled back under it.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    match b.query("SELECT @@in_transaction").await {
+        Response::Err(e) => assert_eq!(e.code, 1317, "{e:?}"),
+        other => panic!("B ran on A's backend: {other:?}"),
+    }
+    assert_eq!(a.query_one("SELECT @@in_transaction").await, "1");
+    a.query_ok("INSERT INTO db_err VALUES (2)").await;
+    assert_eq!(a.query_one("SELECT COUNT(*) FROM db_err").await, "2");
+    a.query_ok("ROLLBACK").await;
+    assert_eq!(b.query_one("SELECT COUNT(*) FROM db_err").await, "1");
+    assert!(deferred(&p).await >= 1);
     a.quit().await;
     b.quit().await;
 }

@@ -420,7 +420,7 @@ impl Leased {
         let ok = self
             .conn
             .as_ref()
-            .is_some_and(|c| release(c.marks) == Release::Share);
+            .is_some_and(|c| release(c.marks, c.status) == Release::Share);
         if !ok {
             tracing::debug!("closing a backend connection returned without its cleanup");
         }

@@ -120,11 +120,15 @@ pub enum Release {
     Close,
 }
 
-/// The verdict for a backend with `marks` whose session holds nothing.
-pub fn release(marks: BackendMarks) -> Release {
+/// The verdict for a backend with `marks` whose session holds nothing;
+/// `status` is the server's status flags of its last reply. A backend
+/// whose last reply said a transaction is open is reset whatever the
+/// bookkeeping says (fail closed: no client inherits a transaction).
+pub fn release(marks: BackendMarks, status: u16) -> Release {
+    let in_trans = status & crate::protocol::packets::status::IN_TRANS != 0;
     if marks.role_changed {
         Release::Close
-    } else if marks.needs_reset || marks.insert_id_unknown {
+    } else if marks.needs_reset || marks.insert_id_unknown || in_trans {
         // LAST_INSERT_ID() changed and was never read back (session mode
         // skips the read): the next client must not see it.
         Release::Reset
@@ -791,6 +795,23 @@ fn xa_verb(sql: &[u8], st: &Statement) -> XaVerb {
 
 #[cfg(test)]
 mod tests {
+    use crate::protocol::packets::status;
+
+    #[test]
+    fn a_backend_in_a_transaction_is_never_shared_as_it_is() {
+        let clean = BackendMarks::default();
+        assert_eq!(release(clean, status::AUTOCOMMIT), Release::Share);
+        assert_eq!(
+            release(clean, status::AUTOCOMMIT | status::IN_TRANS),
+            Release::Reset
+        );
+        let roles = BackendMarks {
+            role_changed: true,
+            ..clean
+        };
+        assert_eq!(release(roles, status::IN_TRANS), Release::Close);
+    }
+
     use super::*;
     use crate::session_state::PinReason;
     use crate::sql::{LexOptions, analyze};
@@ -848,7 +869,7 @@ mod tests {
         ] {
             r.ok(q);
             assert!(r.inv.is_empty(), "{q}: {:?}", r.inv);
-            assert_eq!(release(r.marks), Release::Share, "{q}");
+            assert_eq!(release(r.marks, 0), Release::Share, "{q}");
         }
     }
 
@@ -867,10 +888,10 @@ mod tests {
             ApplyEffects::default(),
         );
         assert!(r.marks.insert_id_unknown);
-        assert_eq!(release(r.marks), Release::Reset);
+        assert_eq!(release(r.marks, 0), Release::Reset);
         // Once read back (and replayed per session) it may be shared.
         r.marks.insert_id_unknown = false;
-        assert_eq!(release(r.marks), Release::Share);
+        assert_eq!(release(r.marks, 0), Release::Share);
     }
 
     #[test]
@@ -883,7 +904,7 @@ mod tests {
         r.changed("SET @b = NULL");
         assert!(r.inv.is_empty());
         // Whatever the session did, the backend is reset before reuse.
-        assert_eq!(release(r.marks), Release::Reset);
+        assert_eq!(release(r.marks, 0), Release::Reset);
     }
 
     #[test]
@@ -951,7 +972,7 @@ mod tests {
         let mut r = Run::new();
         r.changed("CALL make_temp_table()");
         assert!(r.inv.pins().has(PinReason::UnknownState));
-        assert_eq!(release(r.marks), Release::Reset);
+        assert_eq!(release(r.marks, 0), Release::Reset);
         let mut r = Run::new();
         r.changed("CREATE TEMPORARY TABLE t (a INT)");
         assert!(!r.inv.pins().has(PinReason::UnknownState));
@@ -1005,13 +1026,13 @@ mod tests {
             },
             ApplyEffects::default(),
         );
-        assert_eq!(release(r.marks), Release::ClearDiagnostics);
+        assert_eq!(release(r.marks, 0), Release::ClearDiagnostics);
         // A later clean statement does not clear the server's area.
         r.ok("SELECT 1");
-        assert_eq!(release(r.marks), Release::ClearDiagnostics);
+        assert_eq!(release(r.marks, 0), Release::ClearDiagnostics);
         let mut r = Run::new();
         r.ok("SELECT 'unterminated");
-        assert_eq!(release(r.marks), Release::Reset);
+        assert_eq!(release(r.marks, 0), Release::Reset);
     }
 
     #[test]

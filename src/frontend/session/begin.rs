@@ -124,7 +124,9 @@ impl Session {
         if let Err(e) = co.backend.io.send_packet(0, BEGIN).await {
             return Err(End::Fatal(format!("deferred BEGIN: {e}")));
         }
-        read_begin_reply(&mut co.backend).await
+        read_begin_reply(&mut co.backend).await?;
+        self.pin(crate::session_state::PinReason::Transaction);
+        Ok(())
     }
 
     /// After a plain `BEGIN` went to the server from a session that could

@@ -117,7 +117,7 @@ impl Session {
         if self.pins.any() {
             self.backend = Some(backend);
             slot.finish(None);
-        } else if authority::release(backend.marks) == Release::Share {
+        } else if authority::release(backend.marks, backend.status) == Release::Share {
             slot.finish(Some(backend));
         } else {
             slot.finish(None);
@@ -356,6 +356,11 @@ impl Session {
             // the session ends, as a lost connection inside one does.
             abandon_backend(&self.shared, co);
             return Err(e);
+        }
+        if began {
+            // The transaction is open on this backend from here on, whatever
+            // the command's reply (an ERR carries no status to say so).
+            self.pin(PinReason::Transaction);
         }
         let mut analysis = match &executing {
             Some(e) => e.analysis(lex),
@@ -984,7 +989,7 @@ async fn send_kill(shared: &crate::frontend::Shared, pool: usize, sql: &str) {
 /// as it is, after clearing its diagnostics area, or after a reset. The
 /// cleanup runs off the client's path; a backend that fails it is closed.
 pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, mut b: Leased) {
-    let verdict = authority::release(b.marks);
+    let verdict = authority::release(b.marks, b.status);
     match verdict {
         Release::Share => return b.return_idle(),
         Release::Close => {
