@@ -498,6 +498,9 @@ impl Session {
         let types = cs.types.clone();
         let seen_columns = cs.columns;
         let seen_metadata = cs.metadata;
+        if !self.row_count_gate_prepared(seq, &entry).await? {
+            return Ok(());
+        }
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(());
         };
