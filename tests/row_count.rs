@@ -235,10 +235,10 @@ async fn own_count_after_another_client_ran() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// The prepared-statement form: a client's own count when it is one the
-/// proxy can set on the backend (after a SELECT, a SET), never another
-/// client's; after an UPDATE on a backend another client used since, a
-/// clear refusal (the server's count cannot be set to it).
+/// The prepared-statement form: `SELECT ROW_COUNT()` with or without an
+/// alias is the client's own count byte for byte; another expression gets
+/// it when the proxy can set it on the backend (after a SELECT, a SET),
+/// never another client's, and a clear refusal otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prepared_reads_never_another_clients_count() {
     let db = MariaDb::shared();
@@ -251,7 +251,13 @@ async fn prepared_reads_never_another_clients_count() {
         (B, Op::P("SELECT ROW_COUNT()")),
         (B, Op::Q("DO 2")),
         (A, Op::Q("UPDATE rc_t3 SET v = v + 1")),
-        (B, Op::P("SELECT ROW_COUNT() AS n")),
+        (B, Op::P("SELECT ROW_COUNT() + 1")),
+        (A, Op::Q("UPDATE rc_t3 SET v = v + 1")),
+        (B, Op::Q("UPDATE rc_t3 SET v = v + 1 WHERE id = 1")),
+        (A, Op::P("SELECT ROW_COUNT()")),
+        (A, Op::Q("UPDATE rc_t3 SET v = v + 1")),
+        (B, Op::Q("UPDATE rc_t3 SET v = v + 1 WHERE id = 1")),
+        (A, Op::P("select row_count() AS `n`")),
         (B, Op::Thread),
     ];
     let mut failures = Vec::new();
@@ -260,14 +266,14 @@ async fn prepared_reads_never_another_clients_count() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 
-    // A's own count after its UPDATE, with B's statement in between: the
-    // proxy cannot give it to a prepared statement on a shared backend.
+    // A's count 3 in an expression, with B's statement in between: the
+    // proxy cannot set it on a shared backend.
     let caps = BASE_CAPS | DEPRECATE_EOF;
     let mut a = login(&p.addr.to_string(), caps).await;
     let mut b = login(&p.addr.to_string(), caps).await;
     a.query_ok("UPDATE rc_t3 SET v = v + 1").await;
     b.query_ok("UPDATE rc_t3 SET v = v + 1 WHERE id = 1").await;
-    let st = a.prepare("SELECT ROW_COUNT()").await.expect("prepare");
+    let st = a.prepare("SELECT ROW_COUNT() + 0").await.expect("prepare");
     let e = a.execute(st.id, 0, &[], false).await.err();
     assert_eq!(e.code, 1235, "{e:?}");
     assert!(e.message.contains("pool.mode"), "{e:?}");

@@ -346,6 +346,69 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Answers COM_STMT_EXECUTE of a prepared `SELECT ROW_COUNT()` (no
+    /// parameters, no cursor) with the binary result set the server would
+    /// send; `def` is the column definition its prepare reply carried (the
+    /// server sends the same at execute). `known`: for a client with
+    /// cache-metadata, the hash of the definitions it has for the
+    /// statement (they are then left out, as the server does). `Ok(None)`
+    /// when the count is not known (the statement then goes to a backend);
+    /// else the hash of the definitions the client now has.
+    pub(super) async fn answer_row_count_binary(
+        &mut self,
+        seq: u8,
+        def: &[u8],
+        known: Option<u64>,
+    ) -> Result<Option<Option<u64>>, End> {
+        let Some(value) = self.row_count else {
+            return Ok(None);
+        };
+        let cached = self.caps.cache_metadata();
+        let hash =
+            cached.then(|| crate::frontend::metadata_cache::hash_defs(self.metadata_seed(), [def]));
+        let follows = !cached || hash != known;
+        let mut seq = seq;
+        let mut b = BytesMut::with_capacity(16);
+        crate::protocol::lenenc::put_lenenc_int(&mut b, 1);
+        if cached {
+            b.extend_from_slice(&[u8::from(follows)]);
+        }
+        seq = self.client.write_packet(seq, &b);
+        b.clear();
+        if follows {
+            // As the prepare reply sent it.
+            seq = self.client.write_packet(seq, def);
+        }
+        let deprecate = self.caps.deprecate_eof();
+        if !deprecate {
+            eof_payload(&mut b, 0, self.status);
+            seq = self.client.write_packet(seq, &b);
+            b.clear();
+        }
+        // A binary row: header, NULL bitmap (offset 2), the LONGLONG.
+        b.extend_from_slice(&[0, 0]);
+        b.extend_from_slice(&value.to_le_bytes());
+        seq = self.client.write_packet(seq, &b);
+        b.clear();
+        if deprecate {
+            OkPacket {
+                header: EOF_HEADER,
+                status: self.status,
+                ..Default::default()
+            }
+            .write(&mut b, false);
+        } else {
+            eof_payload(&mut b, 0, self.status);
+        }
+        self.client.write_packet(seq, &b);
+        self.client.flush().await?;
+        self.found_rows = 1;
+        self.row_count_now = Some(-1);
+        Ok(Some(hash))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
