@@ -199,6 +199,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
                 .ok()
                 .flatten();
             templates.found_rows = conn.column_def("SELECT FOUND_ROWS()").await.ok().flatten();
+            templates.row_count = conn.column_def("SELECT ROW_COUNT()").await.ok().flatten();
             match crate::frontend::session::admin_local::ServerVars::capture(&mut conn).await {
                 Ok(v) => templates.server_vars = Some(Arc::new(v)),
                 Err(e) => {

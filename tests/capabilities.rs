@@ -786,6 +786,18 @@ async fn script(direct: &mut Wire, via: &mut Wire, label: &str) {
         let v = via.cmd(&bare(vid), Kind::Execute).await;
         same(&format!("{label}: EXECUTE {sql} ({round})"), &v, &d);
     }
+    // A prepared SELECT ROW_COUNT() the proxy answers itself: framed as
+    // the server frames it (with cache-metadata, the definitions left out
+    // once the client has them).
+    let sql = "SELECT ROW_COUNT() AS n";
+    let (did, d) = direct.prepare(sql).await;
+    let (vid, v) = via.prepare(sql).await;
+    same(&format!("{label}: PREPARE {sql}"), &v, &d);
+    for round in 0..2 {
+        let d = direct.cmd(&bare(did), Kind::Execute).await;
+        let v = via.cmd(&bare(vid), Kind::Execute).await;
+        same(&format!("{label}: EXECUTE {sql} ({round})"), &v, &d);
+    }
 }
 
 /// Each flavour through the proxy answers like the server: classic EOFs,

@@ -93,9 +93,9 @@ const PROBES: &[&str] = &[
     "SHOW WARNINGS",
     "SHOW ERRORS",
     "SELECT @@warning_count, @@error_count",
-    // FOUND_ROWS() and ROW_COUNT() describe the backend connection's
-    // previous statement, whoever ran it (docs/compatibility.md, "ROW_COUNT()
-    // read in a later statement"): not probed. LAST_INSERT_ID() is exact.
+    // FOUND_ROWS() in a larger expression describes the backend
+    // connection's previous statement, whoever ran it: not probed
+    // (ROW_COUNT(): tests/row_count.rs). LAST_INSERT_ID() is exact.
     "SELECT LAST_INSERT_ID(), @@insert_id, @@last_insert_id",
     // Every user variable the catalogue sets.
     "SELECT @lm_a, @lm_b, @lm_c, @lm_e, @lm_p, @lm_f",

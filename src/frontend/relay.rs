@@ -55,6 +55,10 @@ pub struct Outcome {
     /// Sum of the affected-row counts of the OK packets (not of result-set
     /// terminators).
     pub affected: u64,
+    /// Affected rows of the last result when it was an OK packet (`None`
+    /// when it was a result set): what the server's ROW_COUNT() returns
+    /// after the command (measured on MariaDB 10.11).
+    pub last_affected: Option<u64>,
     /// Column count of the first result set.
     pub columns: Option<u64>,
     /// An EOF terminator reported SESSION_STATE_CHANGED: without
@@ -248,6 +252,7 @@ pub async fn relay(
                 out.results += 1;
                 if class == Class::Ok {
                     out.affected = out.affected.saturating_add(ok.affected_rows);
+                    out.last_affected = Some(ok.affected_rows);
                 }
                 if ok.header == 0 && ok.last_insert_id != 0 {
                     out.last_insert_id = Some(ok.last_insert_id);
@@ -353,6 +358,7 @@ pub async fn relay(
             }
             Class::ColumnCount => {
                 out.rows = Some(0);
+                out.last_affected = None;
                 let n = crate::protocol::lenenc::Reader::new(first).lenenc_int();
                 // Only the first result set is the statement's own (a
                 // compound statement's later ones have shapes of their own).

@@ -107,6 +107,9 @@ impl Session {
             cs.types = Some(std::sync::Arc::from(t));
         }
         let types = cs.types.clone();
+        if !self.row_count_gate_prepared(seq, &entry).await? {
+            return Ok(());
+        }
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(());
         };

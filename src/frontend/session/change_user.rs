@@ -155,6 +155,7 @@ impl Session {
         self.status = self.shared.pool.session_status();
         self.pending_begin = false;
         self.found_rows = 0;
+        self.row_count_now = Some(0);
         self.tickets = shared.config.load().pool.high_prio_tickets;
         if !req.schema.is_empty() {
             self.state.schema = Some(req.schema.to_vec());

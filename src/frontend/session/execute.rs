@@ -259,6 +259,17 @@ impl Session {
             }
             break;
         }
+        // The statement reads ROW_COUNT() on a backend another client may
+        // have used: the session's count first (see `row_count`).
+        if let Some(v) = self.prime_row_count.take()
+            && let Err(e) = super::row_count::prime(&mut backend, v).await
+        {
+            drop(backend);
+            drop(slot);
+            self.lost_backend(seq, &errors::backend_lost(&e.to_string()), was_pinned)
+                .await?;
+            return Ok(None);
+        }
         Ok(Some(Checkout {
             slot,
             backend,
@@ -540,6 +551,13 @@ impl Session {
                     )
                 {
                     analysis = std::borrow::Cow::Owned(a);
+                }
+                if !out.intercepted {
+                    self.row_count_now = super::row_count::after_response(
+                        out.error.is_some(),
+                        out.last_affected,
+                        out.columns.is_some(),
+                    );
                 }
                 let reply = Reply {
                     error: out.error.is_some(),

@@ -1,6 +1,6 @@
 //! Statements whose answer depends on the client's proxy session rather than
-//! on whichever backend runs them: `SELECT CONNECTION_ID()` and
-//! `SELECT FOUND_ROWS()`, with or without an alias, are answered here with
+//! on whichever backend runs them: `SELECT CONNECTION_ID()`,
+//! `SELECT FOUND_ROWS()` and `SELECT ROW_COUNT()`, with or without an alias, are answered here with
 //! column metadata captured from the server (named as the server would
 //! name the column), and `CONNECTION_ID()` elsewhere in a statement is
 //! replaced by the proxy's connection id.
@@ -18,6 +18,8 @@ pub enum Local {
     ConnectionId,
     /// `SELECT FOUND_ROWS()`.
     FoundRows,
+    /// `SELECT ROW_COUNT()`.
+    RowCount,
 }
 
 /// Column definitions of the two locally answered statements, as the
@@ -28,6 +30,8 @@ pub struct Templates {
     pub connection_id: Option<Vec<u8>>,
     /// Column definition of `SELECT FOUND_ROWS()`.
     pub found_rows: Option<Vec<u8>>,
+    /// Column definition of `SELECT ROW_COUNT()`.
+    pub row_count: Option<Vec<u8>>,
     /// The server's variables and character sets, for the statements
     /// answered locally to admin sessions (see [`super::admin_local`]).
     pub server_vars: Option<std::sync::Arc<super::admin_local::ServerVars>>,
@@ -53,8 +57,8 @@ fn skip_ws(sql: &[u8], at: usize) -> usize {
         .count()
 }
 
-/// Recognizes the locally answered statements: `SELECT CONNECTION_ID()` or
-/// `SELECT FOUND_ROWS()` (any case), optionally with an alias (`AS x`,
+/// Recognizes the locally answered statements: `SELECT CONNECTION_ID()`,
+/// `SELECT FOUND_ROWS()` or `SELECT ROW_COUNT()` (any case), optionally with an alias (`AS x`,
 /// `x`, `` AS `x` ``, `AS 'x'`, `AS "x"`), and nothing else but
 /// whitespace and semicolons. Aliases the proxy cannot name exactly as the
 /// server would (escapes, doubled quotes, non-ASCII bytes, keywords) are
@@ -76,6 +80,8 @@ pub fn classify(sql: &[u8]) -> Option<LocalQuery<'_>> {
         (Local::ConnectionId, 15)
     } else if word(at, b"found_rows()") {
         (Local::FoundRows, 12)
+    } else if word(at, b"row_count()") {
+        (Local::RowCount, 11)
     } else {
         return None;
     };
@@ -290,9 +296,16 @@ impl Session {
         let (def, value) = match what {
             Local::ConnectionId => (
                 self.shared.templates.connection_id.clone(),
-                u64::from(self.id),
+                self.id.to_string(),
             ),
-            Local::FoundRows => (self.shared.templates.found_rows.clone(), self.found_rows),
+            Local::FoundRows => (
+                self.shared.templates.found_rows.clone(),
+                self.found_rows.to_string(),
+            ),
+            Local::RowCount => match self.row_count {
+                Some(n) => (self.shared.templates.row_count.clone(), n.to_string()),
+                None => return Ok(false),
+            },
         };
         let Some(def) = def.and_then(|d| renamed_column(&d, name)) else {
             return Ok(false);
@@ -310,7 +323,7 @@ impl Session {
             seq = self.client.write_packet(seq, &b);
             b.clear();
         }
-        put_lenenc_bytes(&mut b, value.to_string().as_bytes());
+        put_lenenc_bytes(&mut b, value.as_bytes());
         seq = self.client.write_packet(seq, &b);
         b.clear();
         if deprecate {
@@ -325,9 +338,74 @@ impl Session {
         }
         self.client.write_packet(seq, &b);
         self.client.flush().await?;
-        // Like any one-row SELECT, this one sets FOUND_ROWS() to 1.
+        // Like any one-row SELECT, this one sets FOUND_ROWS() to 1, and
+        // ROW_COUNT() to -1.
         self.found_rows = 1;
+        self.row_count_now = Some(-1);
         Ok(true)
+    }
+}
+
+impl Session {
+    /// Answers COM_STMT_EXECUTE of a prepared `SELECT ROW_COUNT()` (no
+    /// parameters, no cursor) with the binary result set the server would
+    /// send; `def` is the column definition its prepare reply carried (the
+    /// server sends the same at execute). `known`: for a client with
+    /// cache-metadata, the hash of the definitions it has for the
+    /// statement (they are then left out, as the server does). `Ok(None)`
+    /// when the count is not known (the statement then goes to a backend);
+    /// else the hash of the definitions the client now has.
+    pub(super) async fn answer_row_count_binary(
+        &mut self,
+        seq: u8,
+        def: &[u8],
+        known: Option<u64>,
+    ) -> Result<Option<Option<u64>>, End> {
+        let Some(value) = self.row_count else {
+            return Ok(None);
+        };
+        let cached = self.caps.cache_metadata();
+        let hash =
+            cached.then(|| crate::frontend::metadata_cache::hash_defs(self.metadata_seed(), [def]));
+        let follows = !cached || hash != known;
+        let mut seq = seq;
+        let mut b = BytesMut::with_capacity(16);
+        crate::protocol::lenenc::put_lenenc_int(&mut b, 1);
+        if cached {
+            b.extend_from_slice(&[u8::from(follows)]);
+        }
+        seq = self.client.write_packet(seq, &b);
+        b.clear();
+        if follows {
+            // As the prepare reply sent it.
+            seq = self.client.write_packet(seq, def);
+        }
+        let deprecate = self.caps.deprecate_eof();
+        if !deprecate {
+            eof_payload(&mut b, 0, self.status);
+            seq = self.client.write_packet(seq, &b);
+            b.clear();
+        }
+        // A binary row: header, NULL bitmap (offset 2), the LONGLONG.
+        b.extend_from_slice(&[0, 0]);
+        b.extend_from_slice(&value.to_le_bytes());
+        seq = self.client.write_packet(seq, &b);
+        b.clear();
+        if deprecate {
+            OkPacket {
+                header: EOF_HEADER,
+                status: self.status,
+                ..Default::default()
+            }
+            .write(&mut b, false);
+        } else {
+            eof_payload(&mut b, 0, self.status);
+        }
+        self.client.write_packet(seq, &b);
+        self.client.flush().await?;
+        self.found_rows = 1;
+        self.row_count_now = Some(-1);
+        Ok(Some(hash))
     }
 }
 
@@ -357,6 +435,10 @@ mod tests {
         assert_eq!(c("SELECT FOUND_ROWS() ASx"), fr("ASx"));
         assert_eq!(c("SELECT FOUND_ROWS() AS rows_seen"), fr("rows_seen"));
         assert_eq!(c("SELECT FOUND_ROWS() AS value"), fr("value"));
+        let rc = |n: &str| Some((Local::RowCount, n.to_string()));
+        assert_eq!(c("SELECT ROW_COUNT()"), rc("ROW_COUNT()"));
+        assert_eq!(c("select row_count() AS n;"), rc("n"));
+        assert_eq!(c("SELECT Row_Count() `affected rows`"), rc("affected rows"));
         // Not answered here: other text, aliases the server would read
         // otherwise (escapes, doubled quotes, keywords, numbers).
         for q in [
@@ -377,7 +459,8 @@ mod tests {
             "SELECT FOUND_ROWS() AS ` x`",
             "SELECT FOUND_ROWS() AS 'caf\u{e9}'",
             "SELECTFOUND_ROWS()",
-            "SELECT ROW_COUNT()",
+            "SELECT ROW_COUNT() + 1",
+            "SELECT ROW_COUNT",
         ] {
             assert_eq!(c(q), None, "{q}");
         }

@@ -21,6 +21,7 @@ pub mod kill;
 mod kill_dynamic;
 mod large;
 pub mod local;
+mod row_count;
 mod statements;
 
 use std::collections::HashMap;
@@ -110,6 +111,15 @@ pub struct Session {
     failed_change_user: u8,
     /// Rows of the last result set (what FOUND_ROWS() returns).
     found_rows: u64,
+    /// What ROW_COUNT() returns after the client's previous command, when
+    /// the proxy knows it (see [`row_count`]).
+    row_count: Option<i64>,
+    /// The count to set on the next backend checked out for this command
+    /// before its statement runs (see [`row_count::Plan::Prime`]).
+    prime_row_count: Option<i64>,
+    /// What the command being served leaves as ROW_COUNT(), as far as the
+    /// paths that answered it said (see [`row_count::after_command`]).
+    row_count_now: Option<i64>,
     /// The greeting's scramble.
     nonce: [u8; 20],
     /// The logged-in user.
@@ -286,6 +296,9 @@ impl Session {
             swallowed: None,
             failed_change_user: 0,
             found_rows: 0,
+            row_count: Some(0),
+            prime_row_count: None,
+            row_count_now: None,
         };
         if let Ok(mut u) = s.handle.user.lock() {
             *u = s.user.name.clone();
@@ -324,6 +337,7 @@ impl Session {
             return Ok(());
         }
         self.shared.metrics.error(e.code, false);
+        self.row_count_now = Some(-1);
         let mut b = BytesMut::new();
         e.write(&mut b);
         self.client.send_packet(seq, &b).await?;
@@ -333,6 +347,7 @@ impl Session {
     async fn send_ok(&mut self, seq: u8) -> Result<(), End> {
         let mut b = BytesMut::new();
         ok_payload(&mut b, 0, self.status, 0);
+        self.row_count_now = Some(0);
         self.client.send_packet(seq, &b).await?;
         Ok(())
     }
@@ -562,7 +577,10 @@ impl Session {
         // The digest is read with the lex options the statement ran under.
         let digest_lex = (digest::counted(cmd) && self.shared.config.load().digests.enabled)
             .then(|| crate::session_state::authority::lex_options(&self.state, self.status));
+        self.prime_row_count = None;
+        self.row_count_now = None;
         let quit = self.dispatch(&pkt).await;
+        self.row_count = row_count::after_command(cmd, self.row_count, self.row_count_now);
         if self.stmt_wait.is_some() {
             self.held_used = Instant::now();
         } else if matches!(quit, Ok(false))
@@ -678,18 +696,27 @@ impl Session {
                         }
                     };
                 } else if let Some(q) = local::classify(sql)
-                    .filter(|q| q.what == local::Local::ConnectionId || !self.pins.any())
+                    .filter(|q| q.what != local::Local::FoundRows || !self.pins.any())
                     && self.answer_local(seq, q.what, &q.name).await?
                 {
-                } else if let Some(rewritten) = local::replace_connection_id(
-                    sql,
-                    self.id,
-                    crate::session_state::authority::lex_options(&self.state, self.status),
-                ) {
-                    self.forward(&pkt.with_query(&rewritten), Shape::Query)
-                        .await?;
                 } else {
-                    self.forward(pkt, Shape::Query).await?;
+                    // ROW_COUNT() must be the client's own (see row_count).
+                    let Some(text) = self.row_count_gate(seq, sql).await? else {
+                        return Ok(false);
+                    };
+                    let sql = text.as_deref().unwrap_or(sql);
+                    if let Some(rewritten) = local::replace_connection_id(
+                        sql,
+                        self.id,
+                        crate::session_state::authority::lex_options(&self.state, self.status),
+                    ) {
+                        self.forward(&pkt.with_query(&rewritten), Shape::Query)
+                            .await?;
+                    } else if text.is_some() {
+                        self.forward(&pkt.with_query(sql), Shape::Query).await?;
+                    } else {
+                        self.forward(pkt, Shape::Query).await?;
+                    }
                 }
             }
             COM_INIT_DB => self.forward(pkt, Shape::Query).await?,

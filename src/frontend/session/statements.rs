@@ -498,6 +498,27 @@ impl Session {
         let types = cs.types.clone();
         let seen_columns = cs.columns;
         let seen_metadata = cs.metadata;
+        // A prepared `SELECT ROW_COUNT()`: the client's own count, as the
+        // text form (see `local`).
+        if entry.num_params == 0
+            && !exec.wants_cursor()
+            && cs.held.is_none()
+            && super::local::classify(&entry.key.sql)
+                .is_some_and(|q| q.what == super::local::Local::RowCount)
+            && let Some(def) = entry.response.get(1)
+            && let Some(metadata) = self
+                .answer_row_count_binary(seq, def, seen_metadata)
+                .await?
+        {
+            if let Some(cs) = self.stmts.get_mut(&client_id) {
+                cs.columns = 1;
+                cs.metadata = metadata.or(cs.metadata);
+            }
+            return Ok(());
+        }
+        if !self.row_count_gate_prepared(seq, &entry).await? {
+            return Ok(());
+        }
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(());
         };

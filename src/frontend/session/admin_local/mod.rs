@@ -381,6 +381,7 @@ impl super::Session {
                 );
                 self.client.flush().await?;
                 self.found_rows = 1;
+                self.row_count_now = Some(-1);
             }
         }
         self.shared.metrics.admin_local_answer();
