@@ -111,6 +111,8 @@ impl Session {
         self.pending_begin = true;
         self.txn_started = Some(self.cmd_started);
         self.stmt_wait = Some(std::time::Duration::ZERO);
+        // The server's OK to BEGIN leaves ROW_COUNT() at 0.
+        self.row_count_now = Some(0);
         self.shared.metrics.deferred_begin();
         Ok(true)
     }
