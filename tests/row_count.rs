@@ -16,10 +16,18 @@ use common::{MariaDb, Proxy};
 /// CLIENT_FOUND_ROWS: UPDATE reports the rows matched.
 const FOUND_ROWS: u32 = 0x0000_0002;
 
-/// The backend thread running the statement (CONNECTION_ID() is the
-/// proxy's id through myplex).
-const THREAD: &str = "SELECT ID FROM information_schema.PROCESSLIST \
-                      WHERE INFO LIKE '%rc-self-marker%' LIMIT 1";
+/// A query that returns the server thread id of the connection running it
+/// (CONNECTION_ID() is the proxy's id through myplex): it finds itself in
+/// the process list by a marker no other query has (the tests in this file
+/// run in parallel on one server).
+fn thread_query() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "SELECT ID FROM information_schema.PROCESSLIST \
+         WHERE INFO LIKE '%rc-self-marker-{n}-%' LIMIT 1"
+    )
+}
 
 #[derive(Clone, Copy)]
 enum Op {
@@ -57,7 +65,7 @@ async fn run(addr: &str, caps: u32, steps: &[Step]) -> (Vec<Vec<Response>>, Vec<
                 conn.close_stmt(p.id).await;
             }
             Op::Thread => {
-                threads.push(conn.query_one(THREAD).await);
+                threads.push(conn.query_one(&thread_query()).await);
                 out.push(Vec::new());
             }
         }
@@ -316,8 +324,8 @@ async fn call_never_reads_another_clients_count() {
     // (The CALL above had the backend reset, which may replace it: the
     // thread is compared after it.)
     assert_eq!(
-        a.query_one(THREAD).await,
-        b.query_one(THREAD).await,
+        a.query_one(&thread_query()).await,
+        b.query_one(&thread_query()).await,
         "one backend"
     );
     a.query_ok("UPDATE rc_t4 SET v = v + 1").await;
