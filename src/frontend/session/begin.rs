@@ -66,12 +66,12 @@ pub(super) fn is_plain_begin(sql: &[u8]) -> bool {
 
 impl Session {
     /// The session's `transaction_read_only` as tracked.
-    fn read_only_setting(&self) -> Option<String> {
+    fn read_only_setting(&self) -> Option<&str> {
         self.state
             .vars
             .get("transaction_read_only")
             .or_else(|| self.state.vars.get("tx_read_only"))
-            .cloned()
+            .map(String::as_str)
     }
 
     /// The client's own trackers would report a transaction's start.
@@ -102,7 +102,7 @@ impl Session {
         let Some(l) = self.begin_learnt.as_ref() else {
             return Ok(false);
         };
-        if l.before != self.status || l.read_only != self.read_only_setting() {
+        if l.before != self.status || l.read_only.as_deref() != self.read_only_setting() {
             return Ok(false);
         }
         let after = l.after;
@@ -146,7 +146,7 @@ impl Session {
             Some(after) if plain_ok && after & status::SESSION_STATE_CHANGED == 0 => Some(Learnt {
                 before,
                 after,
-                read_only: self.read_only_setting(),
+                read_only: self.read_only_setting().map(str::to_owned),
             }),
             _ => None,
         };

@@ -316,18 +316,18 @@ impl Session {
             && super::begin::is_plain_begin(&payload[1..])
             && !co.was_pinned
             && self.may_defer_begin();
+        // On a plain hop the BEGIN rides in the command's write and its OK
+        // is read once the command is sent; a compressed hop has it sent
+        // on its own first.
+        let begin_queued = began && !streamed && !co.backend.io.is_compressed();
         if began {
             // Losing this backend now loses the client's transaction.
             co.was_pinned = true;
-        }
-        if began && !streamed {
-            if co.backend.io.is_compressed() {
-                if let Err(e) = self.begin_now(&mut co).await {
-                    abandon_backend(&self.shared, co);
-                    return Err(e);
-                }
-            } else {
+            if begin_queued {
                 co.backend.io.write_packet(0, super::begin::BEGIN);
+            } else if !streamed && let Err(e) = self.begin_now(&mut co).await {
+                abandon_backend(&self.shared, co);
+                return Err(e);
             }
         }
         // A transaction that changed LAST_INSERT_ID() ends: the value is
@@ -358,11 +358,7 @@ impl Session {
             self.lost_backend(seq, &e, was_pinned).await?;
             return Ok(None);
         }
-        if began
-            && !streamed
-            && !co.backend.io.is_compressed()
-            && let Err(e) = super::begin::read_begin_reply(&mut co.backend).await
-        {
+        if begin_queued && let Err(e) = super::begin::read_begin_reply(&mut co.backend).await {
             // The command was sent behind it and ran outside a transaction:
             // the session ends, as a lost connection inside one does.
             abandon_backend(&self.shared, co);

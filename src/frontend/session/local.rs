@@ -190,16 +190,25 @@ pub fn replace_connection_id(sql: &[u8], id: u32, opts: crate::sql::LexOptions) 
     if spans.is_empty() {
         return None;
     }
+    splice(sql, spans, id.to_string().as_bytes())
+}
+
+/// `sql` with each byte range of `spans` replaced by `lit`; `None` when
+/// the ranges overlap or run past the text.
+pub(super) fn splice(
+    sql: &[u8],
+    mut spans: Vec<std::ops::Range<usize>>,
+    lit: &[u8],
+) -> Option<Vec<u8>> {
     spans.sort_by_key(|s| s.start);
-    let lit = id.to_string();
-    let mut out = Vec::with_capacity(sql.len());
+    let mut out = Vec::with_capacity(sql.len() + lit.len());
     let mut at = 0;
     for s in spans {
         if s.start < at || s.end > sql.len() {
             return None;
         }
         out.extend_from_slice(&sql[at..s.start]);
-        out.extend_from_slice(lit.as_bytes());
+        out.extend_from_slice(lit);
         at = s.end;
     }
     out.extend_from_slice(&sql[at..]);
@@ -317,15 +326,25 @@ impl Session {
         b.clear();
         let def = crate::protocol::caps::column_def_for(&def, self.caps);
         seq = self.client.write_packet(seq, &def);
+        b.clear();
+        put_lenenc_bytes(&mut b, value.as_bytes());
+        self.finish_one_row(seq, &b).await?;
+        Ok(true)
+    }
+
+    /// Sends the rest of a one-row result set the proxy answers itself,
+    /// from after its column definitions: the classic EOF (without
+    /// DEPRECATE_EOF), `row`, the terminator. Like any one-row SELECT it
+    /// leaves FOUND_ROWS() at 1 and ROW_COUNT() at -1.
+    async fn finish_one_row(&mut self, mut seq: u8, row: &[u8]) -> Result<(), End> {
+        let mut b = BytesMut::with_capacity(16);
         let deprecate = self.caps.deprecate_eof();
         if !deprecate {
             eof_payload(&mut b, 0, self.status);
             seq = self.client.write_packet(seq, &b);
             b.clear();
         }
-        put_lenenc_bytes(&mut b, value.as_bytes());
-        seq = self.client.write_packet(seq, &b);
-        b.clear();
+        seq = self.client.write_packet(seq, row);
         if deprecate {
             OkPacket {
                 header: EOF_HEADER,
@@ -338,11 +357,9 @@ impl Session {
         }
         self.client.write_packet(seq, &b);
         self.client.flush().await?;
-        // Like any one-row SELECT, this one sets FOUND_ROWS() to 1, and
-        // ROW_COUNT() to -1.
         self.found_rows = 1;
         self.row_count_now = Some(-1);
-        Ok(true)
+        Ok(())
     }
 }
 
@@ -380,31 +397,10 @@ impl Session {
             // As the prepare reply sent it.
             seq = self.client.write_packet(seq, def);
         }
-        let deprecate = self.caps.deprecate_eof();
-        if !deprecate {
-            eof_payload(&mut b, 0, self.status);
-            seq = self.client.write_packet(seq, &b);
-            b.clear();
-        }
         // A binary row: header, NULL bitmap (offset 2), the LONGLONG.
         b.extend_from_slice(&[0, 0]);
         b.extend_from_slice(&value.to_le_bytes());
-        seq = self.client.write_packet(seq, &b);
-        b.clear();
-        if deprecate {
-            OkPacket {
-                header: EOF_HEADER,
-                status: self.status,
-                ..Default::default()
-            }
-            .write(&mut b, false);
-        } else {
-            eof_payload(&mut b, 0, self.status);
-        }
-        self.client.write_packet(seq, &b);
-        self.client.flush().await?;
-        self.found_rows = 1;
-        self.row_count_now = Some(-1);
+        self.finish_one_row(seq, &b).await?;
         Ok(Some(hash))
     }
 }

@@ -191,20 +191,7 @@ fn rewrite(sql: &[u8], calls: &[Range<usize>], value: i64) -> Option<Vec<u8>> {
     } else {
         value.to_string()
     };
-    let mut spans = calls.to_vec();
-    spans.sort_by_key(|s| s.start);
-    let mut out = Vec::with_capacity(sql.len() + lit.len());
-    let mut at = 0;
-    for s in spans {
-        if s.start < at || s.end > sql.len() {
-            return None;
-        }
-        out.extend_from_slice(&sql[at..s.start]);
-        out.extend_from_slice(lit.as_bytes());
-        at = s.end;
-    }
-    out.extend_from_slice(&sql[at..]);
-    Some(out)
+    super::local::splice(sql, calls.to_vec(), lit.as_bytes())
 }
 
 /// The statement that leaves `value` (0 or -1) as a connection's count
