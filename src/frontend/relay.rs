@@ -215,6 +215,11 @@ pub async fn relay(
                 }
             },
         };
+        if client.wbuf.is_empty() {
+            // A batch starts: room for everything the backend sent so far
+            // (bounded by the flush point), in one allocation.
+            client.reserve_write(backend.buffered().min(FLUSH_AT + HEADER_LEN));
+        }
         let first = backend.chunk_payload(h);
         let class = t.next(first, h.continues());
         out.packets += 1;

@@ -339,10 +339,11 @@ impl Metrics {
         g.statement_seconds.record(total.as_secs_f64());
         g.queue_wait_seconds.record(wait.as_secs_f64());
         let (t, w) = (total.as_micros() as u64, wait.as_micros() as u64);
-        g.windows.statements.record(t);
-        g.windows.queue_wait.record(w);
-        self.windows.statements.record(t);
-        self.windows.queue_wait.record(w);
+        let now = tokio::time::Instant::now();
+        g.windows.statements.record_at(now, t);
+        g.windows.queue_wait.record_at(now, w);
+        self.windows.statements.record_at(now, t);
+        self.windows.queue_wait.record_at(now, w);
     }
 
     /// An explicit transaction ended.

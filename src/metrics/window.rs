@@ -100,7 +100,13 @@ impl Window {
 
     /// Records one event that took `us` microseconds.
     pub fn record(&self, us: u64) {
-        let sec = self.now_second();
+        self.record_at(Instant::now(), us);
+    }
+
+    /// Records one event that took `us` microseconds and ended at `now`
+    /// (one clock read for the several windows a statement lands in).
+    pub fn record_at(&self, now: Instant, us: u64) {
+        let sec = now.saturating_duration_since(self.start).as_secs();
         let Ok(mut slots) = self.slots.lock() else {
             return;
         };

@@ -219,8 +219,9 @@ impl Tenant {
     /// A statement of this user completed.
     pub fn statement(&self, wait: Duration, total: Duration) {
         self.statements.fetch_add(1, Ordering::Relaxed);
-        self.latency.record(total.as_micros() as u64);
-        self.queue_wait.record(wait.as_micros() as u64);
+        let now = tokio::time::Instant::now();
+        self.latency.record_at(now, total.as_micros() as u64);
+        self.queue_wait.record_at(now, wait.as_micros() as u64);
     }
 
     /// An explicit transaction of this user ended.

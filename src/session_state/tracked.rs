@@ -257,13 +257,19 @@ impl TrackedState {
     /// the session's statements has the session's; the trackers report
     /// neither exactly).
     pub fn take_collations_from(&mut self, other: &TrackedState) {
-        match other.vars.get(CHARSET_VARS[3]) {
-            Some(c) => self.set_collation(c),
-            None => {
-                self.vars.remove(CHARSET_VARS[3]);
+        let theirs = other.vars.get(CHARSET_VARS[3]);
+        // Nearly always the same already: no allocation then.
+        if self.vars.get(CHARSET_VARS[3]) != theirs {
+            match theirs {
+                Some(c) => self.set_collation(c),
+                None => {
+                    self.vars.remove(CHARSET_VARS[3]);
+                }
             }
         }
-        self.results_collation.clone_from(&other.results_collation);
+        if self.results_collation != other.results_collation {
+            self.results_collation.clone_from(&other.results_collation);
+        }
     }
 
     /// Records the collation a `SET NAMES` set (read from the server after
@@ -281,6 +287,12 @@ impl TrackedState {
     /// reset is sent once, not again.
     pub fn sync_plan(&self, backend: &TrackedState, login: LoginDefaults) -> SyncPlan {
         let mut plan = SyncPlan::default();
+        // The common case (a held backend, or one last used by a session
+        // like this one): one pass of comparisons instead of a lookup per
+        // variable class.
+        if self == backend {
+            return plan;
+        }
         if self.schema != backend.schema {
             match &self.schema {
                 Some(s) => plan.init_db = Some(s.clone()),
@@ -453,6 +465,24 @@ mod tests {
         put_lenenc_bytes(&mut d, value.as_bytes());
         b.put_u8(0);
         put_lenenc_bytes(b, &d);
+    }
+
+    #[test]
+    fn an_equal_backend_needs_nothing() {
+        let mut s = TrackedState::for_collation(8);
+        s.schema = Some(b"app".to_vec());
+        s.vars.insert("sql_mode".into(), "ANSI".into());
+        s.vars
+            .insert("collation_database".into(), "latin1_bin".into());
+        s.last_insert_id = 7;
+        s.results_collation = Some("latin1_bin".into());
+        assert!(s.sync_plan(&s.clone(), LoginDefaults::default()).is_empty());
+        let mut b = s.clone();
+        b.last_insert_id = 8;
+        assert_eq!(
+            s.sync_plan(&b, LoginDefaults::default()).set_sql.as_deref(),
+            Some("SET SESSION last_insert_id=7")
+        );
     }
 
     #[test]

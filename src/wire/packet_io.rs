@@ -325,6 +325,13 @@ impl PacketIo {
         framing::write_packet(&mut self.wbuf, seq, payload)
     }
 
+    /// Makes room for `n` more bytes in the write buffer at once (a relay
+    /// about to copy a batch it has already read), instead of growing it
+    /// packet by packet.
+    pub fn reserve_write(&mut self, n: usize) {
+        self.wbuf.reserve(n);
+    }
+
     /// Sends everything queued.
     pub async fn flush(&mut self) -> Result<(), WireError> {
         if !self.wbuf.is_empty() {

@@ -682,6 +682,9 @@ impl Session {
         let inv = self.inv.pins();
         let before = self.pins;
         self.pins.set_inventory(inv);
+        if self.pins.bits() & !before.bits() == 0 {
+            return;
+        }
         for r in PinReason::ALL {
             if self.pins.has(r) && !before.has(r) {
                 self.shared.metrics.pinned(r.label());

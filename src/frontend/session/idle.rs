@@ -107,18 +107,39 @@ impl Session {
     }
 }
 
-/// The global values a session starts from (read from the server at
-/// start), by variable name.
-pub trait Globals {
-    /// The global value of `name`, if known.
-    fn global(&self, name: &str) -> Option<&str>;
+/// The server's global idle timeouts (seconds), parsed once from the
+/// start-up snapshot: every command reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IdleGlobals {
+    /// `wait_timeout`.
+    pub wait: Option<u64>,
+    /// `interactive_timeout`.
+    pub interactive: Option<u64>,
+    /// `idle_transaction_timeout`.
+    pub transaction: Option<u64>,
+    /// `idle_readonly_transaction_timeout` and
+    /// `idle_write_transaction_timeout` are set (above 0), in that order.
+    pub kind_specific: [bool; 2],
 }
 
-impl Globals for super::admin_local::ServerVars {
-    fn global(&self, name: &str) -> Option<&str> {
-        self.vars.get(name)?.global.as_deref()
+impl IdleGlobals {
+    /// Reads them through `global` (a variable's global value by name).
+    pub fn read<'a>(global: impl Fn(&str) -> Option<&'a str>) -> Self {
+        let num = |n: &str| global(n).and_then(|v| v.parse::<u64>().ok());
+        Self {
+            wait: num("wait_timeout"),
+            interactive: num("interactive_timeout"),
+            transaction: num("idle_transaction_timeout"),
+            kind_specific: KIND_SPECIFIC.map(|n| num(n).is_some_and(|s| s > 0)),
+        }
     }
 }
+
+/// The read-only and read-write variants of the idle transaction timeout.
+const KIND_SPECIFIC: [&str; 2] = [
+    "idle_readonly_transaction_timeout",
+    "idle_write_transaction_timeout",
+];
 
 /// How long the server would let this client stay silent: `vars` are the
 /// session's variables set away from their defaults, `interactive` the
@@ -126,34 +147,47 @@ impl Globals for super::admin_local::ServerVars {
 /// nothing says (no value could be read).
 pub fn limit(
     vars: &BTreeMap<String, String>,
-    globals: Option<&dyn Globals>,
+    globals: Option<&IdleGlobals>,
     interactive: bool,
     in_trans: bool,
 ) -> Option<Duration> {
-    let value = |name: &str| -> Option<u64> {
-        match vars.get(name) {
-            Some(v) => v.parse().ok(),
-            None => globals?.global(name)?.parse().ok(),
+    // Every command asks, and sessions rarely set any of these: names
+    // that could be one of them start with 'i' or 'w'.
+    let any_set = vars
+        .keys()
+        .any(|k| matches!(k.as_bytes().first(), Some(b'i' | b'w')));
+    let session = |name: &str| {
+        if !any_set {
+            return None;
         }
+        vars.get(name).map(|v| v.parse::<u64>().ok())
     };
     if in_trans {
         // The read-only and read-write variants need to know which kind the
         // transaction is; with either set, the server's own timeout on the
         // pinned backend applies and the proxy keeps to wait_timeout.
-        let specific = [
-            "idle_readonly_transaction_timeout",
-            "idle_write_transaction_timeout",
-        ]
-        .iter()
-        .any(|n| value(n).is_some_and(|s| s > 0));
-        if let Some(s) = value("idle_transaction_timeout").filter(|&s| s > 0 && !specific) {
+        let specific = KIND_SPECIFIC
+            .iter()
+            .enumerate()
+            .any(|(i, n)| match session(n) {
+                Some(v) => v.is_some_and(|s| s > 0),
+                None => globals.is_some_and(|g| g.kind_specific[i]),
+            });
+        let trx = match session("idle_transaction_timeout") {
+            Some(v) => v,
+            None => globals.and_then(|g| g.transaction),
+        };
+        if let Some(s) = trx.filter(|&s| s > 0 && !specific) {
             return Some(Duration::from_secs(s));
         }
     }
-    let secs = match vars.get("wait_timeout") {
-        Some(v) => v.parse().ok()?,
-        None if interactive => value("interactive_timeout")?,
-        None => value("wait_timeout")?,
+    let secs = match session("wait_timeout") {
+        Some(v) => v?,
+        None if interactive => match session("interactive_timeout") {
+            Some(v) => v?,
+            None => globals?.interactive?,
+        },
+        None => globals?.wait?,
     };
     Some(Duration::from_secs(secs.max(1)))
 }
@@ -162,20 +196,17 @@ pub fn limit(
 mod tests {
     use super::*;
 
-    struct G(&'static [(&'static str, &'static str)]);
-    impl Globals for G {
-        fn global(&self, name: &str) -> Option<&str> {
-            self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
-        }
-    }
-
-    const SERVER: G = G(&[
+    const SERVER_VARS: &[(&str, &str)] = &[
         ("wait_timeout", "28800"),
         ("interactive_timeout", "600"),
         ("idle_transaction_timeout", "0"),
         ("idle_readonly_transaction_timeout", "0"),
         ("idle_write_transaction_timeout", "0"),
-    ]);
+    ];
+
+    fn globals(v: &[(&'static str, &'static str)]) -> IdleGlobals {
+        IdleGlobals::read(|name| v.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
+    }
 
     fn vars(v: &[(&str, &str)]) -> BTreeMap<String, String> {
         v.iter()
@@ -186,10 +217,21 @@ mod tests {
     #[test]
     fn the_session_value_then_the_login_default() {
         let s = |secs| Some(Duration::from_secs(secs));
-        assert_eq!(limit(&vars(&[]), Some(&SERVER), false, false), s(28800));
-        assert_eq!(limit(&vars(&[]), Some(&SERVER), true, false), s(600));
         assert_eq!(
-            limit(&vars(&[("wait_timeout", "5")]), Some(&SERVER), true, false),
+            limit(&vars(&[]), Some(&globals(SERVER_VARS)), false, false),
+            s(28800)
+        );
+        assert_eq!(
+            limit(&vars(&[]), Some(&globals(SERVER_VARS)), true, false),
+            s(600)
+        );
+        assert_eq!(
+            limit(
+                &vars(&[("wait_timeout", "5")]),
+                Some(&globals(SERVER_VARS)),
+                true,
+                false
+            ),
             s(5)
         );
         // Unknown globals: nothing to enforce.
@@ -204,14 +246,31 @@ mod tests {
     fn an_idle_transaction_has_its_own_timeout() {
         let s = |secs| Some(Duration::from_secs(secs));
         let v = vars(&[("idle_transaction_timeout", "3"), ("wait_timeout", "50")]);
-        assert_eq!(limit(&v, Some(&SERVER), false, true), s(3));
-        assert_eq!(limit(&v, Some(&SERVER), false, false), s(50));
+        assert_eq!(limit(&v, Some(&globals(SERVER_VARS)), false, true), s(3));
+        assert_eq!(limit(&v, Some(&globals(SERVER_VARS)), false, false), s(50));
         // A read-only/read-write variant set: the kind is unknown here.
         let v = vars(&[
             ("idle_transaction_timeout", "3"),
             ("idle_write_transaction_timeout", "2"),
             ("wait_timeout", "50"),
         ]);
-        assert_eq!(limit(&v, Some(&SERVER), false, true), s(50));
+        assert_eq!(limit(&v, Some(&globals(SERVER_VARS)), false, true), s(50));
+        // The same from the server's globals.
+        let g = globals(&[
+            ("wait_timeout", "40"),
+            ("idle_transaction_timeout", "3"),
+            ("idle_readonly_transaction_timeout", "9"),
+        ]);
+        assert_eq!(limit(&vars(&[]), Some(&g), false, true), s(40));
+        let g = globals(&[("wait_timeout", "40"), ("idle_transaction_timeout", "3")]);
+        assert_eq!(limit(&vars(&[]), Some(&g), false, true), s(3));
+        // A session that turned the variant off again.
+        let v = vars(&[("idle_readonly_transaction_timeout", "0")]);
+        let g = globals(&[
+            ("wait_timeout", "40"),
+            ("idle_transaction_timeout", "3"),
+            ("idle_readonly_transaction_timeout", "9"),
+        ]);
+        assert_eq!(limit(&v, Some(&g), false, true), s(3));
     }
 }

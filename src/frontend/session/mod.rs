@@ -900,7 +900,7 @@ impl Session {
             .templates
             .server_vars
             .as_deref()
-            .map(|v| v as &dyn idle::Globals);
+            .map(|v| &v.idle);
         idle::limit(
             &self.state.vars,
             globals,

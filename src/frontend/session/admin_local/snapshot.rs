@@ -29,6 +29,8 @@ pub struct ServerVars {
     pub charsets: HashMap<String, String>,
     /// Collation → its character set.
     pub collations: HashMap<String, String>,
+    /// The idle timeouts among `vars`, parsed (read on every command).
+    pub idle: crate::frontend::session::idle::IdleGlobals,
 }
 
 impl ServerVars {
@@ -83,6 +85,9 @@ impl ServerVars {
                 out.collations.insert(coll.clone(), cs.clone());
             }
         }
+        out.idle = crate::frontend::session::idle::IdleGlobals::read(|n| {
+            out.vars.get(n).and_then(|v| v.global.as_deref())
+        });
         Ok(out)
     }
 
