@@ -185,6 +185,23 @@ impl<W> FairQueue<W> {
         best.map(|(_, lane, pos)| (lane, pos))
     }
 
+    /// True when some queued request is one `runnable` accepts, in as many
+    /// steps as there are lanes: a lane's requests share its user, so one
+    /// whose head cannot run holds only light ones that can.
+    pub fn any_runnable(&self, runnable: impl Fn(&W) -> bool) -> bool {
+        self.lanes
+            .iter()
+            .any(|l| l.light > 0 || l.q.front().is_some_and(|(_, _, head)| runnable(head)))
+    }
+
+    /// True when some lane holds a request that is not light and whose
+    /// user `user_ok` accepts (judged on the lane's head: one user a lane).
+    pub fn any_heavy(&self, user_ok: impl Fn(&W) -> bool) -> bool {
+        self.lanes
+            .iter()
+            .any(|l| l.q.len() > l.light && l.q.front().is_some_and(|(_, _, head)| user_ok(head)))
+    }
+
     /// The request at `pos` of `lane`.
     pub fn get(&self, lane: u32, pos: usize) -> Option<&W> {
         self.lanes

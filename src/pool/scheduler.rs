@@ -447,11 +447,9 @@ impl<B: Pooled> GroupState<B> {
                 && self.adaptive.is_some()
                 && self.idle.is_empty()
                 && !self.can_grow()
-                && self
-                    .high
+                && [&self.high, &self.low]
                     .iter()
-                    .chain(self.low.iter())
-                    .any(|w| matches!(w.need, Need::Lease { .. }) && w.tenant.may_lease());
+                    .any(|q| q.any_heavy(|w| w.tenant.may_lease()));
             b.want(*g, wants);
         }
     }
@@ -539,9 +537,11 @@ impl<B: Pooled> GroupState<B> {
     ) -> Admission<B> {
         let lease_ok = self.lease_ok();
         let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
+        // In steps of lanes, not of waiters: with thousands of clients
+        // queued for a backend, a scan per request was the scheduler's cost.
         let ahead = match prio {
-            Priority::High => self.high.iter().any(run),
-            Priority::Low => self.high.iter().chain(self.low.iter()).any(run),
+            Priority::High => self.high.any_runnable(run),
+            Priority::Low => self.high.any_runnable(run) || self.low.any_runnable(run),
         };
         let id = self.next_id;
         self.next_id += 1;
