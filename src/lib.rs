@@ -30,6 +30,7 @@ pub mod backend;
 pub mod bench;
 pub mod config;
 pub mod frontend;
+pub mod id_map;
 pub mod listener;
 pub mod metrics;
 pub mod pool;

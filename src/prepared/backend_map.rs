@@ -3,8 +3,6 @@
 //! least-recently-used eviction above a per-connection cap. Statements
 //! holding an open cursor or long data (busy) are never evicted.
 
-use std::collections::HashMap;
-
 /// A statement prepared on one backend connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendStmt {
@@ -20,7 +18,7 @@ pub struct BackendStmt {
 /// The map.
 #[derive(Debug, Default)]
 pub struct BackendStmts {
-    map: HashMap<u64, BackendStmt>,
+    map: crate::id_map::IdMap<u64, BackendStmt>,
     clock: u64,
 }
 

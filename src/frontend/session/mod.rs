@@ -24,8 +24,6 @@ pub mod local;
 mod row_count;
 mod statements;
 
-use std::collections::HashMap;
-
 use super::Shared;
 use super::handshake::Login;
 use crate::config::PoolMode;
@@ -94,7 +92,7 @@ pub struct Session {
     status: u16,
     tickets: u32,
     /// Prepared statements by client statement id.
-    stmts: HashMap<u32, statements::ClientStmt>,
+    stmts: crate::id_map::IdMap<u32, statements::ClientStmt>,
     /// Last client statement id issued.
     next_stmt: u32,
     /// KILL statements the client prepared (carried out by the proxy).
@@ -264,7 +262,7 @@ impl Session {
             status: shared.pool.session_status(),
             tickets,
             shared,
-            stmts: HashMap::new(),
+            stmts: Default::default(),
             next_stmt: 0,
             kills: kill::PreparedKills::default(),
             last_prepared: None,
