@@ -13,12 +13,6 @@ use clap::{Parser, Subcommand};
 use myplex::takeover::give::Handover;
 use myplex::takeover::take::Inheritance;
 
-/// Per-command buffers and boxed futures are allocated and freed on the
-/// group's worker thread; mimalloc's per-thread heaps serve them without
-/// glibc's arena locking and consolidation.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(name = "myplex", version, about = "MySQL-protocol pooling proxy")]
 struct Cli {

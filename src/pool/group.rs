@@ -171,7 +171,7 @@ impl Group {
                 slot,
                 backend: Some(Leased {
                     group: self.clone(),
-                    conn: Some(b),
+                    conn: Some(Box::new(b)),
                     tenant: Some(tenant.clone()),
                 }),
                 open: None,
@@ -344,7 +344,7 @@ impl OpenReservation {
         let g = self.group.take().expect("reservation used once");
         Leased {
             group: g,
-            conn: Some(conn),
+            conn: Some(Box::new(conn)),
             tenant: self.tenant.take(),
         }
     }
@@ -365,7 +365,9 @@ impl Drop for OpenReservation {
 /// connection and frees its place; [`Leased::return_idle`] puts it back.
 pub struct Leased {
     group: Arc<Group>,
-    conn: Option<BackendConn>,
+    /// Boxed: a lease is moved several times per statement (checkout,
+    /// exchange, release) and the connection is several hundred bytes.
+    conn: Option<Box<BackendConn>>,
     /// The user whose lease count this connection holds (none for the
     /// pool's own uses: pre-warming, health checks, helpers).
     tenant: Option<Arc<Tenant>>,
@@ -375,7 +377,7 @@ impl Leased {
     fn new(group: Arc<Group>, conn: BackendConn) -> Self {
         Self {
             group,
-            conn: Some(conn),
+            conn: Some(Box::new(conn)),
             tenant: None,
         }
     }
@@ -386,7 +388,7 @@ impl Leased {
         if let Some(t) = self.tenant.take() {
             t.release_lease();
         }
-        self.conn.take()
+        self.conn.take().map(|c| *c)
     }
 
     /// Closes this (dead) connection and reserves room for a new one in its
@@ -451,7 +453,7 @@ impl std::ops::Deref for Leased {
     type Target = BackendConn;
     fn deref(&self) -> &BackendConn {
         self.conn
-            .as_ref()
+            .as_deref()
             .expect("leased connection present until consumed")
     }
 }
@@ -459,7 +461,7 @@ impl std::ops::Deref for Leased {
 impl std::ops::DerefMut for Leased {
     fn deref_mut(&mut self) -> &mut BackendConn {
         self.conn
-            .as_mut()
+            .as_deref_mut()
             .expect("leased connection present until consumed")
     }
 }
