@@ -1,7 +1,9 @@
 //! Hash maps keyed by ids the proxy itself hands out (statement ids, entry
-//! ids): looked up several times per statement, they need no protection
-//! against chosen keys (a client can only insert what the proxy numbers), so
-//! they hash with one multiplication instead of SipHash.
+//! ids): looked up several times per statement, they hash with one
+//! multiplication instead of SipHash. A client cannot choose the keys (the
+//! proxy numbers them); by preparing and closing statements it can only pick
+//! which of them stay, and the folded product spreads even those over all
+//! buckets. Each map is per session or per backend, and bounded.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -16,7 +18,9 @@ pub struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
-        self.0
+        // Folded: the low bits, which pick the bucket, depend on every bit
+        // of the key (a plain product's low bits depend only on the key's).
+        self.0 ^ (self.0 >> 32)
     }
 
     fn write(&mut self, bytes: &[u8]) {
@@ -50,6 +54,19 @@ mod tests {
             .collect();
         // 7 top bits (hashbrown's tag): sequential ids use most of the 128.
         assert!(tops.len() > 100, "{}", tops.len());
+    }
+
+    #[test]
+    fn ids_sharing_their_low_bits_spread_over_the_low_bits() {
+        // Ids a client could keep by closing the others: multiples of 4096.
+        let buckets: std::collections::HashSet<u64> = (0u32..256)
+            .map(|i| {
+                let mut h = IdHasher::default();
+                h.write_u32(i << 12);
+                h.finish() & 255
+            })
+            .collect();
+        assert!(buckets.len() > 120, "{}", buckets.len());
     }
 
     #[test]

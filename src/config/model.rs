@@ -372,7 +372,7 @@ impl Default for PoolConfig {
             high_prio_mode: HighPrioMode::Transactions,
             high_prio_tickets: u32::MAX,
             prio_kickup_ms: 1000,
-            queue_timeout_ms: 60_000,
+            queue_timeout_ms: 10_000,
             max_client_connections: 10_000,
             idle_timeout_s: 60,
             min_idle_per_group: 0,
