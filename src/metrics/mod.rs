@@ -353,9 +353,9 @@ impl Metrics {
         };
         if committed { &g.commits } else { &g.rollbacks }.increment(1);
         g.transaction_seconds.record(took.as_secs_f64());
-        let us = took.as_micros() as u64;
-        g.windows.transactions.record(us);
-        self.windows.transactions.record(us);
+        let (us, now) = (took.as_micros() as u64, tokio::time::Instant::now());
+        g.windows.transactions.record_at(now, us);
+        self.windows.transactions.record_at(now, us);
     }
 
     /// A request hit the queue timeout.

@@ -94,19 +94,16 @@ impl Window {
         }
     }
 
-    fn now_second(&self) -> u64 {
-        self.start.elapsed().as_secs()
-    }
-
-    /// Records one event that took `us` microseconds.
-    pub fn record(&self, us: u64) {
-        self.record_at(Instant::now(), us);
+    /// The window's second `now` falls in.
+    fn second_of(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.start).as_secs()
     }
 
     /// Records one event that took `us` microseconds and ended at `now`
-    /// (one clock read for the several windows a statement lands in).
+    /// (the caller reads the clock once for the several windows an event
+    /// lands in).
     pub fn record_at(&self, now: Instant, us: u64) {
-        let sec = now.saturating_duration_since(self.start).as_secs();
+        let sec = self.second_of(now);
         let Ok(mut slots) = self.slots.lock() else {
             return;
         };
@@ -127,7 +124,7 @@ impl Window {
 
     /// Summarizes the last `seconds` complete seconds plus the current one.
     pub fn summary(&self, seconds: u64) -> Summary {
-        let now = self.now_second();
+        let now = self.second_of(Instant::now());
         let Ok(slots) = self.slots.lock() else {
             return Summary::default();
         };
@@ -205,7 +202,7 @@ mod tests {
     async fn percentiles_over_windows() {
         let w = Window::new();
         for i in 1..=100 {
-            w.record(i * 1000); // 1..100 ms
+            w.record_at(Instant::now(), i * 1000); // 1..100 ms
         }
         let s = w.summary(10);
         assert_eq!(s.count, 100);
@@ -213,7 +210,7 @@ mod tests {
         assert!((95.0..=101.0).contains(&s.p95_ms), "{s:?}");
         assert_eq!(s.max_ms, 100.0);
         tokio::time::advance(Duration::from_secs(20)).await;
-        w.record(5000);
+        w.record_at(Instant::now(), 5000);
         assert_eq!(
             w.summary(10).count,
             1,
