@@ -264,3 +264,103 @@ async fn a_failing_first_statement_keeps_the_transaction_with_its_client() {
     a.quit().await;
     b.quit().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepare_in_a_deferred_transaction_begins_it() {
+    let db = MariaDb::shared();
+    db.sql("CREATE TABLE IF NOT EXISTS test.db_prep (a INT PRIMARY KEY) ENGINE=InnoDB");
+    db.sql("DELETE FROM test.db_prep");
+    let (p, mut a, mut b, _) = begin_beside_another(db, true, 800).await;
+    // The prepare is the transaction's first command: BEGIN goes to the
+    // server with it and the backend stays with A, so the execute that
+    // follows is part of a transaction in progress (not a new arrival
+    // queued behind other clients' statements). B waits meanwhile.
+    let ins = a
+        .prepare("INSERT INTO db_prep VALUES (?)")
+        .await
+        .expect("prepare");
+    match b.query("SELECT 1").await {
+        Response::Err(e) => assert_eq!(e.code, 1317, "{e:?}"),
+        other => panic!("B ran while A's transaction held the backend: {other:?}"),
+    }
+    let r = a
+        .execute(ins.id, 0, &[common::raw::Param::Long(5)], true)
+        .await;
+    assert!(matches!(r, Response::Ok(_)), "{}", common::raw::brief(&r));
+    assert_eq!(a.query_one("SELECT @@in_transaction").await, "1");
+    a.query_ok("ROLLBACK").await;
+    assert_eq!(
+        b.query_one("SELECT COUNT(*) FROM db_prep").await,
+        "0",
+        "the insert was rolled back with A's transaction"
+    );
+    // A failing prepare still leaves the transaction open with A.
+    a.query_ok("BEGIN").await;
+    assert!(a.prepare("SELECT nosuchcol FROM db_prep").await.is_err());
+    let r = a
+        .execute(ins.id, 0, &[common::raw::Param::Long(6)], true)
+        .await;
+    assert!(matches!(r, Response::Ok(_)), "{}", common::raw::brief(&r));
+    a.query_ok("COMMIT").await;
+    assert_eq!(b.query_one("SELECT COUNT(*) FROM db_prep").await, "1");
+    assert!(deferred(&p).await >= 2);
+    a.quit().await;
+    b.quit().await;
+}
+
+/// A prepared `BEGIN` / `COMMIT` / `ROLLBACK` cycle (sysbench prepares
+/// them): each raw answer to the prepared `BEGIN`, and the table after.
+async fn prepared_begin_cycle(addr: &str, caps: u32) -> (Vec<Vec<u8>>, Vec<Vec<Option<String>>>) {
+    let mut c = login(addr, caps).await;
+    c.query_ok("DELETE FROM db_pt").await;
+    let begin = c.prepare("BEGIN").await.expect("prepare BEGIN").id;
+    let commit = c.prepare("COMMIT").await.expect("prepare COMMIT").id;
+    let other_begin = c.prepare(" begin ").await.expect("prepare begin").id;
+    let rollback_stmt = c.prepare("ROLLBACK").await.expect("prepare ROLLBACK").id;
+    let mut answers = Vec::new();
+    for i in 0..4 {
+        let b = if i == 2 { other_begin } else { begin };
+        c.send_command(&common::raw::execute_payload(b, 0, &[], false))
+            .await;
+        answers.push(c.read("prepared BEGIN").await);
+        c.query_ok(&format!("INSERT INTO db_pt VALUES ({i})")).await;
+        assert_eq!(c.query_one("SELECT @@in_transaction").await, "1");
+        let end = if i == 1 { rollback_stmt } else { commit };
+        let r = c.execute(end, 0, &[], false).await;
+        assert!(matches!(r, Response::Ok(_)), "{}", common::raw::brief(&r));
+    }
+    let rows = c.query_rows("SELECT a FROM db_pt ORDER BY a").await;
+    c.quit().await;
+    (answers, rows)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_begin_is_deferred_with_the_servers_answer() {
+    let db = MariaDb::shared();
+    db.sql("CREATE TABLE IF NOT EXISTS test.db_pt (a INT PRIMARY KEY) ENGINE=InnoDB");
+    let p = Proxy::builder(db).groups(1).max_backend(2).start().await;
+    for caps in [BASE_CAPS | DEPRECATE_EOF | SESSION_TRACK, BASE_CAPS] {
+        let before = deferred(&p).await;
+        let (direct, direct_rows) = prepared_begin_cycle(&db.addr(), caps).await;
+        let (via, via_rows) = prepared_begin_cycle(&p.addr.to_string(), caps).await;
+        assert_eq!(via, direct, "caps {caps:#x}: the prepared BEGIN's answers");
+        assert_eq!(
+            via_rows, direct_rows,
+            "caps {caps:#x}: the table afterwards"
+        );
+        assert_eq!(
+            direct_rows,
+            vec![
+                vec![Some("0".to_string())],
+                vec![Some("2".to_string())],
+                vec![Some("3".to_string())]
+            ],
+            "the rolled-back insert is gone"
+        );
+        // The first prepared BEGIN went to the server; the other three
+        // (one of them another statement of the same plain text) were
+        // answered here.
+        let n = deferred(&p).await - before;
+        assert_eq!(n, 3, "caps {caps:#x}: prepared BEGINs deferred");
+    }
+}

@@ -158,7 +158,12 @@ pub async fn run_point(
             };
             let conn = {
                 let _permit = gate.acquire().await;
-                tokio::time::timeout(Duration::from_secs(60), Conn::new(opts.clone())).await
+                tokio::time::timeout(Duration::from_secs(60), async {
+                    let mut c = Conn::new(opts.clone()).await?;
+                    workload::prepare_statements(&mut c, s.workload, s.tables).await?;
+                    Ok::<_, mysql_async::Error>(c)
+                })
+                .await
             };
             let mut conn = match conn {
                 Ok(Ok(c)) => Some(c),

@@ -103,6 +103,46 @@ pub async fn cleanup(conn: &mut Conn, t: Tables) -> Result<(), mysql_async::Erro
     Ok(())
 }
 
+/// The prepared statements of `w` on table `n`, as [`transaction`] runs them.
+fn statement_texts(w: Workload, n: u32) -> Vec<String> {
+    let mut v = vec![format!("SELECT c FROM sbtest{n} WHERE id=?")];
+    if w == Workload::OltpPointSelect {
+        return v;
+    }
+    v.extend([
+        format!("SELECT c FROM sbtest{n} WHERE id BETWEEN ? AND ?"),
+        format!("SELECT SUM(k) FROM sbtest{n} WHERE id BETWEEN ? AND ?"),
+        format!("SELECT c FROM sbtest{n} WHERE id BETWEEN ? AND ? ORDER BY c"),
+        format!("SELECT DISTINCT c FROM sbtest{n} WHERE id BETWEEN ? AND ? ORDER BY c"),
+    ]);
+    if w == Workload::OltpReadWrite {
+        v.extend([
+            format!("UPDATE sbtest{n} SET k=k+1 WHERE id=?"),
+            format!("UPDATE sbtest{n} SET c=? WHERE id=?"),
+            format!("DELETE FROM sbtest{n} WHERE id=?"),
+            format!("INSERT INTO sbtest{n} (id, k, c, pad) VALUES (?, ?, ?, ?)"),
+        ]);
+    }
+    v
+}
+
+/// Prepares every statement of `w` on every table into the connection's
+/// statement cache, as sysbench's `thread_init` does: a client's first
+/// transactions then run the same commands as its later ones, and the
+/// measured window holds no prepares.
+pub async fn prepare_statements(
+    conn: &mut Conn,
+    w: Workload,
+    t: Tables,
+) -> Result<(), mysql_async::Error> {
+    for n in 1..=t.count {
+        for sql in statement_texts(w, n) {
+            conn.prep(sql).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Statements executed by one transaction of `w` (for QPS).
 pub fn statements_per_transaction(w: Workload) -> u64 {
     match w {
@@ -219,4 +259,20 @@ async fn body(
     }
     conn.query_drop("COMMIT").await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_statement_fits_the_bench_clients_statement_cache() {
+        // runner::Target::opts_for sizes the cache 9 x tables + 8.
+        let per_table = |w| statement_texts(w, 1).len();
+        assert_eq!(per_table(Workload::OltpReadWrite), 9);
+        assert_eq!(per_table(Workload::OltpReadOnly), 5);
+        assert_eq!(per_table(Workload::OltpPointSelect), 1);
+        let texts = statement_texts(Workload::OltpReadWrite, 7);
+        assert!(texts.iter().all(|s| s.contains("sbtest7 ")), "{texts:?}");
+    }
 }

@@ -385,15 +385,25 @@ impl Default for PoolConfig {
     }
 }
 
+/// The CPUs this process may use, asked once: `available_parallelism`
+/// reads cgroup files on every call (five syscalls), and the statement path
+/// resolves the default group count through here.
+fn cpus() -> usize {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
+}
+
 impl PoolConfig {
     /// Thread groups after resolving 0 = CPUs.
     pub fn effective_groups(&self) -> usize {
         if self.thread_groups > 0 {
             self.thread_groups
         } else {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
+            cpus()
         }
     }
 

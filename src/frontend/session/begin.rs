@@ -1,6 +1,9 @@
 //! The deferred `BEGIN` (`pool.defer_begin`): a plain `BEGIN` from a
 //! session that holds nothing is answered by the proxy, and the server
 //! receives it in the same write as the transaction's first statement.
+//! A `BEGIN` may come as a query or as the execution of a prepared
+//! statement whose text is a plain `BEGIN` (sysbench prepares its `BEGIN`
+//! and `COMMIT`); each form's answer is learnt from that form.
 //!
 //! Why: through a transaction pool a `BEGIN` would lease a backend and
 //! hold it across one more client round trip, and cost the server one more
@@ -33,6 +36,16 @@ use crate::protocol::response::Shape;
 pub(super) const BEGIN: &[u8] = b"\x03BEGIN";
 const _: () = assert!(BEGIN[0] == crate::protocol::command::COM_QUERY);
 
+/// The form a plain `BEGIN` came in (each form's answer is learnt from
+/// that form).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Via {
+    /// COM_QUERY.
+    Query = 0,
+    /// COM_STMT_EXECUTE of a prepared plain `BEGIN`.
+    Execute = 1,
+}
+
 /// What a plain `BEGIN` of this session answered, and under what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Learnt {
@@ -64,6 +77,17 @@ pub(super) fn is_plain_begin(sql: &[u8]) -> bool {
     }
 }
 
+/// True for a COM_STMT_EXECUTE `payload` that runs `entry` as a plain
+/// `BEGIN`: no parameters, no cursor, nothing after the fixed header.
+pub(super) fn is_prepared_begin(entry: &crate::prepared::StmtEntry, payload: &[u8]) -> bool {
+    payload.first() == Some(&crate::protocol::command::COM_STMT_EXECUTE)
+        && payload.len() == 10
+        && payload[5] == 0
+        && entry.num_params == 0
+        && entry.num_columns == 0
+        && is_plain_begin(&entry.key.sql)
+}
+
 impl Session {
     /// The session's `transaction_read_only` as tracked.
     fn read_only_setting(&self) -> Option<&str> {
@@ -93,13 +117,24 @@ impl Session {
             && !self.tracks_transactions()
     }
 
-    /// Answers a plain `BEGIN` here when this session's last one showed
-    /// what the server answers (see the module doc); true when answered.
+    /// Answers a plain `BEGIN` query here when this session's last one
+    /// showed what the server answers (see the module doc); true when
+    /// answered.
     pub(super) async fn defer_begin(&mut self, seq: u8, sql: &[u8]) -> Result<bool, End> {
-        if !is_plain_begin(sql) || !self.may_defer_begin() {
+        if !is_plain_begin(sql) {
             return Ok(false);
         }
-        let Some(l) = self.begin_learnt.as_ref() else {
+        self.answer_begin(seq, Via::Query).await
+    }
+
+    /// Answers a `BEGIN` (already known to be plain, in the form `via`)
+    /// with what this session's last one in that form got, when nothing
+    /// that shapes the answer changed since; true when answered.
+    pub(super) async fn answer_begin(&mut self, seq: u8, via: Via) -> Result<bool, End> {
+        if !self.may_defer_begin() {
+            return Ok(false);
+        }
+        let Some(l) = self.begin_learnt[via as usize].as_ref() else {
             return Ok(false);
         };
         if l.before != self.status || l.read_only.as_deref() != self.read_only_setting() {
@@ -131,9 +166,15 @@ impl Session {
         Ok(())
     }
 
-    /// After a plain `BEGIN` went to the server from a session that could
-    /// have deferred it: remembers the answer when it was just an OK.
-    pub(super) fn learn_begin(&mut self, before: u16, out: &crate::frontend::relay::Outcome) {
+    /// After a plain `BEGIN` (in the form `via`) went to the server from a
+    /// session that could have deferred it: remembers the answer when it
+    /// was just an OK.
+    pub(super) fn learn_begin(
+        &mut self,
+        via: Via,
+        before: u16,
+        out: &crate::frontend::relay::Outcome,
+    ) {
         let plain_ok = out.error.is_none()
             && out.results == 1
             && out.warnings == 0
@@ -142,7 +183,7 @@ impl Session {
             && out.columns.is_none()
             && out.state.is_empty()
             && !out.state_unreported;
-        self.begin_learnt = match out.status {
+        self.begin_learnt[via as usize] = match out.status {
             Some(after) if plain_ok && after & status::SESSION_STATE_CHANGED == 0 => Some(Learnt {
                 before,
                 after,

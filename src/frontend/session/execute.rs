@@ -312,10 +312,19 @@ impl Session {
         // a plain hop (a streamed command had it sent before, see `large`).
         let began = std::mem::take(&mut self.pending_begin);
         let status_before = self.status;
-        let learn_begin = payload.first() == Some(&COM_QUERY)
-            && super::begin::is_plain_begin(&payload[1..])
-            && !co.was_pinned
-            && self.may_defer_begin();
+        let learn_begin = if co.was_pinned || !self.may_defer_begin() {
+            None
+        } else if payload.first() == Some(&COM_QUERY) && super::begin::is_plain_begin(&payload[1..])
+        {
+            Some(super::begin::Via::Query)
+        } else if executing
+            .as_ref()
+            .is_some_and(|e| super::begin::is_prepared_begin(e, payload))
+        {
+            Some(super::begin::Via::Execute)
+        } else {
+            None
+        };
         // On a plain hop the BEGIN rides in the command's write and its OK
         // is read once the command is sent; a compressed hop has it sent
         // on its own first.
@@ -618,8 +627,8 @@ impl Session {
                 } else {
                     self.pins.remove(PinReason::Diagnostics);
                 }
-                if learn_begin {
-                    self.learn_begin(status_before, &out);
+                if let Some(via) = learn_begin {
+                    self.learn_begin(via, status_before, &out);
                 }
                 self.stmt_figures = Some(super::digest::Figures::of(&out, schema_before));
                 Ok(Some((co, out)))

@@ -170,7 +170,7 @@ pub struct Session {
     /// Scratch space for digest texts (reused; see [`digest`]).
     digest_buf: Vec<u8>,
     /// What this session's last plain `BEGIN` answered ([`begin`]).
-    begin_learnt: Option<begin::Learnt>,
+    begin_learnt: [Option<begin::Learnt>; 2],
     /// A `BEGIN` the client was answered, not yet sent: it goes ahead of
     /// the next command that reaches a backend ([`begin`]).
     pending_begin: bool,
@@ -289,7 +289,7 @@ impl Session {
             streamed: false,
             stmt_figures: None,
             digest_buf: Vec::new(),
-            begin_learnt: None,
+            begin_learnt: [None, None],
             pending_begin: false,
             swallowed: None,
             failed_change_user: 0,

@@ -290,6 +290,16 @@ impl Session {
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(());
         };
+        // Inside a deferred transaction the prepare begins it (as direct,
+        // where BEGIN ran first): the backend stays with the session, so
+        // the execute that follows runs as part of a transaction in
+        // progress, not as a new arrival queued behind every client.
+        if self.pending_begin
+            && let Err(e) = self.begin_now(&mut co).await
+        {
+            super::execute::abandon_backend(&self.shared, co);
+            return Err(e);
+        }
         let cap = self.stmt_cap();
         match prepare_within_limit(&mut co.backend, &key.sql, cap).await {
             Ok(Ok(p)) => {
@@ -488,6 +498,16 @@ impl Session {
         if let Some(e) = cs.long_data_err.clone() {
             return self.send_raw_err(seq, &e).await;
         }
+        // A prepared plain BEGIN is deferred as the query form is.
+        if cs.held.is_none()
+            && super::begin::is_prepared_begin(&entry, &pkt.payload)
+            && self.answer_begin(seq, super::begin::Via::Execute).await?
+        {
+            return Ok(());
+        }
+        let Some(cs) = self.stmts.get_mut(&client_id) else {
+            return Ok(());
+        };
         // Drivers often re-send the same types with every EXECUTE: keep
         // the shared copy unless they changed.
         if let Some(t) = exec.types

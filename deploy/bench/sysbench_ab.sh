@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# A/B with sysbench itself: one MariaDB (binary log on), sysbench 1.0
+# `oltp_read_write` (server-side prepared statements, as sysbench uses by
+# default) against each target in turn, targets alternating inside every
+# round so that the machine's drift hits them all alike.
+#
+# Usage:
+#   deploy/bench/sysbench_ab.sh
+#   TARGETS="direct myplex:new=target/release/myplex myplex:old=/tmp/old/myplex" \
+#     CLIENTS="256 1024" ROUNDS=2 deploy/bench/sysbench_ab.sh
+#
+# Targets: `direct`, `haproxy` (TCP pass-through, the cost of one hop), and
+# `myplex:NAME=BINARY` (a myplex with the defaults plus MYPLEX_TOML's pool
+# lines). Prints, per point: TPS, p95 (ms), errors, and for a proxy its own
+# CPU time per statement (µs, user+system from /proc, over the server's
+# Questions in the same window); writes everything under OUT.
+#
+# Environment (defaults in brackets):
+#   TARGETS      targets, in alternation order      [direct haproxy myplex:myplex=target/release/myplex]
+#   CLIENTS      client counts                      [64 256 1024]
+#   ROUNDS       rounds over all targets            [2]
+#   TIME         measured seconds per point         [30]
+#   WARMUP       seconds before the measured window [5]
+#                (a report checkpoint: the last report covers TIME seconds)
+#   TABLES       sbtest tables                      [4]
+#   ROWS         rows per table                     [100000]
+#   CASE         buffered | durable | iobound       [buffered]
+#   PS_MODE      sysbench --db-ps-mode (auto|disable) [auto]
+#   MYPLEX_TOML  extra lines for myplex's [pool]    []
+#   OUT          output directory                   [bench-results/sysbench-<UTC timestamp>]
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$HERE/../.." && pwd)
+log() { printf 'sysbench_ab: %s\n' "$*" >&2; }
+die() {
+    log "ERROR: $*"
+    exit 1
+}
+# shellcheck source=../../scripts/lib/mariadb.sh
+source "$REPO_ROOT/scripts/lib/mariadb.sh"
+
+TARGETS=${TARGETS:-direct haproxy myplex:myplex=$REPO_ROOT/target/release/myplex}
+CLIENTS=${CLIENTS:-64 256 1024}
+ROUNDS=${ROUNDS:-2}
+TIME=${TIME:-30}
+WARMUP=${WARMUP:-5}
+TABLES=${TABLES:-4}
+ROWS=${ROWS:-100000}
+CASE=${CASE:-buffered}
+PS_MODE=${PS_MODE:-auto}
+MYPLEX_TOML=${MYPLEX_TOML:-}
+OUT=${OUT:-$REPO_ROOT/bench-results/sysbench-$(date -u +%Y%m%dT%H%M%SZ)}
+have sysbench || die "sysbench not found (scripts/install-deps.sh)"
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+W=$(mktemp -d "${TMPDIR:-/tmp}/myplex-sysbench.XXXXXX")
+PIDS=()
+cleanup() {
+    set +e
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$W"
+}
+trap cleanup EXIT
+ulimit -n "$(ulimit -Hn)"
+
+max_clients=0
+for c in $CLIENTS; do ((c > max_clients)) && max_clients=$c; done
+flush=2 sync=0 extra=()
+# ~250 bytes per row with its index: the buffer pool is sized from that.
+data_mb=$((TABLES * ROWS / 4000 + 16))
+case $CASE in
+buffered) extra=(--innodb-buffer-pool-size=$((data_mb * 2 + 128))M) ;;
+durable) flush=1 sync=1 extra=(--innodb-buffer-pool-size=$((data_mb * 2 + 128))M) ;;
+iobound) extra=(--innodb-buffer-pool-size=$((data_mb / 12 > 24 ? data_mb / 12 : 24))M --innodb-flush-method=O_DIRECT) ;;
+*) die "CASE: buffered, durable or iobound" ;;
+esac
+
+# --- the server --------------------------------------------------------------------
+DB_PORT=$(pick_port 0)
+mariadb_install_db "$W/db"
+mariadb_start "$W/db" "$DB_PORT" DB_PID \
+    --max-connections=$((max_clients * 2 + 200)) --back-log=$((max_clients + 100)) \
+    --max-prepared-stmt-count=1048576 --thread-cache-size=$((max_clients + 100)) \
+    --log-bin=mariadb-bin --binlog-format=ROW --server-id=1 \
+    --innodb-flush-log-at-trx-commit=$flush --sync-binlog=$sync \
+    --innodb-log-file-size=512M --performance-schema=OFF "${extra[@]}"
+PIDS+=("$DB_PID")
+mariadb_setup_users "$W/db"
+log "server on $DB_PORT ($CASE), loading $TABLES x $ROWS rows"
+SB_COMMON=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-user=app --mysql-password=secret
+    --mysql-db=test --tables="$TABLES" --table-size="$ROWS")
+sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-port="$DB_PORT" --threads=4 prepare >"$W/prepare.log" 2>&1 ||
+    die "sysbench prepare: $(tail -n 5 "$W/prepare.log")"
+
+# --- the targets --------------------------------------------------------------------
+declare -A PORT=() PID=()
+for t in $TARGETS; do
+    lf=$W/db/error.log
+    case $t in
+    direct) PORT[$t]=$DB_PORT ;;
+    haproxy)
+        have haproxy || die "haproxy not installed (apt-get install haproxy)"
+        PORT[$t]=$(pick_port 0)
+        cat >"$W/haproxy.cfg" <<EOF
+global
+    maxconn $((max_clients + 1000))
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+listen mysql
+    bind 127.0.0.1:${PORT[$t]}
+    maxconn $((max_clients + 1000))
+    server a 127.0.0.1:$DB_PORT
+EOF
+        lf=$OUT/haproxy.log
+        haproxy -db -f "$W/haproxy.cfg" </dev/null >"$lf" 2>&1 &
+        PID[$t]=$!
+        ;;
+    myplex:*=*)
+        spec=${t#myplex:}
+        name=${spec%%=*}
+        bin=${spec#*=}
+        [[ -x $bin ]] || die "$bin: not an executable"
+        cp "$bin" "$W/$name.bin"
+        PORT[$t]=$(pick_port 0)
+        admin=$(pick_port 0 "${PORT[$t]}")
+        cat >"$OUT/$name.toml" <<EOF
+listen = "127.0.0.1:${PORT[$t]}"
+admin_listen = "127.0.0.1:$admin"
+[backend]
+address = "127.0.0.1:$DB_PORT"
+user = "app"
+password = "secret"
+[pool]
+max_client_connections = $((max_clients + 100))
+$MYPLEX_TOML
+[[users]]
+name = "app"
+password = "secret"
+EOF
+        lf=$OUT/$name.log
+        "$W/$name.bin" --config "$OUT/$name.toml" </dev/null >"$lf" 2>&1 &
+        PID[$t]=$!
+        ;;
+    *) die "unknown target $t" ;;
+    esac
+    [[ -n ${PID[$t]:-} ]] && PIDS+=("${PID[$t]}")
+    wait_for_port "${PORT[$t]}" "${PID[$t]:-$DB_PID}" "$t" "$lf" 30
+done
+
+questions() { mariadb_sql "$W/db" "SHOW GLOBAL STATUS LIKE 'Questions'" | awk '{ print $2 }'; }
+cpu_ticks() { [[ -n ${1:-} ]] && awk '{ print $14 + $15 }' "/proc/$1/stat" || echo 0; }
+
+printf '%-8s %-6s %-24s %9s %9s %7s %10s\n' round clients target tps p95_ms errors cpu_us/stmt | tee "$OUT/summary.txt"
+for ((r = 1; r <= ROUNDS; r++)); do
+    for c in $CLIENTS; do
+        for t in $TARGETS; do
+            f="$OUT/r$r-c$c-${t%%=*}.txt"
+            f=${f//:/_}
+            q0=$(questions) c0=$(cpu_ticks "${PID[$t]:-}")
+            sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-port="${PORT[$t]}" \
+                --db-ps-mode="$PS_MODE" --threads="$c" --time=$((TIME + WARMUP)) --report-checkpoints="$WARMUP" \
+                --rand-type=uniform --report-interval=0 --mysql-ignore-errors=1213,1205,1317 \
+                run >"$f" 2>&1 || true
+            q1=$(questions) c1=$(cpu_ticks "${PID[$t]:-}")
+            # The last report is the measured window's.
+            tps=$(awk '/transactions:/ { gsub(/\(/, "", $3); v = $3 } END { print v }' "$f")
+            p95=$(awk '/95th percentile:/ { v = $3 } END { print v }' "$f")
+            errs=$(awk '/ignored errors:/ { v = $3 } END { print v }' "$f")
+            cpu=-
+            if [[ -n ${PID[$t]:-} ]] && ((q1 > q0)); then
+                cpu=$(awk -v t=$((c1 - c0)) -v q=$((q1 - q0)) -v hz="$(getconf CLK_TCK)" \
+                    'BEGIN { printf "%.1f", t / hz * 1e6 / q }')
+            fi
+            printf '%-8s %-6s %-24s %9s %9s %7s %10s\n' "$r" "$c" "${t%%=*}" "${tps:-FAIL}" "${p95:--}" \
+                "${errs:--}" "$cpu" | tee -a "$OUT/summary.txt"
+        done
+    done
+done
+log "results in $OUT"
