@@ -352,6 +352,12 @@ pub struct PoolConfig {
     /// sent with the transaction's first statement: no backend is held
     /// for the round trip in between.
     pub defer_begin: bool,
+    /// In transaction pooling, the in-flight limit admits a transaction at
+    /// its first statement (a lease); the statements of a transaction in
+    /// progress (or of a session holding locks) then run at once, counted
+    /// in flight. `false`: each of them waits for a slot in the high queue
+    /// (the server thread pool's rule).
+    pub admit_transactions_at_start: bool,
     /// Share weight of users looked up in the server (`[server_users]`),
     /// which all share one scheduler lane; `[[users]]` entries set their
     /// own `weight`.
@@ -380,6 +386,7 @@ impl Default for PoolConfig {
             prepared_registry_size: 10_000,
             diagnostics_hold_ms: 1000,
             defer_begin: true,
+            admit_transactions_at_start: true,
             default_user_weight: 1,
         }
     }

@@ -76,6 +76,14 @@ pub enum Need {
     Lease { pool: usize },
     /// Only an execution slot (the session is pinned to its backend).
     Slot,
+    /// The next statement of a transaction in progress on the session's
+    /// own backend (`pool.admit_transactions_at_start`): granted at once,
+    /// counted in flight like any statement. The limit admitted the
+    /// transaction at its first statement; queueing the rest only holds its
+    /// locks and backend longer (at 1,024 I/O-bound clients hundreds of
+    /// open transactions waited in the high queue behind a limit of 16–50
+    /// while their locks blocked others).
+    Continue,
 }
 
 /// What a waiter gets.
@@ -463,7 +471,7 @@ impl<B: Pooled> GroupState<B> {
     /// in-flight cap), given [`Self::lease_ok`].
     fn runnable(need: Need, tenant: &Tenant, lease_ok: bool) -> bool {
         match need {
-            Need::Slot => true,
+            Need::Slot | Need::Continue => true,
             Need::Lease { .. } => lease_ok && tenant.may_lease(),
         }
     }
@@ -473,7 +481,7 @@ impl<B: Pooled> GroupState<B> {
     /// [`Self::runnable`] looked (another group borrowed the last room).
     fn take(&mut self, need: Need) -> Option<Grant<B>> {
         match need {
-            Need::Slot => Some(Grant::Slot),
+            Need::Slot | Need::Continue => Some(Grant::Slot),
             Need::Lease { pool } => {
                 if let Some(i) = self.idle.iter().rposition(|b| b.pool() == pool) {
                     let b = self.idle.remove(i);
@@ -545,6 +553,13 @@ impl<B: Pooled> GroupState<B> {
         };
         let id = self.next_id;
         self.next_id += 1;
+        if need == Need::Continue
+            && let Some(grant) = self.admit(need, id, tenant, now)
+        {
+            self.high.charge(tenant.index, tenant.weight());
+            self.observe();
+            return Admission::Now(grant, id);
+        }
         if !ahead
             && self.has_room()
             && Self::runnable(need, tenant, lease_ok)
@@ -565,7 +580,8 @@ impl<B: Pooled> GroupState<B> {
             tenant: tenant.clone(),
             tx,
         };
-        let (lane, weight, light) = (tenant.index, tenant.weight(), need == Need::Slot);
+        let light = matches!(need, Need::Slot | Need::Continue);
+        let (lane, weight) = (tenant.index, tenant.weight());
         match prio {
             Priority::High => self.high.push(lane, weight, light, w),
             Priority::Low => self.low.push(lane, weight, light, w),
@@ -841,6 +857,36 @@ mod tests {
     }
 
     const LEASE: Need = Need::Lease { pool: 0 };
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transaction_in_progress_continues_past_a_full_limit() {
+        let mut g = group(1, 3);
+        let t = Instant::now();
+        assert!(matches!(
+            now_grant(g.request(LEASE, Priority::Low, t)),
+            Grant::Open
+        ));
+        // The limit is full: a pinned session's statement waits for a slot,
+        // and a new transaction for a slot and a backend.
+        let (slot_id, mut slot_rx) = queued(g.request(Need::Slot, Priority::High, t));
+        let (_, mut lease_rx) = queued(g.request(LEASE, Priority::Low, t));
+        // A transaction in progress runs at once, counted in flight, ahead
+        // of both.
+        let (grant, cont_id) = match g.request(Need::Continue, Priority::High, t) {
+            Admission::Now(grant, id) => (grant, id),
+            Admission::Queued(..) => panic!("a transaction in progress was queued"),
+        };
+        assert!(matches!(grant, Grant::Slot));
+        assert_eq!(g.snapshot().in_flight, 2);
+        assert_eq!((g.snapshot().high, g.snapshot().low), (1, 1));
+        // It holds room like any statement: one completion is not enough.
+        g.complete(0, None, Instant::now());
+        assert!(slot_rx.try_recv().is_err(), "granted over the limit");
+        g.complete(cont_id, None, Instant::now());
+        assert!(matches!(slot_rx.try_recv(), Ok(Grant::Slot)));
+        g.complete(slot_id, None, Instant::now());
+        assert!(matches!(lease_rx.try_recv(), Ok(Grant::Open)));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn cap_limits_in_flight_and_opens_up_to_share() {

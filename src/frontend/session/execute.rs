@@ -158,12 +158,18 @@ impl Session {
     /// `None` when an error was already sent to the client.
     pub(super) async fn checkout(&mut self, seq: u8) -> Result<Option<Checkout>, End> {
         let prio = self.priority();
-        let need = if self.backend.is_some() {
-            Need::Slot
-        } else {
+        let need = if self.backend.is_none() {
             Need::Lease { pool: self.pool }
+        } else if prio == crate::pool::scheduler::Priority::High
+            && self.pins.holds_lock()
+            && !self.only_session_mode()
+            && self.shared.config.load().pool.admit_transactions_at_start
+        {
+            Need::Continue
+        } else {
+            Need::Slot
         };
-        let was_pinned = need == Need::Slot && !self.only_session_mode();
+        let was_pinned = need != (Need::Lease { pool: self.pool }) && !self.only_session_mode();
         let adm = match self.admit(need, prio).await? {
             Ok(a) => a,
             Err(t) => {
