@@ -160,8 +160,16 @@ cur.execute('SELECT USER(), 6 * 7')\n\
 print('%s %s' % cur.fetchone())\n\
 c.close()\n";
     let sock_arg = sock.display().to_string();
+    // PyMySQL lives in the test venv (scripts/install-deps.sh creates it;
+    // tests/python_driver.rs pins it), not in the system's python3.
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyenv/bin/python");
+    let python = if venv.exists() {
+        venv
+    } else {
+        std::path::PathBuf::from("python3")
+    };
     let out = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
+        Command::new(python)
             .args(["-c", script, &sock_arg])
             .output()
             .expect("run python3")
