@@ -103,7 +103,20 @@ pub async fn cleanup(conn: &mut Conn, t: Tables) -> Result<(), mysql_async::Erro
     Ok(())
 }
 
-/// The prepared statements of `w` on table `n`, as [`transaction`] runs them.
+/// Where each statement sits in [`statement_texts`].
+const POINT: usize = 0;
+const RANGE_C: usize = 1;
+const RANGE_SUM: usize = 2;
+const RANGE_ORDER: usize = 3;
+const RANGE_DISTINCT: usize = 4;
+const UPDATE_INDEX: usize = 5;
+const UPDATE_NON_INDEX: usize = 6;
+const DELETE: usize = 7;
+const INSERT: usize = 8;
+
+/// The prepared statements of `w` on table `n`, in the order of the
+/// indices above: what [`transaction`] runs and [`prepare_statements`]
+/// prepares.
 fn statement_texts(w: Workload, n: u32) -> Vec<String> {
     let mut v = vec![format!("SELECT c FROM sbtest{n} WHERE id=?")];
     if w == Workload::OltpPointSelect {
@@ -175,9 +188,8 @@ pub async fn transaction(
         (table, ids)
     };
     if w == Workload::OltpPointSelect {
-        let _: Option<String> = conn
-            .exec_first(format!("SELECT c FROM sbtest{table} WHERE id=?"), (ids[0],))
-            .await?;
+        let sql = statement_texts(w, table);
+        let _: Option<String> = conn.exec_first(&sql[POINT], (ids[0],)).await?;
         return Ok(());
     }
     let r = body(conn, w, t, table, &ids).await;
@@ -195,39 +207,15 @@ async fn body(
     ids: &[u32],
 ) -> Result<(), mysql_async::Error> {
     conn.query_drop("BEGIN").await?;
-    let point = format!("SELECT c FROM sbtest{table} WHERE id=?");
+    let sql = statement_texts(w, table);
     for id in &ids[..POINT_SELECTS as usize] {
-        let _: Option<String> = conn.exec_first(&point, (*id,)).await?;
+        let _: Option<String> = conn.exec_first(&sql[POINT], (*id,)).await?;
     }
     let r = |i: usize| (ids[i], ids[i] + RANGE - 1);
-    let (a, b) = r(10);
-    let _: Vec<String> = conn
-        .exec(
-            format!("SELECT c FROM sbtest{table} WHERE id BETWEEN ? AND ?"),
-            (a, b),
-        )
-        .await?;
-    let (a, b) = r(11);
-    let _: Option<Option<i64>> = conn
-        .exec_first(
-            format!("SELECT SUM(k) FROM sbtest{table} WHERE id BETWEEN ? AND ?"),
-            (a, b),
-        )
-        .await?;
-    let (a, b) = r(12);
-    let _: Vec<String> = conn
-        .exec(
-            format!("SELECT c FROM sbtest{table} WHERE id BETWEEN ? AND ? ORDER BY c"),
-            (a, b),
-        )
-        .await?;
-    let (a, b) = r(13);
-    let _: Vec<String> = conn
-        .exec(
-            format!("SELECT DISTINCT c FROM sbtest{table} WHERE id BETWEEN ? AND ? ORDER BY c"),
-            (a, b),
-        )
-        .await?;
+    let _: Vec<String> = conn.exec(&sql[RANGE_C], r(10)).await?;
+    let _: Option<Option<i64>> = conn.exec_first(&sql[RANGE_SUM], r(11)).await?;
+    let _: Vec<String> = conn.exec(&sql[RANGE_ORDER], r(12)).await?;
+    let _: Vec<String> = conn.exec(&sql[RANGE_DISTINCT], r(13)).await?;
     if w == Workload::OltpReadWrite {
         let (c, c2, pad, k) = {
             let mut rng = rand::rng();
@@ -238,21 +226,12 @@ async fn body(
                 rng.random_range(1..=t.size),
             )
         };
-        conn.exec_drop(
-            format!("UPDATE sbtest{table} SET k=k+1 WHERE id=?"),
-            (ids[14],),
-        )
-        .await?;
-        conn.exec_drop(
-            format!("UPDATE sbtest{table} SET c=? WHERE id=?"),
-            (c, ids[15]),
-        )
-        .await?;
+        conn.exec_drop(&sql[UPDATE_INDEX], (ids[14],)).await?;
+        conn.exec_drop(&sql[UPDATE_NON_INDEX], (c, ids[15])).await?;
         let del = ids[16];
-        conn.exec_drop(format!("DELETE FROM sbtest{table} WHERE id=?"), (del,))
-            .await?;
+        conn.exec_drop(&sql[DELETE], (del,)).await?;
         conn.exec_drop(
-            format!("INSERT INTO sbtest{table} (id, k, c, pad) VALUES (?, ?, ?, ?)"),
+            &sql[INSERT],
             Params::Positional(vec![del.into(), k.into(), c2.into(), pad.into()]),
         )
         .await?;

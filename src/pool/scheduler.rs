@@ -543,6 +543,17 @@ impl<B: Pooled> GroupState<B> {
         tenant: &Arc<Tenant>,
         now: Instant,
     ) -> Admission<B> {
+        let id = self.next_id;
+        self.next_id += 1;
+        // A transaction in progress looks at neither the queues nor the
+        // limit (admitting a slot cannot fail).
+        if need == Need::Continue
+            && let Some(grant) = self.admit(need, id, tenant, now)
+        {
+            self.high.charge(tenant.index, tenant.weight());
+            self.observe();
+            return Admission::Now(grant, id);
+        }
         let lease_ok = self.lease_ok();
         let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
         // In steps of lanes, not of waiters: with thousands of clients
@@ -551,15 +562,6 @@ impl<B: Pooled> GroupState<B> {
             Priority::High => self.high.any_runnable(run),
             Priority::Low => self.high.any_runnable(run) || self.low.any_runnable(run),
         };
-        let id = self.next_id;
-        self.next_id += 1;
-        if need == Need::Continue
-            && let Some(grant) = self.admit(need, id, tenant, now)
-        {
-            self.high.charge(tenant.index, tenant.weight());
-            self.observe();
-            return Admission::Now(grant, id);
-        }
         if !ahead
             && self.has_room()
             && Self::runnable(need, tenant, lease_ok)
@@ -580,8 +582,7 @@ impl<B: Pooled> GroupState<B> {
             tenant: tenant.clone(),
             tx,
         };
-        let light = matches!(need, Need::Slot | Need::Continue);
-        let (lane, weight) = (tenant.index, tenant.weight());
+        let (lane, weight, light) = (tenant.index, tenant.weight(), need == Need::Slot);
         match prio {
             Priority::High => self.high.push(lane, weight, light, w),
             Priority::Low => self.low.push(lane, weight, light, w),

@@ -153,17 +153,22 @@ impl Session {
     }
 
     /// Sends a deferred `BEGIN` on its own and reads its answer (before a
-    /// command that cannot share its write: a streamed one, or on a
-    /// compressed hop).
-    pub(super) async fn begin_now(&mut self, co: &mut Checkout) -> Result<(), End> {
+    /// command that cannot share its write: a streamed one, a prepare, or
+    /// on a compressed hop). When it fails the backend is abandoned (it may
+    /// hold half a transaction) and the session ends.
+    pub(super) async fn begin_now(&mut self, mut co: Checkout) -> Result<Checkout, End> {
         self.pending_begin = false;
         co.was_pinned = true;
-        if let Err(e) = co.backend.io.send_packet(0, BEGIN).await {
-            return Err(End::Fatal(format!("deferred BEGIN: {e}")));
+        let sent = match co.backend.io.send_packet(0, BEGIN).await {
+            Ok(_) => read_begin_reply(&mut co.backend).await,
+            Err(e) => Err(End::Fatal(format!("deferred BEGIN: {e}"))),
+        };
+        if let Err(e) = sent {
+            super::execute::abandon_backend(&self.shared, co);
+            return Err(e);
         }
-        read_begin_reply(&mut co.backend).await?;
         self.pin(crate::session_state::PinReason::Transaction);
-        Ok(())
+        Ok(co)
     }
 
     /// After a plain `BEGIN` (in the form `via`) went to the server from a

@@ -158,18 +158,18 @@ impl Session {
     /// `None` when an error was already sent to the client.
     pub(super) async fn checkout(&mut self, seq: u8) -> Result<Option<Checkout>, End> {
         let prio = self.priority();
+        let was_pinned = self.backend.is_some() && !self.only_session_mode();
         let need = if self.backend.is_none() {
             Need::Lease { pool: self.pool }
-        } else if prio == crate::pool::scheduler::Priority::High
+        } else if was_pinned
+            && prio == crate::pool::scheduler::Priority::High
             && self.pins.holds_lock()
-            && !self.only_session_mode()
             && self.shared.config.load().pool.admit_transactions_at_start
         {
             Need::Continue
         } else {
             Need::Slot
         };
-        let was_pinned = need != (Need::Lease { pool: self.pool }) && !self.only_session_mode();
         let adm = match self.admit(need, prio).await? {
             Ok(a) => a,
             Err(t) => {
@@ -340,9 +340,8 @@ impl Session {
             co.was_pinned = true;
             if begin_queued {
                 co.backend.io.write_packet(0, super::begin::BEGIN);
-            } else if !streamed && let Err(e) = self.begin_now(&mut co).await {
-                abandon_backend(&self.shared, co);
-                return Err(e);
+            } else if !streamed {
+                co = self.begin_now(co).await?;
             }
         }
         // A transaction that changed LAST_INSERT_ID() ends: the value is

@@ -77,11 +77,8 @@ impl Session {
                 return Ok(());
             }
         };
-        if self.pending_begin
-            && let Err(e) = self.begin_now(&mut co).await
-        {
-            super::execute::abandon_backend(&self.shared, co);
-            return Err(e);
+        if self.pending_begin {
+            co = self.begin_now(co).await?;
         }
         let mode = if super::kill_dynamic::unsure_charset(&self.state) {
             Mode::Words

@@ -294,11 +294,8 @@ impl Session {
         // where BEGIN ran first): the backend stays with the session, so
         // the execute that follows runs as part of a transaction in
         // progress, not as a new arrival queued behind every client.
-        if self.pending_begin
-            && let Err(e) = self.begin_now(&mut co).await
-        {
-            super::execute::abandon_backend(&self.shared, co);
-            return Err(e);
+        if self.pending_begin {
+            co = self.begin_now(co).await?;
         }
         let cap = self.stmt_cap();
         match prepare_within_limit(&mut co.backend, &key.sql, cap).await {
@@ -498,16 +495,6 @@ impl Session {
         if let Some(e) = cs.long_data_err.clone() {
             return self.send_raw_err(seq, &e).await;
         }
-        // A prepared plain BEGIN is deferred as the query form is.
-        if cs.held.is_none()
-            && super::begin::is_prepared_begin(&entry, &pkt.payload)
-            && self.answer_begin(seq, super::begin::Via::Execute).await?
-        {
-            return Ok(());
-        }
-        let Some(cs) = self.stmts.get_mut(&client_id) else {
-            return Ok(());
-        };
         // Drivers often re-send the same types with every EXECUTE: keep
         // the shared copy unless they changed.
         if let Some(t) = exec.types
@@ -518,11 +505,19 @@ impl Session {
         let types = cs.types.clone();
         let seen_columns = cs.columns;
         let seen_metadata = cs.metadata;
+        let held = cs.held.is_some();
+        // A prepared plain BEGIN is deferred as the query form is.
+        if !held
+            && super::begin::is_prepared_begin(&entry, &pkt.payload)
+            && self.answer_begin(seq, super::begin::Via::Execute).await?
+        {
+            return Ok(());
+        }
         // A prepared `SELECT ROW_COUNT()`: the client's own count, as the
         // text form (see `local`).
         if entry.num_params == 0
             && !exec.wants_cursor()
-            && cs.held.is_none()
+            && !held
             && super::local::classify(&entry.key.sql)
                 .is_some_and(|q| q.what == super::local::Local::RowCount)
             && let Some(def) = entry.response.get(1)
