@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::frontend::Shared;
 use crate::metrics::Windows;
-use crate::metrics::window::Summary;
+use crate::metrics::window::{Summary, Window};
 use crate::pool::adaptive::Estimate;
 
 /// One time window.
@@ -24,15 +24,19 @@ pub struct Span {
     pub queue_wait: Summary,
 }
 
-fn span(w: &Windows, secs: u64) -> Span {
-    let statement = w.statements.summary(secs);
-    let transaction = w.transactions.summary(secs);
+fn span(ws: &[&Windows], secs: u64) -> Span {
+    let of = |pick: fn(&Windows) -> &Window| {
+        let picked: Vec<&Window> = ws.iter().map(|w| pick(w)).collect();
+        Window::summary_of(&picked, secs)
+    };
+    let statement = of(|w| &w.statements);
+    let transaction = of(|w| &w.transactions);
     Span {
         tps: transaction.rate,
         qps: statement.rate,
         statement,
         transaction,
-        queue_wait: w.queue_wait.summary(secs),
+        queue_wait: of(|w| &w.queue_wait),
     }
 }
 
@@ -92,6 +96,7 @@ pub struct Status {
 /// Builds the report.
 pub fn status(shared: &Shared) -> Status {
     let m = &shared.metrics;
+    let all: Vec<&Windows> = m.groups.iter().map(|g| &g.windows).collect();
     let groups = shared
         .pool
         .groups
@@ -102,8 +107,8 @@ pub fn status(shared: &Shared) -> Status {
             let (idle, busy, pinned) = super::backend_states(&s);
             GroupStatus {
                 group: g.id,
-                last_10s: span(&gm.windows, 10),
-                last_60s: span(&gm.windows, 60),
+                last_10s: span(&[&gm.windows], 10),
+                last_60s: span(&[&gm.windows], 60),
                 scheduler: Scheduler {
                     in_flight: s.in_flight,
                     cap: s.cap,
@@ -139,8 +144,8 @@ pub fn status(shared: &Shared) -> Status {
     Status {
         clients: shared.clients.load(std::sync::atomic::Ordering::Relaxed),
         draining: shared.shutdown.is_triggered(),
-        last_10s: span(&m.windows, 10),
-        last_60s: span(&m.windows, 60),
+        last_10s: span(&all, 10),
+        last_60s: span(&all, 60),
         backend_budget: shared.pool.budget.view(),
         groups,
         prepared_registry_entries: entries,

@@ -126,10 +126,8 @@ pub struct Metrics {
     pub digests: Gauge,
     /// Digest-table evictions.
     pub digest_evictions: Counter,
-    /// Per group.
+    /// Per group; the proxy's `/status` windows are theirs merged.
     pub groups: Vec<GroupMetrics>,
-    /// Overall windows for `/status`.
-    pub windows: Windows,
     dynamic: Mutex<HashMap<Key, Counter>>,
 }
 
@@ -225,7 +223,6 @@ impl Metrics {
             digests: gauge(DIGESTS, &[]),
             digest_evictions: counter(DIGEST_EVICTIONS_TOTAL, &[]),
             groups,
-            windows: Windows::default(),
             dynamic: Mutex::new(HashMap::new()),
             handle,
             recorder,
@@ -342,8 +339,6 @@ impl Metrics {
         let now = tokio::time::Instant::now();
         g.windows.statements.record_at(now, t);
         g.windows.queue_wait.record_at(now, w);
-        self.windows.statements.record_at(now, t);
-        self.windows.queue_wait.record_at(now, w);
     }
 
     /// An explicit transaction ended.
@@ -355,7 +350,6 @@ impl Metrics {
         g.transaction_seconds.record(took.as_secs_f64());
         let (us, now) = (took.as_micros() as u64, tokio::time::Instant::now());
         g.windows.transactions.record_at(now, us);
-        self.windows.transactions.record_at(now, us);
     }
 
     /// A request hit the queue timeout.

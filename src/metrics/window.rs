@@ -124,23 +124,34 @@ impl Window {
 
     /// Summarizes the last `seconds` complete seconds plus the current one.
     pub fn summary(&self, seconds: u64) -> Summary {
-        let now = self.second_of(Instant::now());
-        let Ok(slots) = self.slots.lock() else {
-            return Summary::default();
-        };
+        Self::summary_of(&[self], seconds)
+    }
+
+    /// Summarizes several windows as one (the proxy's figures are its
+    /// groups' windows merged on demand, so a statement is recorded in one
+    /// window only: its group's, which no other thread writes).
+    pub fn summary_of(windows: &[&Window], seconds: u64) -> Summary {
         let mut merged = vec![0u64; BUCKETS];
         let mut count = 0;
         let mut max = 0;
-        for s in slots.iter() {
-            if s.second <= now && now - s.second < seconds && !s.buckets.is_empty() {
-                count += s.count;
-                max = max.max(s.max);
-                for (m, b) in merged.iter_mut().zip(&s.buckets) {
-                    *m += u64::from(*b);
+        let mut elapsed: f64 = 0.0;
+        for w in windows {
+            let now = w.second_of(Instant::now());
+            elapsed = elapsed.max(w.start.elapsed().as_secs_f64());
+            let Ok(slots) = w.slots.lock() else {
+                continue;
+            };
+            for s in slots.iter() {
+                if s.second <= now && now - s.second < seconds && !s.buckets.is_empty() {
+                    count += s.count;
+                    max = max.max(s.max);
+                    for (m, b) in merged.iter_mut().zip(&s.buckets) {
+                        *m += u64::from(*b);
+                    }
                 }
             }
         }
-        let elapsed = (self.start.elapsed().as_secs_f64()).clamp(1.0, seconds as f64);
+        let elapsed = elapsed.clamp(1.0, seconds as f64);
         let pct = |q: f64| -> f64 {
             if count == 0 {
                 return 0.0;
@@ -217,5 +228,27 @@ mod tests {
             "old seconds fall out of the 10 s window"
         );
         assert_eq!(w.summary(60).count, 101);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn windows_merge_as_one() {
+        let (a, b, one) = (Window::new(), Window::new(), Window::new());
+        for i in 1..=100u64 {
+            let w = if i % 3 == 0 { &a } else { &b };
+            w.record_at(Instant::now(), i * 1000);
+            one.record_at(Instant::now(), i * 1000);
+        }
+        tokio::time::advance(Duration::from_secs(2)).await;
+        b.record_at(Instant::now(), 250_000);
+        one.record_at(Instant::now(), 250_000);
+        for secs in [10, 60] {
+            assert_eq!(
+                Window::summary_of(&[&a, &b], secs),
+                one.summary(secs),
+                "over {secs} s"
+            );
+        }
+        assert_eq!(Window::summary_of(&[&a], 10).count, 33);
+        assert_eq!(Window::summary_of(&[], 10).count, 0);
     }
 }

@@ -16,7 +16,11 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::metrics::window::Window;
+use crate::metrics::window::{Summary, Window};
+
+/// Stripes of the per-user latency windows (thread groups map onto them
+/// modulo this).
+const STRIPES: usize = 4;
 
 /// Name (and metrics label) of the tenant every server user folds into.
 pub const SERVER_USERS: &str = "(server users)";
@@ -44,10 +48,12 @@ pub struct Tenant {
     /// `transactions` at the last roll, and the count in the last period.
     tx_rolled: AtomicU64,
     tx_last_period: AtomicU64,
-    /// Statement latency, last minute.
-    pub latency: Window,
-    /// Queue wait, last minute.
-    pub queue_wait: Window,
+    /// Statement latency, last minute, one window per stripe of thread
+    /// groups (a group records into its own: no lock shared across group
+    /// threads per statement); read merged.
+    latency: [Window; STRIPES],
+    /// Queue wait, last minute, striped as `latency`.
+    queue_wait: [Window; STRIPES],
     /// `dispatched` at the last [`Tenants::roll`], and the count in the
     /// last rolled period (for the share used).
     rolled: AtomicU64,
@@ -96,8 +102,8 @@ impl Tenant {
             transactions: AtomicU64::new(0),
             tx_rolled: AtomicU64::new(0),
             tx_last_period: AtomicU64::new(0),
-            latency: Window::new(),
-            queue_wait: Window::new(),
+            latency: std::array::from_fn(|_| Window::new()),
+            queue_wait: std::array::from_fn(|_| Window::new()),
             rolled: AtomicU64::new(0),
             last_period: AtomicU64::new(0),
         });
@@ -216,12 +222,23 @@ impl Tenant {
         self.dispatched.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A statement of this user completed.
-    pub fn statement(&self, wait: Duration, total: Duration) {
+    /// A statement of this user completed in thread group `group`.
+    pub fn statement(&self, group: usize, wait: Duration, total: Duration) {
         self.statements.fetch_add(1, Ordering::Relaxed);
         let now = tokio::time::Instant::now();
-        self.latency.record_at(now, total.as_micros() as u64);
-        self.queue_wait.record_at(now, wait.as_micros() as u64);
+        let stripe = group % STRIPES;
+        self.latency[stripe].record_at(now, total.as_micros() as u64);
+        self.queue_wait[stripe].record_at(now, wait.as_micros() as u64);
+    }
+
+    /// Statement latency over the last `seconds`.
+    pub fn latency(&self, seconds: u64) -> Summary {
+        Window::summary_of(&self.latency.each_ref(), seconds)
+    }
+
+    /// Queue wait over the last `seconds`.
+    pub fn queue_wait(&self, seconds: u64) -> Summary {
+        Window::summary_of(&self.queue_wait.each_ref(), seconds)
     }
 
     /// An explicit transaction of this user ended.
@@ -289,9 +306,9 @@ pub struct Figures {
     /// Explicit transactions ended in the last second.
     pub tps: u64,
     /// Statement latency, last 10 s (rate = statements per second).
-    pub latency: crate::metrics::window::Summary,
+    pub latency: Summary,
     /// Queue wait, last 10 s.
-    pub queue_wait: crate::metrics::window::Summary,
+    pub queue_wait: Summary,
 }
 
 /// All tenants.
@@ -425,8 +442,8 @@ impl Tenants {
                     queue_timeouts: t.queue_timeouts.load(Ordering::Relaxed),
                     transactions: t.transactions.load(Ordering::Relaxed),
                     tps: t.tx_last_period.load(Ordering::Relaxed),
-                    latency: t.latency.summary(10),
-                    queue_wait: t.queue_wait.summary(10),
+                    latency: t.latency(10),
+                    queue_wait: t.queue_wait(10),
                 }
             })
             .collect()

@@ -149,7 +149,9 @@ impl Session {
             self.shared
                 .metrics
                 .statement(self.group.id, COM_QUERY, wait, total);
-            self.user_slot.tenant().statement(wait, total);
+            self.user_slot
+                .tenant()
+                .statement(self.group.id, wait, total);
         }
         Ok(())
     }

@@ -599,7 +599,7 @@ impl Session {
             let group = self.group.id;
             let total = self.answered_in(started);
             self.shared.metrics.statement(group, cmd, wait, total);
-            self.user_slot.tenant().statement(wait, total);
+            self.user_slot.tenant().statement(group, wait, total);
             let cfg = self.shared.config.load();
             if let Some(lex) = digest_lex {
                 self.record_digest(&pkt.payload, lex, wait, total, cfg.digests.max_text_bytes);
