@@ -863,6 +863,36 @@ const HARMLESS: &[Base] = &[
         Some("SELECT @@sql_mode"),
         PLAIN,
     ),
+    // What the statement after FOR sets lasts: the server reports it in the
+    // same reply as the clause's temporary values.
+    free(
+        "SET STATEMENT … FOR SET time_zone",
+        "SET STATEMENT max_statement_time=10 FOR SET SESSION time_zone = '+02:00'",
+        &["SET SESSION time_zone = DEFAULT"],
+        Some("SELECT @@time_zone"),
+        SOME_WRAPS,
+    ),
+    free(
+        "SET STATEMENT … FOR SET sql_mode NO_BACKSLASH_ESCAPES",
+        "SET STATEMENT max_statement_time=10 FOR SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES'",
+        &["SET SESSION sql_mode = DEFAULT"],
+        Some("SELECT @@sql_mode"),
+        PLAIN,
+    ),
+    free(
+        "SET STATEMENT … FOR SET autocommit",
+        "SET STATEMENT max_statement_time=10 FOR SET autocommit = 0",
+        &["SET autocommit = 1"],
+        Some("SELECT @@autocommit"),
+        PLAIN,
+    ),
+    free(
+        "SET STATEMENT … FOR, then SET in the same query",
+        "SET STATEMENT max_statement_time=5 FOR SELECT 1; SET SESSION wait_timeout = 66",
+        &["SET SESSION wait_timeout = DEFAULT"],
+        Some("SELECT @@wait_timeout"),
+        PLAIN,
+    ),
     free(
         "sql_mode = DEFAULT, then a transaction",
         "SET SESSION sql_mode = DEFAULT",

@@ -198,6 +198,51 @@ pub fn lexable_charset(state: &TrackedState) -> bool {
     )
 }
 
+/// What a query's `SET STATEMENT … FOR` clauses set for the statement's time
+/// only: the server reports those values (and their restore, with the next
+/// reply) like lasting ones, so they must not be taken as the session's;
+/// every other report of the same reply is a lasting change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Temporary {
+    /// No `SET STATEMENT` in the query.
+    Nothing,
+    /// The names the clauses set (lowercase).
+    Names(Vec<Vec<u8>>),
+    /// A clause was not understood: no report can be told temporary from
+    /// lasting.
+    Unknown,
+}
+
+impl Temporary {
+    /// The clauses of `analysis`.
+    pub fn of(analysis: &Analysis) -> Self {
+        let mut out = Temporary::Nothing;
+        for e in analysis.statements.iter().flat_map(|s| &s.effects) {
+            if let Effect::SetStatement { vars } = e {
+                out = match (out, vars) {
+                    (Temporary::Unknown, _) | (_, None) => Temporary::Unknown,
+                    (Temporary::Nothing, Some(v)) => Temporary::Names(v.clone()),
+                    (Temporary::Names(mut n), Some(v)) => {
+                        n.extend(v.iter().cloned());
+                        Temporary::Names(n)
+                    }
+                };
+            }
+        }
+        out
+    }
+
+    /// True when a reported value of `name` is the statement's temporary
+    /// one (or may be), not the session's.
+    pub fn covers(&self, name: &str) -> bool {
+        match self {
+            Temporary::Nothing => false,
+            Temporary::Names(n) => n.iter().any(|v| v.as_slice() == name.as_bytes()),
+            Temporary::Unknown => true,
+        }
+    }
+}
+
 /// Statements whose work the text does not show (stored code, dynamic SQL).
 fn opaque(kind: Kind) -> bool {
     matches!(
@@ -243,7 +288,7 @@ pub fn after_query(
         (k, Some(k))
     };
     let mut explained = false;
-    let mut set_statement = false;
+    let temporary = Temporary::of(analysis);
     let removes_ok = !reply.error && !analysis.incomplete;
     for (i, st) in stmts.iter().enumerate() {
         // Effects that end state count only when the statement certainly
@@ -274,7 +319,6 @@ pub fn after_query(
             continue;
         }
         explained |= apply_statement(inv, marks, schema, st, removes, sql, &mut fu);
-        set_statement |= st.effects.iter().any(|e| matches!(e, Effect::SetStatement));
         if is_opaque(st) {
             marks.needs_reset = true;
             marks.insert_id_unknown = true;
@@ -341,9 +385,21 @@ pub fn after_query(
             )
         })
     };
-    if !set_statement {
+    // A variable the clause sets for the statement's time that the
+    // statement also sets itself, or a clause not understood while the
+    // server reported changes: what lasts is unknown (fail closed).
+    let clause_overlaps = match &temporary {
+        Temporary::Names(n) => n.iter().any(|v| set_by_text(&String::from_utf8_lossy(v))),
+        Temporary::Unknown => tracker.state_changed || !tracker.pinning_vars.is_empty(),
+        Temporary::Nothing => false,
+    };
+    if clause_overlaps {
+        inv.unknown = true;
+        marks.needs_reset = true;
+    }
+    {
         for (name, value) in &tracker.pinning_vars {
-            if name == "insert_id" {
+            if name == "insert_id" || temporary.covers(name) {
                 continue;
             }
             if fresh_value(name) == Some(value.as_str()) {
@@ -459,7 +515,7 @@ fn rereads_literals(s: &Statement) -> bool {
     is_opaque(s)
         || s.kind == Kind::ExecuteImmediate
         || s.effects.iter().any(|e| match e {
-            Effect::SetNames { .. } | Effect::SetStatement | Effect::SetOther => true,
+            Effect::SetNames { .. } | Effect::SetStatement { .. } | Effect::SetOther => true,
             Effect::SetVariable { name, .. } => {
                 name.starts_with(b"character_set_")
                     || name.starts_with(b"collation_")
@@ -726,7 +782,7 @@ fn apply_statement(
                 marks.needs_reset = true;
                 inv.calc_found_rows = true;
             }
-            Effect::Use { .. } | Effect::SetOther | Effect::SetStatement => explained = true,
+            Effect::Use { .. } | Effect::SetOther | Effect::SetStatement { .. } => explained = true,
             Effect::SetRole => {
                 // Privileges are the session's own from here on; no reset
                 // restores the login role, so the backend is closed after.
@@ -999,6 +1055,67 @@ mod tests {
             ..Default::default()
         };
         r.query("SELECT 2", Reply::default(), fx);
+        assert!(r.inv.is_empty());
+    }
+
+    #[test]
+    fn what_set_statement_runs_lasts_and_is_learnt() {
+        // The clause's own variable is temporary; a pinning variable the
+        // inner statement sets is the session's from here on.
+        let mut r = Run::new();
+        let fx = ApplyEffects {
+            pinning_vars: vec![
+                ("max_statement_time".into(), "10.000000".into()),
+                ("sql_log_bin".into(), "OFF".into()),
+            ],
+            state_changed: true,
+            ..Default::default()
+        };
+        r.query(
+            "SET STATEMENT max_statement_time=10 FOR SET SESSION sql_log_bin=0",
+            Reply::default(),
+            fx,
+        );
+        assert!(r.inv.pinning_vars.contains_key("sql_log_bin"));
+        assert!(!r.inv.pinning_vars.contains_key("max_statement_time"));
+        assert!(r.marks.needs_reset);
+        // The same in a multi-statement, the lasting SET in its own statement.
+        let mut r = Run::new();
+        let fx = ApplyEffects {
+            pinning_vars: vec![("sql_log_bin".into(), "OFF".into())],
+            state_changed: true,
+            ..Default::default()
+        };
+        r.query(
+            "SET STATEMENT max_statement_time=5 FOR SELECT 1; SET sql_log_bin=0",
+            Reply::default(),
+            fx,
+        );
+        assert!(r.inv.pinning_vars.contains_key("sql_log_bin"));
+    }
+
+    #[test]
+    fn set_statement_that_cannot_be_told_apart_holds_the_backend() {
+        // The clause sets what the statement sets: what lasts is unknown.
+        let mut r = Run::new();
+        r.changed("SET STATEMENT sql_mode='' FOR SET SESSION sql_mode='ANSI'");
+        assert!(r.inv.pins().has(PinReason::UnknownState));
+        assert!(r.marks.needs_reset);
+        // A clause not understood, with a change reported.
+        let mut r = Run::new();
+        r.changed("SET STATEMENT @@global.wait_timeout=1 FOR SELECT 1");
+        assert!(r.inv.pins().has(PinReason::UnknownState));
+        // Understood, nothing but its own variable reported: nothing held.
+        let mut r = Run::new();
+        let fx = ApplyEffects {
+            pinning_vars: vec![("sql_log_bin".into(), "OFF".into())],
+            ..Default::default()
+        };
+        r.query(
+            "SET STATEMENT sql_log_bin=0 FOR SELECT 1",
+            Reply::default(),
+            fx,
+        );
         assert!(r.inv.is_empty());
     }
 

@@ -164,13 +164,13 @@ impl TrackedState {
     /// variables become part of the state; the others are returned for the
     /// caller to decide (see [`super::authority`]).
     pub fn apply_block(&mut self, block: &[u8]) -> ApplyEffects {
-        self.apply_block_with(block, true)
+        self.apply_block_with(block, |_| true)
     }
 
-    /// [`Self::apply_block`]; with `keep_vars` false, replayable variable
-    /// values are not taken (the reply of `SET STATEMENT … FOR` reports
-    /// that statement's temporary values).
-    pub fn apply_block_with(&mut self, block: &[u8], keep_vars: bool) -> ApplyEffects {
+    /// [`Self::apply_block`], taking a replayable variable's reported value
+    /// only when `keep(name)` (the reply of `SET STATEMENT … FOR` reports
+    /// that statement's temporary values too).
+    pub fn apply_block_with(&mut self, block: &[u8], keep: impl Fn(&str) -> bool) -> ApplyEffects {
         let mut fx = ApplyEffects::default();
         let (mut cs_conn, mut coll_conn, mut cs_results) = (false, false, false);
         let (mut join_size, mut big_selects) = (None, false);
@@ -185,7 +185,7 @@ impl TrackedState {
                     let name = String::from_utf8_lossy(name).to_ascii_lowercase();
                     let value = String::from_utf8_lossy(value).into_owned();
                     match classify(&name) {
-                        VarClass::Replayable if keep_vars => {
+                        VarClass::Replayable if keep(&name) => {
                             cs_conn |= name == "character_set_connection";
                             coll_conn |= name == "collation_connection";
                             cs_results |= name == "character_set_results";
@@ -503,20 +503,20 @@ mod tests {
         let mut s = TrackedState::default();
         let mut b = BytesMut::new();
         sysvar(&mut b, "sql_big_selects", "ON");
-        s.apply_block_with(&b, true);
+        s.apply_block_with(&b, |_| true);
         let mut b = BytesMut::new();
         sysvar(&mut b, "max_join_size", "8");
-        s.apply_block_with(&b, true);
+        s.apply_block_with(&b, |_| true);
         assert_eq!(s.vars["sql_big_selects"], "OFF");
         let mut b = BytesMut::new();
         sysvar(&mut b, "max_join_size", MAX_JOIN_SIZE_UNLIMITED);
-        s.apply_block_with(&b, true);
+        s.apply_block_with(&b, |_| true);
         assert_eq!(s.vars["sql_big_selects"], "ON");
         // Both in one statement: the reported value stands.
         let mut b = BytesMut::new();
         sysvar(&mut b, "max_join_size", "8");
         sysvar(&mut b, "sql_big_selects", "ON");
-        s.apply_block_with(&b, true);
+        s.apply_block_with(&b, |_| true);
         assert_eq!(s.vars["sql_big_selects"], "ON");
         // Replayed in an order that reproduces it.
         let plan = s.sync_plan(&TrackedState::default(), LoginDefaults::default());

@@ -289,8 +289,11 @@ pub enum Effect {
     /// SET [GLOBAL|SESSION] TRANSACTION …; `Scope::Default` is one-shot.
     SetTransaction { scope: Scope },
     /// SET STATEMENT … FOR: the variables revert after the statement; the
-    /// inner statement's effects are reported with it.
-    SetStatement,
+    /// inner statement's effects are reported with it. `vars`: the names
+    /// (lowercase) the clause sets for the statement's time, `None` when the
+    /// clause was not understood (then no report of the reply can be told
+    /// temporary from lasting).
+    SetStatement { vars: Option<Vec<Vec<u8>>> },
     /// SQL_CALC_FOUND_ROWS (once per statement).
     CalcFoundRows,
     /// CALL: what the procedure does is not analyzed.

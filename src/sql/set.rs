@@ -24,21 +24,18 @@ fn scope_keyword(sql: &[u8], t: Option<Token>) -> Option<Scope> {
 pub(super) fn set(r: &mut Reader, ctx: Ctx) {
     let sql = r.sql;
     if r.eat_word(b"statement") {
-        r.emit(Effect::SetStatement);
         if ctx == Ctx::Inner {
             // SET STATEMENT … FOR SET STATEMENT …: the server rejects it, and
             // following it would nest without bound.
+            r.emit(Effect::SetStatement { vars: None });
             r.incomplete = true;
             return;
         }
-        let base = r.depth;
-        loop {
-            let Some(t) = r.next() else { return };
-            if r.depth == base && t.is_word(sql, b"for") {
-                break;
-            }
+        let (vars, has_for) = statement_vars(r);
+        r.emit(Effect::SetStatement { vars });
+        if has_for {
+            unit(r, Ctx::Inner);
         }
-        unit(r, Ctx::Inner);
         return;
     }
     let first = scope_keyword(sql, r.peek(0));
@@ -84,6 +81,47 @@ pub(super) fn set(r: &mut Reader, ctx: Ctx) {
         }
         if !r.eat_symbol(b",") {
             return;
+        }
+    }
+}
+
+/// Reads `name = value [, …] FOR` of `SET STATEMENT`, up to and including
+/// the `FOR` at the statement's depth: the names (lowercase) set for the
+/// statement's time, `None` when the list is not of that shape (still read
+/// up to the `FOR`). False as the second value when no `FOR` came.
+fn statement_vars(r: &mut Reader) -> (Option<Vec<Vec<u8>>>, bool) {
+    let sql = r.sql;
+    let base = r.depth;
+    let mut vars = Some(Vec::new());
+    // Expecting a name (start of an element) or inside a value.
+    let mut at_name = true;
+    loop {
+        let Some(t) = r.next() else {
+            return (vars, false);
+        };
+        if r.depth == base && t.is_word(sql, b"for") && !at_name {
+            return (vars, true);
+        }
+        if at_name {
+            let name = match t.kind {
+                TokenKind::Word | TokenKind::QuotedIdent => r.name(&t),
+                TokenKind::SysVar => match sysvar(r, &t) {
+                    (Scope::Global, _) => None,
+                    (_, name) => Some(name),
+                },
+                _ => None,
+            };
+            match (name, r.eat_symbol(b"=") || r.eat_symbol(b":=")) {
+                (Some(n), true) => {
+                    if let Some(v) = vars.as_mut() {
+                        v.push(lower(n));
+                    }
+                }
+                _ => vars = None,
+            }
+            at_name = false;
+        } else if r.depth == base && t.is_symbol(sql, b",") {
+            at_name = true;
         }
     }
 }

@@ -528,13 +528,11 @@ impl Session {
                     // rest did is unknown (fail closed).
                     analysis.to_mut().incomplete = true;
                 }
-                let keep_vars = !analysis.statements.iter().any(|s| {
-                    s.effects
-                        .iter()
-                        .any(|e| matches!(e, crate::sql::Effect::SetStatement))
-                });
+                let temporary = authority::Temporary::of(&analysis);
                 let schema_before = self.state.schema.clone().unwrap_or_default();
-                let mut fx = self.state.apply_block_with(&out.state, keep_vars);
+                let mut fx = self
+                    .state
+                    .apply_block_with(&out.state, |name| !temporary.covers(name));
                 // The client's own tracker settings decide what its OKs
                 // report from now on (the backend keeps myplex's).
                 for (name, value) in &fx.tracker_values {
@@ -548,7 +546,9 @@ impl Session {
                 if self.state.schema.as_deref().unwrap_or_default() != &schema_before[..] {
                     self.schema_gone = false;
                 }
-                co.backend.state.apply_block_with(&out.state, keep_vars);
+                co.backend
+                    .state
+                    .apply_block_with(&out.state, |name| !temporary.covers(name));
                 if analysis.incomplete
                     && lexable
                     && !streamed

@@ -111,7 +111,10 @@ pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions) -> Option<Reads>
         return None;
     }
     let text = sql.get(st.span.clone()).unwrap_or_default();
-    let set_statement = st.effects.iter().any(|e| matches!(e, Effect::SetStatement));
+    let set_statement = st
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::SetStatement { .. }));
     let values_only = !set_statement
         && !analysis.incomplete
         && match st.kind {

@@ -614,22 +614,49 @@ fn set_forms() {
         ),
         (
             "SET STATEMENT max_statement_time=1 FOR SELECT @a:=1",
-            &[Effect::SetStatement, uv("a", false)],
+            &[
+                Effect::SetStatement {
+                    vars: Some(vec![b("max_statement_time")]),
+                },
+                uv("a", false),
+            ],
         ),
         (
             "SET STATEMENT sql_mode='', foreign_key_checks=0 FOR SET @@session.x = 1",
-            &[Effect::SetStatement, sv("x", Session, false)],
+            &[
+                Effect::SetStatement {
+                    vars: Some(vec![b("sql_mode"), b("foreign_key_checks")]),
+                },
+                sv("x", Session, false),
+            ],
         ),
         (
             "SET STATEMENT max_statement_time=(SELECT 1) FOR \
              CREATE TEMPORARY TABLE t (a int)",
             &[
-                Effect::SetStatement,
+                Effect::SetStatement {
+                    vars: Some(vec![b("max_statement_time")]),
+                },
                 Effect::TempTableCreate {
                     schema: None,
                     name: b("t"),
                 },
             ],
+        ),
+        (
+            "SET STATEMENT @@session.sql_mode = CONCAT(@@sql_mode, ',ANSI'), `time_zone`='+01:00' \
+             FOR SELECT 1",
+            &[Effect::SetStatement {
+                vars: Some(vec![b("sql_mode"), b("time_zone")]),
+            }],
+        ),
+        (
+            "SET STATEMENT @@global.sql_mode = '' FOR SELECT 1",
+            &[Effect::SetStatement { vars: None }],
+        ),
+        (
+            "SET STATEMENT 1 FOR SELECT 1",
+            &[Effect::SetStatement { vars: None }],
         ),
         ("SET 1", &[Effect::SetOther]),
     ];
