@@ -148,6 +148,10 @@ const PROBES: &[&str] = &[
     INNODB_STATUS,
     "SET STATEMENT lock_wait_timeout=2 FOR INSERT INTO leakdb.lm_probe (v) VALUES (1)",
     "ROLLBACK",
+    // Statement texts the backend connection recorded for whoever ran them
+    // (empty on a fresh connection).
+    "SHOW PROFILES",
+    "SELECT COUNT(*) FROM information_schema.OPTIMIZER_TRACE",
 ];
 
 /// How an entry's statement is embedded in what A sends.
@@ -861,6 +865,29 @@ const HARMLESS: &[Base] = &[
         "SET STATEMENT sql_mode='ANSI_QUOTES' FOR SELECT 1",
         &[],
         Some("SELECT @@sql_mode"),
+        PLAIN,
+    ),
+    // The connection records statement texts from here on (and keeps them
+    // through COM_RESET_CONNECTION): never shared again.
+    pin(
+        "profiling on",
+        "SET SESSION profiling = 1",
+        &["SET SESSION profiling = 0"],
+        Some("SELECT @@profiling"),
+        SOME_WRAPS,
+    ),
+    pin(
+        "optimizer trace on",
+        "SET SESSION optimizer_trace = 'enabled=on'; SELECT COUNT(*) FROM lm_t WHERE v = 777",
+        &["SET SESSION optimizer_trace = 'enabled=off'"],
+        Some("SELECT @@optimizer_trace"),
+        PLAIN,
+    ),
+    free(
+        "profiling for one statement",
+        "SET STATEMENT profiling = 1 FOR SELECT 'lm-profiled'",
+        &[],
+        None,
         PLAIN,
     ),
     // What the statement after FOR sets lasts: the server reports it in the

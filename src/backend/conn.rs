@@ -552,17 +552,26 @@ impl BackendConn {
         self.state.multi_statements = multi;
         self.marks = crate::session_state::BackendMarks {
             role_changed: self.marks.role_changed,
+            records_queries: self.marks.records_queries,
             ..Default::default()
         };
         Ok(())
     }
 
-    /// A connection whose active role may have moved cannot be brought
-    /// back by a reset or a change of user (both keep the role).
-    fn refuse_if_role_changed(&self) -> Result<(), BackendError> {
+    /// A connection whose active role may have moved, or that recorded
+    /// statement texts (profiling, optimizer trace), cannot be brought back
+    /// by a reset or a change of user (both keep the role and the history).
+    fn refuse_if_unresettable(&self) -> Result<(), BackendError> {
         if self.marks.role_changed {
             return Err(BackendError::Protocol(
                 "the active role changed; the connection cannot be reused".into(),
+            ));
+        }
+        if self.marks.records_queries {
+            return Err(BackendError::Protocol(
+                "profiling or the optimizer trace recorded statements; \
+                 the connection cannot be reused"
+                    .into(),
             ));
         }
         Ok(())
@@ -598,7 +607,7 @@ impl BackendConn {
     /// COM_RESET_CONNECTION, then the trackers again (the reset restores
     /// session variables to their global values).
     pub async fn reset(&mut self, baseline: &TrackedState) -> Result<(), BackendError> {
-        self.refuse_if_role_changed()?;
+        self.refuse_if_unresettable()?;
         match self
             .internal(&[command::COM_RESET_CONNECTION], Shape::Query)
             .await?

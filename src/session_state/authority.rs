@@ -104,6 +104,10 @@ pub struct BackendMarks {
     /// with. COM_RESET_CONNECTION keeps roles (measured on 10.11), so such
     /// a connection is closed, never reset and shared.
     pub role_changed: bool,
+    /// Profiling or the optimizer trace was on: the connection keeps the
+    /// text of statements it ran (anyone's) through a reset, so it is
+    /// closed, never shared (`variables::records_queries`).
+    pub records_queries: bool,
 }
 
 /// What to do with a backend the session no longer needs.
@@ -126,7 +130,7 @@ pub enum Release {
 /// bookkeeping says (fail closed: no client inherits a transaction).
 pub fn release(marks: BackendMarks, status: u16) -> Release {
     let in_trans = status & crate::protocol::packets::status::IN_TRANS != 0;
-    if marks.role_changed {
+    if marks.role_changed || marks.records_queries {
         Release::Close
     } else if marks.needs_reset || marks.insert_id_unknown || in_trans {
         // LAST_INSERT_ID() changed and was never read back (session mode
@@ -385,6 +389,25 @@ pub fn after_query(
             )
         })
     };
+    // Profiling or the optimizer trace switched on, for the session or for
+    // one statement, by the text or by stored code (reported): the
+    // connection's history holds statement texts from here on.
+    let records = stmts.iter().flat_map(|s| &s.effects).any(|e| match e {
+        Effect::SetVariable { name, .. } => {
+            crate::session_state::variables::records_queries(&String::from_utf8_lossy(name))
+        }
+        Effect::SetStatement { vars: Some(v) } => v
+            .iter()
+            .any(|n| crate::session_state::variables::records_queries(&String::from_utf8_lossy(n))),
+        _ => false,
+    }) || tracker
+        .pinning_vars
+        .iter()
+        .any(|(n, _)| crate::session_state::variables::records_queries(n));
+    if records {
+        marks.records_queries = true;
+        marks.needs_reset = true;
+    }
     // A variable the clause sets for the statement's time that the
     // statement also sets itself, or a clause not understood while the
     // server reported changes: what lasts is unknown (fail closed).
@@ -1092,6 +1115,33 @@ mod tests {
             fx,
         );
         assert!(r.inv.pinning_vars.contains_key("sql_log_bin"));
+    }
+
+    #[test]
+    fn a_connection_that_recorded_statements_is_closed() {
+        for sql in [
+            "SET SESSION profiling = 1",
+            "SET @@optimizer_trace = 'enabled=on'",
+            "SET STATEMENT profiling = 1 FOR SELECT 1",
+        ] {
+            let mut r = Run::new();
+            r.ok(sql);
+            assert!(r.marks.records_queries, "{sql}");
+            assert_eq!(release(r.marks, 0), Release::Close, "{sql}");
+        }
+        // Switched on by stored code: reported by the server.
+        let mut r = Run::new();
+        let fx = ApplyEffects {
+            pinning_vars: vec![("profiling".into(), "ON".into())],
+            state_changed: true,
+            ..Default::default()
+        };
+        r.query("CALL p()", Reply::default(), fx);
+        assert_eq!(release(r.marks, 0), Release::Close);
+        // Other variables do not close.
+        let mut r = Run::new();
+        r.ok("SET SESSION profiling_history_size = 5");
+        assert!(!r.marks.records_queries);
     }
 
     #[test]

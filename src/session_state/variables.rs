@@ -158,11 +158,9 @@ const REPLAYABLE: &[&str] = &[
     "optimizer_search_depth",
     "optimizer_selectivity_sampling_limit",
     "optimizer_switch",
-    "optimizer_trace",
     "optimizer_trace_max_mem_size",
     "optimizer_use_condition_selectivity",
     "preload_buffer_size",
-    "profiling",
     "profiling_history_size",
     "progress_report_time",
     "query_alloc_block_size",
@@ -220,11 +218,24 @@ pub fn classify(name: &str) -> VarClass {
     }
 }
 
+/// Variables that make the connection record the text of the statements it
+/// runs (`SHOW PROFILES`, `information_schema.OPTIMIZER_TRACE`). What they
+/// recorded outlives setting them back, and COM_RESET_CONNECTION clears
+/// neither (with profiling, the server even goes on recording after it):
+/// a connection that had one on is closed, never shared (see
+/// `authority::BackendMarks::records_queries`). Not replayable: a session
+/// that sets one keeps its backend, so its own history stays as direct.
+pub fn records_queries(name: &str) -> bool {
+    matches!(name, "profiling" | "optimizer_trace")
+}
+
 /// The value a pinning variable has on a fresh connection, when it is fixed
 /// and known (so that setting it back ends the pin even without DEFAULT).
 pub fn fresh_value(name: &str) -> Option<&'static str> {
     match name {
         "sql_log_bin" => Some("ON"),
+        "profiling" => Some("OFF"),
+        "optimizer_trace" => Some("enabled=off"),
         _ => None,
     }
 }
