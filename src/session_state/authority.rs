@@ -212,8 +212,8 @@ pub enum Temporary {
     Nothing,
     /// The names the clauses set (lowercase).
     Names(Vec<Vec<u8>>),
-    /// A clause was not understood: no report can be told temporary from
-    /// lasting.
+    /// A clause was not understood, or switches a tracker off: no report
+    /// can be told temporary from lasting, and some may be missing.
     Unknown,
 }
 
@@ -223,7 +223,13 @@ impl Temporary {
         let mut out = Temporary::Nothing;
         for e in analysis.statements.iter().flat_map(|s| &s.effects) {
             if let Effect::SetStatement { vars } = e {
+                // A clause that switches a tracker off hides what its
+                // statement changes: nothing of the reply can be trusted.
+                let silences = vars
+                    .as_ref()
+                    .is_some_and(|v| v.iter().any(|n| n.starts_with(b"session_track_")));
                 out = match (out, vars) {
+                    _ if silences => Temporary::Unknown,
                     (Temporary::Unknown, _) | (_, None) => Temporary::Unknown,
                     (Temporary::Nothing, Some(v)) => Temporary::Names(v.clone()),
                     (Temporary::Names(mut n), Some(v)) => {
@@ -413,7 +419,8 @@ pub fn after_query(
     // server reported changes: what lasts is unknown (fail closed).
     let clause_overlaps = match &temporary {
         Temporary::Names(n) => n.iter().any(|v| set_by_text(&String::from_utf8_lossy(v))),
-        Temporary::Unknown => tracker.state_changed || !tracker.pinning_vars.is_empty(),
+        // The server may have reported nothing (a tracker switched off).
+        Temporary::Unknown => true,
         Temporary::Nothing => false,
     };
     if clause_overlaps {
@@ -1155,6 +1162,12 @@ mod tests {
         let mut r = Run::new();
         r.changed("SET STATEMENT @@global.wait_timeout=1 FOR SELECT 1");
         assert!(r.inv.pins().has(PinReason::UnknownState));
+        // A clause that silences the trackers: nothing reported, still held.
+        let mut r = Run::new();
+        r.ok("SET STATEMENT session_track_system_variables='' FOR \
+             SET SESSION sql_mode='NO_BACKSLASH_ESCAPES'");
+        assert!(r.inv.pins().has(PinReason::UnknownState));
+        assert!(r.marks.needs_reset);
         // Understood, nothing but its own variable reported: nothing held.
         let mut r = Run::new();
         let fx = ApplyEffects {
