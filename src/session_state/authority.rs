@@ -247,9 +247,27 @@ impl Temporary {
     pub fn covers(&self, name: &str) -> bool {
         match self {
             Temporary::Nothing => false,
-            Temporary::Names(n) => n.iter().any(|v| v.as_slice() == name.as_bytes()),
+            Temporary::Names(n) => {
+                let alias = alias_of(name);
+                n.iter()
+                    .any(|v| v.as_slice() == name.as_bytes() || Some(v.as_slice()) == alias)
+            }
             Temporary::Unknown => true,
         }
+    }
+}
+
+/// The other name of a variable the server knows by two (the report may
+/// use either, whichever the clause named).
+fn alias_of(name: &str) -> Option<&'static [u8]> {
+    match name {
+        "tx_isolation" => Some(b"transaction_isolation"),
+        "transaction_isolation" => Some(b"tx_isolation"),
+        "tx_read_only" => Some(b"transaction_read_only"),
+        "transaction_read_only" => Some(b"tx_read_only"),
+        "storage_engine" => Some(b"default_storage_engine"),
+        "default_storage_engine" => Some(b"storage_engine"),
+        _ => None,
     }
 }
 
@@ -1168,6 +1186,10 @@ mod tests {
              SET SESSION sql_mode='NO_BACKSLASH_ESCAPES'");
         assert!(r.inv.pins().has(PinReason::UnknownState));
         assert!(r.marks.needs_reset);
+        // A clause naming a variable by its alias covers the other name.
+        let t = Temporary::Names(vec![b"transaction_isolation".to_vec()]);
+        assert!(t.covers("tx_isolation") && t.covers("transaction_isolation"));
+        assert!(!t.covers("tx_read_only"));
         // Understood, nothing but its own variable reported: nothing held.
         let mut r = Run::new();
         let fx = ApplyEffects {
