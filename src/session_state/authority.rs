@@ -14,7 +14,7 @@
 
 use super::inventory::Inventory;
 use super::tracked::{ApplyEffects, LoginDefaults, TrackedState};
-use super::variables::{VarClass, fresh_value};
+use super::variables::{VarClass, fresh_value, records_queries};
 use crate::sql::{Analysis, Effect, FuncKind, Kind, Scope, Statement};
 
 /// Facts about one response that matter for sharing.
@@ -399,11 +399,11 @@ pub fn after_query(
     // (the tracker reports `timestamp=DEFAULT` as the old value, and the
     // one-shot `insert_id` as a value); the tracker speaks for the rest
     // (set by stored code).
-    let set_by_text = |n: &str| {
+    let set_by_text = |n: &[u8]| {
         stmts.iter().any(|s| {
-            s.effects.iter().any(|e| {
-                matches!(e, Effect::SetVariable { name, .. } if name.as_slice() == n.as_bytes())
-            })
+            s.effects
+                .iter()
+                .any(|e| matches!(e, Effect::SetVariable { name, .. } if name.as_slice() == n))
         })
     };
     let set_by_text_prefix = |p: &str| {
@@ -417,17 +417,13 @@ pub fn after_query(
     // one statement, by the text or by stored code (reported): the
     // connection's history holds statement texts from here on.
     let records = stmts.iter().flat_map(|s| &s.effects).any(|e| match e {
-        Effect::SetVariable { name, .. } => {
-            crate::session_state::variables::records_queries(&String::from_utf8_lossy(name))
-        }
-        Effect::SetStatement { vars: Some(v) } => v
-            .iter()
-            .any(|n| crate::session_state::variables::records_queries(&String::from_utf8_lossy(n))),
+        Effect::SetVariable { name, .. } => records_queries(name),
+        Effect::SetStatement { vars: Some(v) } => v.iter().any(|n| records_queries(n)),
         _ => false,
     }) || tracker
         .pinning_vars
         .iter()
-        .any(|(n, _)| crate::session_state::variables::records_queries(n));
+        .any(|(n, _)| records_queries(n.as_bytes()));
     if records {
         marks.records_queries = true;
         marks.needs_reset = true;
@@ -436,7 +432,7 @@ pub fn after_query(
     // statement also sets itself, or a clause not understood while the
     // server reported changes: what lasts is unknown (fail closed).
     let clause_overlaps = match &temporary {
-        Temporary::Names(n) => n.iter().any(|v| set_by_text(&String::from_utf8_lossy(v))),
+        Temporary::Names(n) => n.iter().any(|v| set_by_text(v)),
         // The server may have reported nothing (a tracker switched off).
         Temporary::Unknown => true,
         Temporary::Nothing => false,
@@ -445,26 +441,24 @@ pub fn after_query(
         inv.unknown = true;
         marks.needs_reset = true;
     }
-    {
-        for (name, value) in &tracker.pinning_vars {
-            if name == "insert_id" || temporary.covers(name) {
-                continue;
-            }
-            if fresh_value(name) == Some(value.as_str()) {
-                if removes_ok {
-                    inv.pinning_vars.remove(name);
-                }
-                continue;
-            }
-            if set_by_text(name) {
-                continue;
-            }
-            if fresh_value(name) == Some(value.as_str()) {
+    for (name, value) in &tracker.pinning_vars {
+        if name == "insert_id" || temporary.covers(name) {
+            continue;
+        }
+        if fresh_value(name) == Some(value.as_str()) {
+            if removes_ok {
                 inv.pinning_vars.remove(name);
-            } else {
-                inv.pinning_vars.insert(name.clone(), value.clone());
-                marks.needs_reset = true;
             }
+            continue;
+        }
+        if set_by_text(name.as_bytes()) {
+            continue;
+        }
+        if fresh_value(name) == Some(value.as_str()) {
+            inv.pinning_vars.remove(name);
+        } else {
+            inv.pinning_vars.insert(name.clone(), value.clone());
+            marks.needs_reset = true;
         }
     }
     // A user variable assigned NULL may have been the last one the count
@@ -1190,18 +1184,8 @@ mod tests {
         let t = Temporary::Names(vec![b"transaction_isolation".to_vec()]);
         assert!(t.covers("tx_isolation") && t.covers("transaction_isolation"));
         assert!(!t.covers("tx_read_only"));
-        // Understood, nothing but its own variable reported: nothing held.
-        let mut r = Run::new();
-        let fx = ApplyEffects {
-            pinning_vars: vec![("sql_log_bin".into(), "OFF".into())],
-            ..Default::default()
-        };
-        r.query(
-            "SET STATEMENT sql_log_bin=0 FOR SELECT 1",
-            Reply::default(),
-            fx,
-        );
-        assert!(r.inv.is_empty());
+        // Understood, nothing but its own variable reported, holds nothing:
+        // `set_statement_values_are_not_lasting`.
     }
 
     #[test]

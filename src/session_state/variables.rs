@@ -225,8 +225,8 @@ pub fn classify(name: &str) -> VarClass {
 /// a connection that had one on is closed, never shared (see
 /// `authority::BackendMarks::records_queries`). Not replayable: a session
 /// that sets one keeps its backend, so its own history stays as direct.
-pub fn records_queries(name: &str) -> bool {
-    matches!(name, "profiling" | "optimizer_trace")
+pub fn records_queries(name: &[u8]) -> bool {
+    matches!(name, b"profiling" | b"optimizer_trace")
 }
 
 /// The value a pinning variable has on a fresh connection, when it is fixed
