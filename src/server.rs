@@ -223,8 +223,19 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
                 .map_err(|e| StartError::Setup(format!("starting the group workers: {e}")))?,
         ),
     };
+    let catalog_params = params[0].clone();
     let pool = Pool::new(&cfg, params, server);
     pool.spawn_maintenance();
+    // The first reading of the views and triggers before clients come: until
+    // it is read, every statement naming a table is reset after.
+    let mut catalog_reader = crate::pool::code_catalog::Reader::default();
+    if start_error.is_none() && cfg.pool.code_catalog_refresh_ms > 0 {
+        let limit = catalog_params.connect_timeout.max(Duration::from_secs(2));
+        let all = crate::pool::code_catalog::sees_for_all(&cfg);
+        pool.code_catalog
+            .refresh(&mut catalog_reader, &catalog_params, !all, limit)
+            .await;
+    }
     if let Some(e) = start_error
         && pool.health.record(Err(&e))
     {
@@ -238,7 +249,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         free_failures: cfg.frontend.auth_throttle_free_failures,
         max_delay: Duration::from_millis(cfg.frontend.auth_throttle_max_delay_ms),
     });
-    Ok(Arc::new(Shared {
+    let shared = Arc::new(Shared {
         config: arc_swap::ArcSwap::from_pointee(cfg),
         config_path: Default::default(),
         pool,
@@ -260,7 +271,20 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         shutdown,
         admission,
         throttle,
-    }))
+    });
+    let weak = Arc::downgrade(&shared);
+    tokio::spawn(
+        shared
+            .pool
+            .code_catalog
+            .clone()
+            .run(catalog_reader, move || {
+                let s = weak.upgrade()?;
+                let params = s.pool.credentials.load().first().cloned();
+                Some((s.config.load_full(), params))
+            }),
+    );
+    Ok(shared)
 }
 
 /// MariaDB / MySQL defaults for a client's own trackers.

@@ -284,6 +284,18 @@ const DOCUMENTED: &[(&str, &str, &str)] = &[
         "stuck pin",
         "state the text does not show … pinned until COM_RESET_CONNECTION",
     ),
+    // A trigger's `SET @v = …` is reported as a bare "state changed", as a
+    // procedure's is.
+    (
+        "trigger setting a user variable",
+        "stuck pin",
+        "state the text does not show … pinned until COM_RESET_CONNECTION",
+    ),
+    (
+        "INSERT through a plain view into a table with a trigger",
+        "stuck pin",
+        "state the text does not show … pinned until COM_RESET_CONNECTION",
+    ),
     // The server reports the procedure's own sql_mode with a bare "state
     // changed", exactly as for a temporary table it would create.
     (
@@ -324,6 +336,41 @@ const DOCUMENTED: &[(&str, &str, &str)] = &[
     (
         "stored function using a sequence",
         "A lost or changed its state",
+        "named locks and sequence values left by stored functions",
+    ),
+    (
+        "view ",
+        "A lost or changed its state",
+        "named locks and sequence values left by stored functions",
+    ),
+    (
+        "view ",
+        "A's undo",
+        "named locks and sequence values left by stored functions",
+    ),
+    (
+        "trigger ",
+        "A lost or changed its state",
+        "named locks and sequence values left by stored functions",
+    ),
+    (
+        "trigger ",
+        "A's undo",
+        "named locks and sequence values left by stored functions",
+    ),
+    (
+        "INSERT into a table whose column DEFAULT",
+        "A lost or changed its state",
+        "named locks and sequence values left by stored functions",
+    ),
+    (
+        "INSERT through a plain view",
+        "A lost or changed its state",
+        "named locks and sequence values left by stored functions",
+    ),
+    (
+        "INSERT through a plain view",
+        "A's undo",
         "named locks and sequence values left by stored functions",
     ),
     // LASTVAL() holds until the session ends or resets: nothing A can run
@@ -712,6 +759,64 @@ const PINNING: &[Base] = &[
         "SELECT lm_func_seq() > 0",
         &[],
         Some("SELECT LASTVAL(lm_seq) > 0"),
+        PLAIN,
+    ),
+    // Views and triggers run code the statement does not name: the proxy
+    // learns which names do from information_schema (issue 16).
+    pin(
+        "view taking GET_LOCK",
+        "SELECT g FROM lm_v_lock",
+        &["SELECT RELEASE_LOCK('lm_lock_f')"],
+        Some(OWN_FUNC_LOCK),
+        SOME_WRAPS,
+    ),
+    pin(
+        "view calling a function that sets a user variable",
+        "SELECT x FROM lm_v_fn",
+        &["SET @lm_f = NULL"],
+        Some("SELECT @lm_f"),
+        SOME_WRAPS,
+    ),
+    pin(
+        "view using a sequence",
+        "SELECT n > 0 FROM lm_v_seq",
+        &[],
+        Some("SELECT LASTVAL(lm_seq) > 0"),
+        PLAIN,
+    ),
+    pin(
+        "view over a view taking GET_LOCK",
+        "SELECT g FROM leakdb.lm_v_lock2",
+        &["SELECT RELEASE_LOCK('lm_lock_f')"],
+        Some(OWN_FUNC_LOCK),
+        PLAIN,
+    ),
+    pin(
+        "trigger setting a user variable and taking GET_LOCK",
+        "INSERT INTO lm_trig VALUES (1)",
+        &["SELECT RELEASE_LOCK('lm_lock_f')", "SET @lm_f = NULL"],
+        Some("SELECT @lm_f"),
+        SOME_WRAPS,
+    ),
+    pin(
+        "trigger taking GET_LOCK",
+        "INSERT INTO lm_trig2 VALUES (1)",
+        &["SELECT RELEASE_LOCK('lm_lock_f')"],
+        Some(OWN_FUNC_LOCK),
+        SOME_WRAPS,
+    ),
+    pin(
+        "INSERT into a table whose column DEFAULT is NEXTVAL",
+        "INSERT INTO lm_defseq (v) VALUES (1)",
+        &[],
+        Some("SELECT LASTVAL(lm_seq) > 0"),
+        PLAIN,
+    ),
+    pin(
+        "INSERT through a plain view into a table with a trigger",
+        "INSERT INTO lm_v_over VALUES (2)",
+        &["SELECT RELEASE_LOCK('lm_lock_f')", "SET @lm_f = NULL"],
+        Some("SELECT @lm_f"),
         PLAIN,
     ),
     // The name has a backslash, which NO_BACKSLASH_ESCAPES keeps: the
@@ -1244,6 +1349,16 @@ CREATE SEQUENCE leakdb.lm_seq;
 CREATE FUNCTION leakdb.lm_func_lock() RETURNS INT NO SQL RETURN GET_LOCK('lm_lock_f', 0);
 CREATE FUNCTION leakdb.lm_func_var() RETURNS INT NO SQL RETURN (@lm_f := 1);
 CREATE FUNCTION leakdb.lm_func_seq() RETURNS INT NO SQL RETURN NEXTVAL(leakdb.lm_seq);
+CREATE VIEW leakdb.lm_v_lock AS SELECT GET_LOCK('lm_lock_f', 0) AS g;
+CREATE VIEW leakdb.lm_v_lock2 AS SELECT g FROM leakdb.lm_v_lock;
+CREATE VIEW leakdb.lm_v_fn AS SELECT leakdb.lm_func_var() AS x;
+CREATE VIEW leakdb.lm_v_seq AS SELECT NEXTVAL(leakdb.lm_seq) AS n;
+CREATE TABLE leakdb.lm_trig (id INT) ENGINE=InnoDB;
+CREATE TRIGGER leakdb.lm_trg BEFORE INSERT ON leakdb.lm_trig FOR EACH ROW SET @lm_f = GET_LOCK('lm_lock_f', 0) + NEW.id;
+CREATE VIEW leakdb.lm_v_over AS SELECT id FROM leakdb.lm_trig;
+CREATE TABLE leakdb.lm_trig2 (id INT) ENGINE=InnoDB;
+CREATE TRIGGER leakdb.lm_trg2 AFTER INSERT ON leakdb.lm_trig2 FOR EACH ROW DO GET_LOCK('lm_lock_f', 0);
+CREATE TABLE leakdb.lm_defseq (id INT DEFAULT NEXTVAL(leakdb.lm_seq), v INT) ENGINE=InnoDB;
 CREATE PROCEDURE leakdb.lm_proc_role() SQL SECURITY INVOKER SET ROLE lm_role;
 DROP ROLE IF EXISTS lm_role;
 CREATE ROLE lm_role;

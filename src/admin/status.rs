@@ -91,6 +91,10 @@ pub struct Status {
     /// Per user (each `[[users]]` entry, and all server users as one):
     /// clients, backends, statements, TPS, latency, queue wait, share.
     users: Vec<crate::pool::tenants::Figures>,
+    /// Which names run code the text does not show (views, triggers):
+    /// `known` (with the object count), `unknown` (every statement that may
+    /// name a table is reset after) or `off`.
+    code_catalog: crate::pool::code_catalog::CatalogStatus,
 }
 
 /// Builds the report.
@@ -151,6 +155,12 @@ pub fn status(shared: &Shared) -> Status {
         prepared_registry_entries: entries,
         prepared_registry_bytes: bytes,
         users: shared.pool.tenants.figures(),
+        code_catalog: shared
+            .pool
+            .code_catalog
+            .status(std::time::Duration::from_millis(
+                shared.config.load().pool.code_catalog_refresh_ms,
+            )),
     }
 }
 

@@ -362,6 +362,12 @@ pub struct PoolConfig {
     /// which all share one scheduler lane; `[[users]]` entries set their
     /// own `weight`.
     pub default_user_weight: u32,
+    /// How often the server's views and triggers are read, to learn which
+    /// names run code a statement's text does not show (views with effects,
+    /// tables with triggers); 0 = never: every statement that may name a
+    /// table is treated as running stored code (its backend is reset
+    /// before it is shared).
+    pub code_catalog_refresh_ms: u64,
 }
 
 impl Default for PoolConfig {
@@ -388,6 +394,7 @@ impl Default for PoolConfig {
             defer_begin: true,
             admit_transactions_at_start: true,
             default_user_weight: 1,
+            code_catalog_refresh_ms: 1000,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! ([`Pool::reconfigure`], on a configuration reload).
 
 pub mod adaptive;
+pub mod code_catalog;
 pub mod elastic;
 pub mod fair;
 pub mod group;
@@ -78,6 +79,8 @@ pub struct Pool {
     /// the old default role active, which neither a reset nor a change of
     /// user replaces; they are closed instead of shared.
     roles_epoch: std::sync::atomic::AtomicU64,
+    /// Which names run code the text does not show (views, triggers).
+    pub code_catalog: Arc<code_catalog::CodeCatalog>,
 }
 
 /// The pool's reloadable durations and sizes.
@@ -170,6 +173,7 @@ impl Pool {
             inflight: cfg.pool.inflight,
             timings: ArcSwap::from_pointee(Timings::from_config(cfg)),
             health: health::Health::new(cfg.backend.address.clone()),
+            code_catalog: Default::default(),
             globals_epoch: std::sync::atomic::AtomicU64::new(0),
             session_defaults: std::sync::atomic::AtomicU64::new(u64::from(server.session_status)),
             roles_epoch: std::sync::atomic::AtomicU64::new(0),

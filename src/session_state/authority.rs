@@ -271,6 +271,45 @@ fn alias_of(name: &str) -> Option<&'static [u8]> {
     }
 }
 
+/// Marks the statements of `analysis` that may run a view's or a trigger's
+/// code as calls of stored code ([`Effect::StoredFunction`]): those that
+/// name a member of `names`, or, when the set is unknown (`None`), every
+/// statement that may name a table. `schema`: the session's schema before
+/// the query.
+pub fn mark_code_names(
+    analysis: &mut std::borrow::Cow<'_, Analysis>,
+    sql: &[u8],
+    schema: &[u8],
+    names: Option<&super::code_names::CodeNames>,
+) {
+    if names.is_some_and(|n| n.is_empty()) {
+        return;
+    }
+    let runs_code = |st: &Statement| {
+        let text = sql.get(st.span.clone()).unwrap_or(sql);
+        match names {
+            Some(n) => n.touches(text, schema),
+            None => super::code_names::may_name_a_table(st.kind, text),
+        }
+    };
+    let marks: Vec<usize> = analysis
+        .statements
+        .iter()
+        .enumerate()
+        .filter(|(_, st)| !st.effects.contains(&Effect::StoredFunction) && runs_code(st))
+        .map(|(i, _)| i)
+        .collect();
+    if marks.is_empty() {
+        return;
+    }
+    let a = analysis.to_mut();
+    for i in marks {
+        if let Some(st) = a.statements.get_mut(i) {
+            st.effects.push(Effect::StoredFunction);
+        }
+    }
+}
+
 /// Statements whose work the text does not show (stored code, dynamic SQL).
 fn opaque(kind: Kind) -> bool {
     matches!(

@@ -5,6 +5,7 @@
 //! how it is replayed onto a leased backend, and what pins a session.
 
 pub mod authority;
+pub mod code_names;
 mod inventory;
 mod pins;
 mod tracked;

@@ -353,6 +353,14 @@ impl Session {
             && !self.pins.has(PinReason::SessionMode)
             && !co.backend.io.is_compressed()
             && ends_transaction_plainly(payload);
+        // A statement that may create or change a view or trigger: the
+        // catalog of such names is unknown from now until it is read again
+        // after the reply (see `code_catalog`).
+        let _catalog_guard = match (&executing, payload.first()) {
+            (Some(e), _) => self.shared.pool.code_catalog.guard_if_ddl(&e.key.sql),
+            (None, Some(&COM_QUERY)) => self.shared.pool.code_catalog.guard_if_ddl(&payload[1..]),
+            _ => None,
+        };
         let sent = if streamed {
             Ok(0)
         } else if read_insert_id_ahead {
@@ -599,6 +607,13 @@ impl Session {
                         }
                     }
                 }
+                // Views and triggers run code the text does not show.
+                authority::mark_code_names(
+                    &mut analysis,
+                    sql,
+                    &schema_before,
+                    self.shared.pool.code_catalog.names().as_deref(),
+                );
                 let mut fu = authority::after_query(
                     &mut self.inv,
                     &mut co.backend.marks,

@@ -1,0 +1,503 @@
+//! The server's code-bearing names (views with effects, tables with
+//! triggers or a column DEFAULT with effects; see [`crate::session_state::code_names`]) as last read from
+//! `information_schema`, and when that reading may be trusted.
+//!
+//! Owns reading the catalog and its freshness; the session-state authority
+//! decides what a match means. The set is *unknown* (every statement that
+//! may name a table is treated as running stored code) when:
+//! - it has not been read yet, or the last good reading is older than
+//!   [`STALE_AFTER_REFRESHES`] intervals (the server cannot be asked);
+//! - a statement that may change it (a DDL verb with VIEW, TRIGGER or
+//!   RENAME) has been sent through this proxy and the catalog was not read
+//!   again after its reply: from before the statement is sent, so a client
+//!   whose statement queued behind it on the server is judged by the new
+//!   definitions;
+//! - `pool.code_catalog_refresh_ms` is 0 (never learn: fail closed);
+//! - the reading cannot see every object a client may use: clients log in
+//!   to the server as other users (`[server_users]`, a `backend_user`)
+//!   while `backend.user` lacks global SELECT, SHOW VIEW and TRIGGER.
+//!
+//! Objects created outside this proxy are learnt within one interval: that
+//! window is the one case in which a statement is judged by an old set
+//! (docs/compatibility.md, "Views and triggers"). The reading runs on a
+//! connection of its own (`backend.user`), outside the pool budget, so a
+//! saturated pool does not starve it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::backend::{self, BackendConn, BackendError, BackendParams};
+use crate::session_state::code_names::{self, CodeNames, TriggerRow, ViewRow};
+
+/// A reading older than this many intervals is not trusted.
+pub const STALE_AFTER_REFRESHES: u32 = 10;
+/// At most this many catalog rows are read (past it the set is unknown).
+const MAX_ROWS: usize = 200_000;
+/// A full reading at least this often, even when the fingerprint says
+/// nothing changed.
+pub const FULL_READING_EVERY: Duration = Duration::from_secs(60);
+
+/// The server's counts of statements that can change the set (executed
+/// anywhere: any client, stored code, prepared, replication), cheap to read
+/// (no table is opened): a full reading, which opens every table
+/// definition, runs only when they moved.
+const FINGERPRINT_SQL: &str = "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+     WHERE VARIABLE_NAME IN ('COM_CREATE_VIEW', 'COM_DROP_VIEW', 'COM_CREATE_TRIGGER', \
+     'COM_DROP_TRIGGER', 'COM_CREATE_TABLE', 'COM_ALTER_TABLE', 'COM_RENAME_TABLE', 'COM_DROP_TABLE', \
+     'COM_CREATE_DB', 'COM_DROP_DB', 'COM_CREATE_SEQUENCE', 'COM_CREATE_FUNCTION', 'COM_DROP_FUNCTION', \
+     'COM_GRANT', 'COM_REVOKE', 'COM_GRANT_ROLE', 'COM_REVOKE_ROLE') ORDER BY VARIABLE_NAME";
+
+const VIEWS_SQL: &str =
+    "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS";
+const TRIGGERS_SQL: &str =
+    "SELECT DISTINCT EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS";
+/// Columns whose DEFAULT is an expression (a call may draw a sequence value).
+const DEFAULTS_SQL: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS WHERE COLUMN_DEFAULT LIKE '%(%'";
+const PRIVILEGES_SQL: &str = "SELECT COUNT(DISTINCT PRIVILEGE_TYPE) FROM information_schema.USER_PRIVILEGES \
+     WHERE PRIVILEGE_TYPE IN ('SELECT', 'SHOW VIEW', 'TRIGGER') \
+     AND GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', \
+     SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')";
+
+/// What the admin endpoint shows.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CatalogStatus {
+    /// `known`, `unknown` or `off`.
+    pub state: &'static str,
+    /// Code-bearing objects in the set (when known).
+    pub objects: usize,
+    /// Seconds since the last good reading.
+    pub age_s: Option<f64>,
+    /// Good readings so far.
+    pub readings: u64,
+    /// Why the set is unknown, or the last reading's error.
+    pub reason: Option<String>,
+}
+
+/// The reader's own state: its connection and what the last full reading
+/// saw.
+#[derive(Default)]
+pub struct Reader {
+    conn: Option<BackendConn>,
+    fingerprint: Option<Vec<Vec<Option<String>>>>,
+    last_full: Option<Instant>,
+}
+
+struct Writes {
+    /// Bumped when a statement that may change the set is sent or answered.
+    generation: u64,
+    /// Such statements sent and not yet answered.
+    in_flight: usize,
+    last_good: Option<Instant>,
+    readings: u64,
+    reason: Option<String>,
+}
+
+/// The catalog, shared by the sessions and its reader task.
+pub struct CodeCatalog {
+    /// `None` = unknown.
+    names: ArcSwapOption<CodeNames>,
+    writes: Mutex<Writes>,
+    wake: Notify,
+}
+
+impl Default for CodeCatalog {
+    fn default() -> Self {
+        Self {
+            names: ArcSwapOption::empty(),
+            writes: Mutex::new(Writes {
+                generation: 0,
+                in_flight: 0,
+                last_good: None,
+                readings: 0,
+                reason: Some("not read yet".into()),
+            }),
+            wake: Notify::new(),
+        }
+    }
+}
+
+/// Held from before a statement that may change the set is sent until its
+/// reply was read; dropping it asks for a new reading.
+pub struct DdlGuard {
+    catalog: Arc<CodeCatalog>,
+}
+
+impl Drop for DdlGuard {
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.catalog.writes.lock() {
+            w.in_flight = w.in_flight.saturating_sub(1);
+            w.generation += 1;
+        }
+        self.catalog.wake.notify_one();
+    }
+}
+
+/// Whether the catalog reading sees what every client may use.
+pub fn sees_for_all(cfg: &crate::config::Config) -> bool {
+    !cfg.server_users.enabled
+        && cfg.users.iter().all(|u| {
+            u.backend_user
+                .as_deref()
+                .is_none_or(|b| b == cfg.backend.user)
+        })
+}
+
+impl CodeCatalog {
+    /// The set, or `None` when it is unknown.
+    pub fn names(&self) -> Option<Arc<CodeNames>> {
+        self.names.load_full()
+    }
+
+    /// Marks the set unknown until a statement `text` (about to be sent)
+    /// has been answered and the catalog read again, when `text` may change
+    /// it.
+    pub fn guard_if_ddl(self: &Arc<Self>, text: &[u8]) -> Option<DdlGuard> {
+        if !code_names::may_change_code_names(text) {
+            return None;
+        }
+        if let Ok(mut w) = self.writes.lock() {
+            w.in_flight += 1;
+            w.generation += 1;
+            w.reason = Some("a view or trigger may have changed through this proxy".into());
+        }
+        self.names.store(None);
+        Some(DdlGuard {
+            catalog: self.clone(),
+        })
+    }
+
+    /// For the admin endpoint.
+    pub fn status(&self, refresh: Duration) -> CatalogStatus {
+        let w = self.writes.lock().ok();
+        let age_s = w
+            .as_ref()
+            .and_then(|w| w.last_good)
+            .map(|t| t.elapsed().as_secs_f64());
+        let reason = w.as_ref().and_then(|w| w.reason.clone());
+        let readings = w.as_ref().map_or(0, |w| w.readings);
+        match self.names() {
+            _ if refresh.is_zero() => CatalogStatus {
+                state: "off",
+                objects: 0,
+                age_s,
+                readings,
+                reason: Some("pool.code_catalog_refresh_ms = 0".into()),
+            },
+            Some(n) => CatalogStatus {
+                state: "known",
+                objects: n.len(),
+                age_s,
+                readings,
+                reason,
+            },
+            None => CatalogStatus {
+                state: "unknown",
+                objects: 0,
+                age_s,
+                readings,
+                reason,
+            },
+        }
+    }
+
+    fn forget(&self, reason: String) {
+        if let Ok(mut w) = self.writes.lock() {
+            if w.reason.as_deref() != Some(reason.as_str()) {
+                tracing::warn!(%reason, "view and trigger catalog unknown: statements that may name a table are treated as running stored code");
+            }
+            w.reason = Some(reason);
+        }
+        self.names.store(None);
+    }
+
+    /// Installs a reading begun at `generation` (`None`: the installed set
+    /// is confirmed unchanged), unless a statement that may change the set
+    /// was sent (or answered) since or is still out.
+    fn install(&self, generation: u64, names: Option<CodeNames>) -> bool {
+        let Ok(mut w) = self.writes.lock() else {
+            return false;
+        };
+        if w.generation != generation || w.in_flight > 0 {
+            return false;
+        }
+        match names {
+            Some(names) => {
+                if w.reason.is_some() && w.last_good.is_some() {
+                    tracing::info!(objects = names.len(), "view and trigger catalog read");
+                }
+                self.names.store(Some(Arc::new(names)));
+            }
+            None if self.names.load().is_none() => return false,
+            None => {}
+        }
+        w.last_good = Some(Instant::now());
+        w.readings += 1;
+        w.reason = None;
+        true
+    }
+
+    fn generation(&self) -> (u64, usize) {
+        self.writes
+            .lock()
+            .map(|w| (w.generation, w.in_flight))
+            .unwrap_or((u64::MAX, 1))
+    }
+
+    fn stale(&self, limit: Duration) -> bool {
+        self.writes
+            .lock()
+            .map(|w| w.last_good.is_none_or(|t| t.elapsed() > limit))
+            .unwrap_or(true)
+    }
+
+    /// Reads the catalog once on the reader's connection (dialing it when
+    /// there is none): `Ok(Ok(None))` when the fingerprint is the last full
+    /// reading's (nothing changed), `Ok(Err(why))` when the reading cannot
+    /// be trusted to be complete.
+    async fn read(
+        &self,
+        reader: &mut Reader,
+        params: &BackendParams,
+        needs_global: bool,
+        may_confirm: bool,
+    ) -> Result<Result<Option<CodeNames>, String>, BackendError> {
+        let c = match &mut reader.conn {
+            Some(c) => c,
+            None => reader.conn.insert(backend::connect(params).await?.0),
+        };
+        if needs_global {
+            let n = c
+                .query_row(PRIVILEGES_SQL)
+                .await?
+                .and_then(|r| r.into_iter().next().flatten())
+                .and_then(|v| v.parse::<u32>().ok())
+                .unwrap_or(0);
+            if n < 3 {
+                return Ok(Err(format!(
+                    "clients log in as other server users and {} lacks global SELECT, SHOW VIEW and TRIGGER (it cannot see every view and trigger)",
+                    params.user
+                )));
+            }
+        }
+        let fingerprint = c.query_rows(FINGERPRINT_SQL, 64).await?;
+        if may_confirm
+            && reader.fingerprint.as_ref() == Some(&fingerprint)
+            && reader
+                .last_full
+                .is_some_and(|t| t.elapsed() < FULL_READING_EVERY)
+        {
+            return Ok(Ok(None));
+        }
+        let views = c.query_rows(VIEWS_SQL, MAX_ROWS + 1).await?;
+        let triggers = c.query_rows(TRIGGERS_SQL, MAX_ROWS + 1).await?;
+        let defaults = c.query_rows(DEFAULTS_SQL, MAX_ROWS + 1).await?;
+        if views.len() > MAX_ROWS || triggers.len() > MAX_ROWS || defaults.len() > MAX_ROWS {
+            return Ok(Err(format!("more than {MAX_ROWS} views or triggers")));
+        }
+        let cell = |r: &[Option<String>], i: usize| r.get(i).cloned().flatten();
+        let views: Vec<ViewRow> = views
+            .iter()
+            .map(|r| ViewRow {
+                schema: cell(r, 0).unwrap_or_default(),
+                name: cell(r, 1).unwrap_or_default(),
+                definition: cell(r, 2),
+            })
+            .collect();
+        let row = |r: &[Option<String>]| TriggerRow {
+            schema: cell(r, 0).unwrap_or_default(),
+            table: cell(r, 1).unwrap_or_default(),
+        };
+        let triggers: Vec<TriggerRow> = triggers
+            .iter()
+            .map(|r| row(r))
+            .chain(
+                defaults
+                    .iter()
+                    .filter(|r| code_names::default_has_effects(cell(r, 2).as_deref()))
+                    .map(|r| row(r)),
+            )
+            .collect();
+        reader.fingerprint = Some(fingerprint);
+        reader.last_full = Some(Instant::now());
+        Ok(Ok(Some(CodeNames::build(&views, &triggers))))
+    }
+
+    /// One reading, installed when nothing changed meanwhile. Returns
+    /// whether a set is known after it.
+    pub async fn refresh(
+        &self,
+        reader: &mut Reader,
+        params: &BackendParams,
+        needs_global: bool,
+        limit: Duration,
+    ) -> bool {
+        // A reading that raced a DDL statement is read again at once.
+        for _ in 0..3 {
+            let (generation, in_flight) = self.generation();
+            if in_flight > 0 {
+                return false;
+            }
+            // An unchanged fingerprint confirms the set only while one is
+            // installed (a DDL statement through the proxy made it unknown).
+            let may_confirm = self.names().is_some();
+            let read =
+                tokio::time::timeout(limit, self.read(reader, params, needs_global, may_confirm))
+                    .await;
+            match read {
+                Ok(Ok(Ok(Some(names)))) => {
+                    if self.install(generation, Some(names)) {
+                        return true;
+                    }
+                }
+                Ok(Ok(Ok(None))) => {
+                    if self.install(generation, None) {
+                        return true;
+                    }
+                }
+                Ok(Ok(Err(incomplete))) => {
+                    reader.fingerprint = None;
+                    self.forget(incomplete);
+                    return false;
+                }
+                Ok(Err(e)) => {
+                    *reader = Reader::default();
+                    self.note_error(e.to_string());
+                    return false;
+                }
+                Err(_) => {
+                    *reader = Reader::default();
+                    self.note_error("the catalog reading timed out".into());
+                    return false;
+                }
+            }
+        }
+        false
+    }
+
+    fn note_error(&self, e: String) {
+        tracing::debug!(error = %e, "could not read the view and trigger catalog");
+        if let Ok(mut w) = self.writes.lock()
+            && w.last_good.is_some()
+        {
+            w.reason = Some(e);
+        }
+    }
+
+    /// The reader: reads at every interval (read from the configuration
+    /// each time) and whenever a statement that may change the set was
+    /// answered; forgets the set when it could not be read for
+    /// [`STALE_AFTER_REFRESHES`] intervals. `current` gives the
+    /// configuration and `backend.user`'s login; the task ends when it
+    /// gives `None` (the proxy is gone). `reader`: the one of the first
+    /// reading, if one was made.
+    pub async fn run(
+        self: Arc<Self>,
+        mut reader: Reader,
+        current: impl Fn() -> Option<(Arc<crate::config::Config>, Option<BackendParams>)>,
+    ) {
+        let mut first = self.names().is_none();
+        loop {
+            let Some((cfg, params)) = current() else {
+                return;
+            };
+            let refresh = Duration::from_millis(cfg.pool.code_catalog_refresh_ms);
+            if !first {
+                // Woken early by a DDL statement's reply.
+                let wait = if refresh.is_zero() {
+                    Duration::from_secs(1)
+                } else {
+                    refresh
+                };
+                let _ = tokio::time::timeout(wait, self.wake.notified()).await;
+            }
+            first = false;
+            if refresh.is_zero() {
+                reader = Reader::default();
+                self.forget("pool.code_catalog_refresh_ms = 0".into());
+                continue;
+            }
+            if let Some(p) = params {
+                let limit = p.connect_timeout.max(Duration::from_secs(2));
+                self.refresh(&mut reader, &p, !sees_for_all(&cfg), limit)
+                    .await;
+            }
+            if self.stale(refresh * STALE_AFTER_REFRESHES) && self.names().is_some() {
+                self.forget("the catalog could not be read".into());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> CodeNames {
+        CodeNames::build(
+            &[],
+            &[TriggerRow {
+                schema: "app".into(),
+                table: "t".into(),
+            }],
+        )
+    }
+
+    #[test]
+    fn a_reading_that_raced_a_ddl_statement_is_not_installed() {
+        let c = Arc::new(CodeCatalog::default());
+        let (g, _) = c.generation();
+        assert!(c.install(g, Some(names())));
+        assert!(c.names().is_some());
+        // A reading begun before a DDL statement was sent.
+        let (g, _) = c.generation();
+        let guard = c.guard_if_ddl(b"CREATE VIEW v AS SELECT 1");
+        assert!(guard.is_some());
+        assert!(c.names().is_none(), "unknown from before the DDL is sent");
+        assert!(!c.install(g, Some(names())));
+        // Begun while the DDL statement is out: not installed either.
+        let (g, in_flight) = c.generation();
+        assert_eq!(in_flight, 1);
+        assert!(!c.install(g, Some(names())));
+        drop(guard);
+        assert!(
+            !c.install(g, Some(names())),
+            "the reply bumps the generation"
+        );
+        let (g, _) = c.generation();
+        assert!(c.install(g, Some(names())));
+        assert_eq!(c.names().map(|n| n.len()), Some(1));
+    }
+
+    #[test]
+    fn an_unchanged_fingerprint_confirms_only_an_installed_set() {
+        let c = Arc::new(CodeCatalog::default());
+        let (g, _) = c.generation();
+        assert!(!c.install(g, None), "nothing to confirm yet");
+        assert!(c.install(g, Some(names())));
+        assert!(c.install(g, None));
+        assert_eq!(c.status(Duration::from_secs(1)).readings, 2);
+        drop(c.guard_if_ddl(b"DROP VIEW v"));
+        let (g, _) = c.generation();
+        assert!(
+            !c.install(g, None),
+            "unknown after DDL: a full reading is due"
+        );
+    }
+
+    #[test]
+    fn statements_that_change_nothing_keep_the_set() {
+        let c = Arc::new(CodeCatalog::default());
+        let (g, _) = c.generation();
+        assert!(c.install(g, Some(names())));
+        assert!(
+            c.guard_if_ddl(b"CREATE TEMPORARY TABLE x (a INT)")
+                .is_none()
+        );
+        assert!(c.guard_if_ddl(b"SELECT * FROM t").is_none());
+        assert!(c.names().is_some());
+    }
+}

@@ -1,0 +1,217 @@
+//! Views and triggers run code the statement text does not show (issue 16):
+//! the proxy learns which names do from the server's catalog and treats a
+//! statement naming one as a call of stored code (its backend is reset
+//! before another client gets it). These tests cover how the catalog is
+//! learnt: objects created directly on the server (read again every
+//! `pool.code_catalog_refresh_ms`), objects created through the proxy
+//! (unknown from before the DDL is sent until read again, whatever the
+//! interval), the setting that never learns (every statement naming a
+//! table is reset after), and a `backend.user` that cannot see every
+//! object (the same). The leak matrix covers each kind of object.
+//!
+//! Each case: client A runs a statement through a view or a trigger that
+//! takes a named lock, then leaves; client B, on the proxy's only backend
+//! connection, must find the lock free (as a fresh direct connection does).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::mariadb::ROOT_PASSWORD;
+use common::raw::{RawConn, Response};
+use common::{MariaDb, Proxy};
+
+async fn one_backend(db: &MariaDb, refresh_ms: u64) -> Proxy {
+    Proxy::builder(db)
+        .groups(1)
+        .max_backend(1)
+        .queue_timeout_ms(5000)
+        .with(|c| c.pool.code_catalog_refresh_ms = refresh_ms)
+        .start()
+        .await
+}
+
+fn rows(r: &Response) -> Vec<Vec<Option<String>>> {
+    match r {
+        Response::Rows(rs) => rs.text_rows(),
+        other => panic!("expected rows, got {other:?}"),
+    }
+}
+
+/// The single value of a one-row, one-column answer.
+async fn value(c: &mut RawConn, sql: &str) -> Option<String> {
+    let r = c.query(sql).await;
+    rows(&r)
+        .first()
+        .and_then(|row| row.first().cloned())
+        .flatten()
+}
+
+async fn client(p: &Proxy, schema: &str) -> RawConn {
+    RawConn::connect(&p.addr.to_string(), "app", "secret", Some(schema), true).await
+}
+
+/// A runs `sql` (which takes lock `lock` in code it does not name) and
+/// leaves; B must then find the lock free.
+async fn lock_does_not_reach_the_next_client(p: &Proxy, schema: &str, sql: &str, lock: &str) {
+    let mut a = client(p, schema).await;
+    let r = a.query(sql).await;
+    assert!(!matches!(r, Response::Err(_)), "A's {sql}: {r:?}");
+    let held = value(
+        &mut a,
+        &format!("SELECT IS_USED_LOCK('{lock}') IS NOT NULL"),
+    )
+    .await;
+    // A's own lock is held until its statement or transaction ends (the
+    // backend is reset then): either answer is A's own state.
+    assert!(held.is_some());
+    a.quit().await;
+    let mut b = client(p, schema).await;
+    assert_eq!(
+        value(&mut b, &format!("SELECT IS_FREE_LOCK('{lock}')"))
+            .await
+            .as_deref(),
+        Some("1"),
+        "B, on A's backend connection, found the lock {lock} that A's {sql:?} took"
+    );
+    b.quit().await;
+}
+
+/// A fresh schema `schema` with a view `v_lock` taking lock `<schema>_v`,
+/// then `more` (run as root, directly on the server).
+fn schema_with_lock_view(db: &MariaDb, schema: &str, more: &str) {
+    db.sql(&format!(
+        "DROP DATABASE IF EXISTS {schema};\n\
+         CREATE DATABASE {schema};\n\
+         CREATE VIEW {schema}.v_lock AS SELECT GET_LOCK('{schema}_v', 0) AS g;\n{more}"
+    ));
+}
+
+/// The admin endpoint's `code_catalog` section.
+async fn catalog(p: &Proxy) -> serde_json::Value {
+    let (code, body) = p.http_get("/status").await;
+    assert_eq!(code, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).expect("status JSON");
+    v["code_catalog"].clone()
+}
+
+/// Waits until the catalog is known and was read at least `n` times more
+/// than `since` (a reading that began before a change may not show it).
+async fn read_again(p: &Proxy, since: u64, n: u64, within: Duration) -> serde_json::Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let c = catalog(p).await;
+        if c["state"] == "known" && c["readings"].as_u64().unwrap_or(0) >= since + n {
+            return c;
+        }
+        assert!(Instant::now() < deadline, "catalog not read again: {c}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn readings(p: &Proxy) -> u64 {
+    catalog(p).await["readings"].as_u64().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_created_on_the_server_are_learnt_within_an_interval() {
+    let db = MariaDb::shared();
+    let p = one_backend(db, 200).await;
+    let since = readings(&p).await;
+    schema_with_lock_view(
+        db,
+        "cc_out",
+        "CREATE TABLE cc_out.t (id INT) ENGINE=InnoDB;\n\
+         CREATE TRIGGER cc_out.trg AFTER INSERT ON cc_out.t FOR EACH ROW DO GET_LOCK('cc_out_t', 0);\n",
+    );
+    read_again(&p, since, 2, Duration::from_secs(5)).await;
+    lock_does_not_reach_the_next_client(&p, "cc_out", "SELECT g FROM v_lock", "cc_out_v").await;
+    lock_does_not_reach_the_next_client(&p, "cc_out", "INSERT INTO t VALUES (1)", "cc_out_t").await;
+    // Named from another schema: still a match.
+    lock_does_not_reach_the_next_client(&p, "test", "SELECT g FROM cc_out.v_lock", "cc_out_v")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_created_through_the_proxy_count_at_once() {
+    let db = MariaDb::shared();
+    db.sql("DROP DATABASE IF EXISTS cc_in;\nCREATE DATABASE cc_in;\n");
+    // An interval far longer than the test: only the DDL path can learn.
+    let p = one_backend(db, 600_000).await;
+    read_again(&p, 0, 1, Duration::from_secs(5)).await;
+    let mut a = client(&p, "cc_in").await;
+    let r = a
+        .query("CREATE VIEW v_lock AS SELECT GET_LOCK('cc_in_v', 0) AS g")
+        .await;
+    assert!(matches!(r, Response::Ok(_)), "{r:?}");
+    // The very next statement, before any reading could have finished.
+    let r = a.query("SELECT g FROM v_lock").await;
+    assert_eq!(rows(&r), vec![vec![Some("1".to_string())]]);
+    a.quit().await;
+    let mut b = client(&p, "cc_in").await;
+    assert_eq!(
+        value(&mut b, "SELECT IS_FREE_LOCK('cc_in_v')")
+            .await
+            .as_deref(),
+        Some("1")
+    );
+    b.quit().await;
+    // The DDL's reply wakes the reader: the trigger is known long before
+    // the interval.
+    let mut a = client(&p, "cc_in").await;
+    let r = a.query("CREATE TABLE t (id INT)").await;
+    assert!(matches!(r, Response::Ok(_)), "{r:?}");
+    let r = a
+        .query("CREATE TRIGGER trg AFTER INSERT ON t FOR EACH ROW DO GET_LOCK('cc_in_t', 0)")
+        .await;
+    assert!(matches!(r, Response::Ok(_)), "{r:?}");
+    a.quit().await;
+    // Unknown from before the CREATE TRIGGER was sent: known again only
+    // by a reading begun after its reply.
+    read_again(&p, 0, 1, Duration::from_secs(5)).await;
+    lock_does_not_reach_the_next_client(&p, "cc_in", "INSERT INTO t VALUES (1)", "cc_in_t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_learning_resets_after_every_statement_naming_a_table() {
+    let db = MariaDb::shared();
+    schema_with_lock_view(db, "cc_off", "");
+    let p = one_backend(db, 0).await;
+    assert_eq!(catalog(&p).await["state"], "off");
+    lock_does_not_reach_the_next_client(&p, "cc_off", "SELECT g FROM v_lock", "cc_off_v").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_user_that_cannot_see_every_object_learns_nothing() {
+    let db = MariaDb::shared();
+    schema_with_lock_view(
+        db,
+        "cc_lim",
+        "DROP USER IF EXISTS cc_backend;\n\
+         CREATE USER cc_backend IDENTIFIED BY 'cc_pw';\n\
+         GRANT SELECT ON test.* TO cc_backend;\n",
+    );
+    // Clients log in as their own server accounts (`app` sees cc_lim, the
+    // proxy's own user does not): the catalog cannot be trusted.
+    let p = Proxy::builder(db)
+        .groups(1)
+        .max_backend(1)
+        .queue_timeout_ms(5000)
+        .with(|c| {
+            c.backend.user = "cc_backend".into();
+            c.backend.password = "cc_pw".into();
+            c.users.clear();
+            c.server_users.enabled = true;
+            c.server_users.lookup_user = "root".into();
+            c.server_users.lookup_password = ROOT_PASSWORD.into();
+        })
+        .start()
+        .await;
+    let c = catalog(&p).await;
+    assert_eq!(c["state"], "unknown", "{c}");
+    assert!(
+        c["reason"].as_str().unwrap_or_default().contains("TRIGGER"),
+        "{c}"
+    );
+    lock_does_not_reach_the_next_client(&p, "cc_lim", "SELECT g FROM v_lock", "cc_lim_v").await;
+}
