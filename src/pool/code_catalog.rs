@@ -93,6 +93,8 @@ struct Writes {
     in_flight: usize,
     last_good: Option<Instant>,
     readings: u64,
+    /// Sets installed so far (each one's version).
+    installs: u64,
     reason: Option<String>,
 }
 
@@ -113,6 +115,7 @@ impl Default for CodeCatalog {
                 in_flight: 0,
                 last_good: None,
                 readings: 0,
+                installs: 0,
                 reason: Some("not read yet".into()),
             }),
             wake: Notify::new(),
@@ -156,7 +159,13 @@ impl CodeCatalog {
     /// has been answered and the catalog read again, when `text` may change
     /// it.
     pub fn guard_if_ddl(self: &Arc<Self>, text: &[u8]) -> Option<DdlGuard> {
-        if !code_names::may_change_code_names(text) {
+        self.guard_if(code_names::may_change_code_names(text))
+    }
+
+    /// As [`Self::guard_if_ddl`], for a statement already known to change
+    /// the set (`ddl`) or not.
+    pub fn guard_if(self: &Arc<Self>, ddl: bool) -> Option<DdlGuard> {
+        if !ddl {
             return None;
         }
         if let Ok(mut w) = self.writes.lock() {
@@ -229,7 +238,9 @@ impl CodeCatalog {
                 if w.reason.is_some() && w.last_good.is_some() {
                     tracing::info!(objects = names.len(), "view and trigger catalog read");
                 }
-                self.names.store(Some(Arc::new(names)));
+                w.installs += 1;
+                self.names
+                    .store(Some(Arc::new(names.with_version(w.installs))));
             }
             None if self.names.load().is_none() => return false,
             None => {}

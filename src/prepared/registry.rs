@@ -44,6 +44,12 @@ pub struct StmtEntry {
     /// The text's statement digest: computed once, at the first EXECUTE
     /// counted, with that session's lex options.
     digest: std::sync::OnceLock<(crate::sql::LexOptions, crate::sql::digest::Digest)>,
+    /// Whether the text may change which names run code (DDL with VIEW,
+    /// TRIGGER or RENAME): computed once.
+    changes_code_names: std::sync::OnceLock<bool>,
+    /// Whether the text names a code-bearing object, in the prepare
+    /// schema, as of set version `v`: `v << 1 | answer` (0 = not yet).
+    names_code: std::sync::atomic::AtomicU64,
 }
 
 impl StmtEntry {
@@ -61,6 +67,34 @@ impl StmtEntry {
         } else {
             std::borrow::Cow::Owned(crate::sql::analyze(&self.key.sql, opts))
         }
+    }
+
+    /// True when the text may change which names run code (see
+    /// [`crate::session_state::code_names::may_change_code_names`]).
+    pub fn changes_code_names(&self) -> bool {
+        *self
+            .changes_code_names
+            .get_or_init(|| crate::session_state::code_names::may_change_code_names(&self.key.sql))
+    }
+
+    /// True when the text, run in the schema it was prepared in, names a
+    /// member of `names`: answered once per installed set.
+    pub fn names_code(&self, names: &crate::session_state::code_names::CodeNames) -> bool {
+        use std::sync::atomic::Ordering;
+        if names.is_empty() {
+            return false;
+        }
+        let cached = self.names_code.load(Ordering::Relaxed);
+        if names.version() != 0 && cached >> 1 == names.version() {
+            return cached & 1 == 1;
+        }
+        let schema = self.key.schema.as_deref().unwrap_or_default();
+        let hit = names.touches(&self.key.sql, schema);
+        if names.version() != 0 {
+            self.names_code
+                .store(names.version() << 1 | u64::from(hit), Ordering::Relaxed);
+        }
+        hit
     }
 
     /// The statement digest (hash, text) of the text under `opts`: the
@@ -187,6 +221,8 @@ impl Registry {
             num_columns,
             response,
             analysis: std::sync::OnceLock::new(),
+            changes_code_names: std::sync::OnceLock::new(),
+            names_code: std::sync::atomic::AtomicU64::new(0),
             digest: std::sync::OnceLock::new(),
         });
         self.bytes += e.bytes();

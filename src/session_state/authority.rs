@@ -285,13 +285,22 @@ pub fn mark_code_names(
     if names.is_some_and(|n| n.is_empty()) {
         return;
     }
-    let runs_code = |st: &Statement| {
+    mark_stored_code(analysis, |st| {
         let text = sql.get(st.span.clone()).unwrap_or(sql);
         match names {
             Some(n) => n.touches(text, schema),
             None => super::code_names::may_name_a_table(st.kind, text),
         }
-    };
+    });
+}
+
+/// Marks the statements of `analysis` for which `runs_code` holds as calls
+/// of stored code ([`Effect::StoredFunction`]); copies the analysis only
+/// when one is marked.
+pub fn mark_stored_code(
+    analysis: &mut std::borrow::Cow<'_, Analysis>,
+    runs_code: impl Fn(&Statement) -> bool,
+) {
     let marks: Vec<usize> = analysis
         .statements
         .iter()

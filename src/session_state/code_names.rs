@@ -54,32 +54,147 @@ fn key_of(name: &[u8]) -> Option<Vec<u8>> {
         .map(|r| r.iter().take(MAX_KEY).map(u8::to_ascii_lowercase).collect())
 }
 
-fn is_word_byte(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_' || c == b'$'
+/// ASCII word bytes: `[A-Za-z0-9_$]`.
+const WORD: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+        c += 1;
+    }
+    t
+};
+
+/// The maximal runs of ASCII word bytes in `text` (on every statement's
+/// path: a table lookup per byte, no closure per byte).
+fn runs(text: &[u8]) -> Runs<'_> {
+    Runs { text, at: 0 }
 }
 
-/// The maximal runs of ASCII word bytes in `text`.
-fn runs(text: &[u8]) -> impl Iterator<Item = &[u8]> {
-    text.split(|c| !is_word_byte(*c)).filter(|r| !r.is_empty())
+struct Runs<'a> {
+    text: &'a [u8],
+    at: usize,
 }
 
-/// A schema as matched: by key, or by any non-ASCII byte.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum SchemaKey {
-    Key(Vec<u8>),
-    NonAscii,
+impl<'a> Iterator for Runs<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let t = self.text;
+        let mut i = self.at;
+        while i < t.len() && !WORD[usize::from(t[i])] {
+            i += 1;
+        }
+        if i >= t.len() {
+            self.at = i;
+            return None;
+        }
+        let start = i;
+        while i < t.len() && WORD[usize::from(t[i])] {
+            i += 1;
+        }
+        self.at = i;
+        t.get(start..i)
+    }
+}
+
+/// FNV-1a: the keys are short identifiers hashed on every statement's
+/// path, where SipHash's setup costs more than the key.
+#[derive(Default, Clone, Copy)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type FnvMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fnv>>;
+
+/// Keys (lowercase ASCII runs) with a cheap pre-check: the lengths and
+/// first bytes present reject most words of a statement before they are
+/// lowercased and hashed.
+#[derive(Debug, Clone)]
+struct KeySet<V> {
+    map: FnvMap<Vec<u8>, V>,
+    /// Bit `min(len, 127)` for each key length.
+    lens: u128,
+    /// Bit `first byte & 0x7f` for each key.
+    firsts: u128,
+}
+
+impl<V> Default for KeySet<V> {
+    fn default() -> Self {
+        Self {
+            map: FnvMap::default(),
+            lens: 0,
+            firsts: 0,
+        }
+    }
+}
+
+impl<V: Default> KeySet<V> {
+    fn entry(&mut self, key: Vec<u8>) -> &mut V {
+        self.lens |= 1u128 << key.len().min(127);
+        if let Some(f) = key.first() {
+            self.firsts |= 1u128 << (*f & 0x7f);
+        }
+        self.map.entry(key).or_default()
+    }
+}
+
+impl<V> KeySet<V> {
+    /// The value of run `r` (any case), if it is a key.
+    fn get(&self, r: &[u8], buf: &mut [u8; MAX_KEY]) -> Option<&V> {
+        let n = r.len().min(MAX_KEY);
+        let first = r.first()?.to_ascii_lowercase() & 0x7f;
+        if self.lens & (1u128 << n.min(127)) == 0 || self.firsts & (1u128 << first) == 0 {
+            return None;
+        }
+        for (d, s) in buf.iter_mut().zip(r) {
+            *d = s.to_ascii_lowercase();
+        }
+        self.map.get(&buf[..n])
+    }
+}
+
+/// The code-bearing objects of one schema.
+#[derive(Debug, Default, Clone)]
+struct SchemaObjects {
+    /// Name keys.
+    names: KeySet<()>,
+    /// An object whose name has no ASCII run (matches any non-ASCII text).
+    non_ascii: bool,
 }
 
 /// The code-bearing objects of a server, as matched against text.
 #[derive(Debug, Default, Clone)]
 pub struct CodeNames {
-    /// Name key → the schemas (name as stored, and how matched) holding a
-    /// code-bearing object whose name has that key.
-    by_key: HashMap<Vec<u8>, Vec<(Vec<u8>, SchemaKey)>>,
-    /// Schemas holding a code-bearing object whose name has no ASCII run.
-    non_ascii: Vec<(Vec<u8>, SchemaKey)>,
+    /// Per schema (its name ASCII-lowercased).
+    schemas: FnvMap<Vec<u8>, SchemaObjects>,
+    /// Schema name key → the schemas (lowercased) with that key.
+    schema_keys: KeySet<Vec<Vec<u8>>>,
+    /// Schemas (lowercased) whose name has no ASCII run.
+    non_ascii_schemas: Vec<Vec<u8>>,
     /// How many objects are in the set.
     objects: usize,
+    /// Which installed set this is (0 until installed), so that an answer
+    /// cached for a prepared statement is known to be current.
+    version: u64,
 }
 
 impl CodeNames {
@@ -120,14 +235,17 @@ impl CodeNames {
     }
 
     fn insert(&mut self, schema: &str, name: &str) {
-        let schema_key = match key_of(schema.as_bytes()) {
-            Some(k) => SchemaKey::Key(k),
-            None => SchemaKey::NonAscii,
-        };
-        let entry = (schema.as_bytes().to_vec(), schema_key);
+        let lower = schema.as_bytes().to_ascii_lowercase();
+        if !self.schemas.contains_key(&lower) {
+            match key_of(schema.as_bytes()) {
+                Some(k) => self.schema_keys.entry(k).push(lower.clone()),
+                None => self.non_ascii_schemas.push(lower.clone()),
+            }
+        }
+        let objects = self.schemas.entry(lower).or_default();
         match key_of(name.as_bytes()) {
-            Some(k) => self.by_key.entry(k).or_default().push(entry),
-            None => self.non_ascii.push(entry),
+            Some(k) => *objects.names.entry(k) = (),
+            None => objects.non_ascii = true,
         }
         self.objects += 1;
     }
@@ -142,33 +260,53 @@ impl CodeNames {
         self.objects
     }
 
+    /// Which installed set this is (see [`Self::with_version`]).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The set as installed the `version`-th time (from 1).
+    pub fn with_version(mut self, version: u64) -> Self {
+        self.version = version;
+        self
+    }
+
     /// True when `text`, run with `schema` as the session's schema, may
-    /// name a code-bearing object.
+    /// name a code-bearing object: one of the session's schema named in
+    /// the text, or one of a schema the text names.
     pub fn touches(&self, text: &[u8], schema: &[u8]) -> bool {
         if self.is_empty() {
             return false;
         }
-        let non_ascii_text = text.iter().any(|c| *c >= 0x80);
-        let mut schemas: Vec<&(Vec<u8>, SchemaKey)> = Vec::new();
-        if non_ascii_text {
-            schemas.extend(self.non_ascii.iter());
-        }
         let mut buf = [0u8; MAX_KEY];
+        let current = if schema.iter().any(u8::is_ascii_uppercase) {
+            self.schemas.get(&schema.to_ascii_lowercase())
+        } else {
+            self.schemas.get(schema)
+        };
+        let non_ascii_text = text.iter().any(|c| *c >= 0x80);
+        if non_ascii_text && current.is_some_and(|c| c.non_ascii) {
+            return true;
+        }
+        // One pass: the session's schema's names, and which other schemas
+        // the text names.
+        let mut named: Vec<&Vec<u8>> = Vec::new();
         for r in runs(text) {
-            let n = r.len().min(MAX_KEY);
-            for (d, s) in buf.iter_mut().zip(r) {
-                *d = s.to_ascii_lowercase();
+            if current.is_some_and(|c| c.names.get(r, &mut buf).is_some()) {
+                return true;
             }
-            if let Some(hits) = self.by_key.get(&buf[..n]) {
-                schemas.extend(hits.iter());
+            if let Some(s) = self.schema_keys.get(r, &mut buf) {
+                named.extend(s);
             }
         }
-        schemas.iter().any(|(name, key)| {
-            name.eq_ignore_ascii_case(schema)
-                || match key {
-                    SchemaKey::NonAscii => non_ascii_text,
-                    SchemaKey::Key(k) => runs(text).any(|r| r.eq_ignore_ascii_case(k)),
-                }
+        if non_ascii_text {
+            named.extend(&self.non_ascii_schemas);
+        }
+        named.into_iter().any(|s| {
+            self.schemas.get(s).is_some_and(|o| {
+                (non_ascii_text && o.non_ascii)
+                    || runs(text).any(|r| o.names.get(r, &mut buf).is_some())
+            })
         })
     }
 }
@@ -220,17 +358,54 @@ pub fn may_name_a_table(kind: Kind, text: &[u8]) -> bool {
     }
 }
 
+/// One statement (no `;` anywhere) that starts, after whitespace, with a
+/// verb that never runs DDL (stored functions and triggers cannot either):
+/// the common statement is dismissed without a scan.
+fn plainly_not_ddl(text: &[u8]) -> bool {
+    let start = text
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(text.len());
+    let Some(first) = runs(&text[start..]).next() else {
+        return false;
+    };
+    // The first word must start the text (no comment or parenthesis first).
+    if !text[start..].starts_with(first) || text.contains(&b';') {
+        return false;
+    }
+    // Not SET (`SET STATEMENT … FOR CREATE VIEW …`) nor BEGIN (a compound
+    // statement's body).
+    const PLAIN: [&[u8]; 5] = [b"select", b"insert", b"update", b"delete", b"replace"];
+    PLAIN.iter().any(|w| first.eq_ignore_ascii_case(w))
+}
+
 /// True when `text` may create, change or remove a view or a trigger, or
 /// rename a table (a DDL verb with VIEW, TRIGGER or RENAME anywhere in it,
 /// strings included): the catalog is stale from before it is sent until
 /// it is read again after.
 pub fn may_change_code_names(text: &[u8]) -> bool {
+    if plainly_not_ddl(text) {
+        return false;
+    }
     let mut verb = false;
     let mut object = false;
     for r in runs(text) {
         let is = |w: &[u8]| r.eq_ignore_ascii_case(w);
-        verb |= is(b"create") || is(b"alter") || is(b"drop") || is(b"rename");
-        object |= is(b"view") || is(b"trigger") || is(b"rename");
+        match r.len() {
+            4 => {
+                verb |= is(b"drop");
+                object |= is(b"view");
+            }
+            5 => verb |= is(b"alter"),
+            6 => {
+                verb |= is(b"create");
+                let rename = is(b"rename");
+                verb |= rename;
+                object |= rename;
+            }
+            7 => object |= is(b"trigger"),
+            _ => continue,
+        }
         if verb && object {
             return true;
         }
@@ -393,6 +568,11 @@ mod tests {
             "RENAME TABLE a TO b",
             "ALTER TABLE a RENAME TO b",
             "EXECUTE IMMEDIATE 'CREATE VIEW v AS SELECT 1'",
+            "SET STATEMENT max_statement_time = 1 FOR CREATE VIEW v AS SELECT 1",
+            "SELECT 1; CREATE VIEW v AS SELECT 1",
+            "select 1;create trigger t before insert on x for each row set @a = 1",
+            "/*!40101 CREATE VIEW v AS SELECT 1 */",
+            "  (SELECT 1); DROP VIEW v",
         ] {
             assert!(may_change_code_names(yes.as_bytes()), "{yes}");
         }
@@ -401,6 +581,8 @@ mod tests {
             "SELECT view FROM t",
             "INSERT INTO trigger_log VALUES (1)",
             "DROP TABLE t",
+            "SELECT 'CREATE VIEW' FROM t",
+            "  insert into t values ('drop view')",
         ] {
             assert!(!may_change_code_names(no.as_bytes()), "{no}");
         }

@@ -357,7 +357,11 @@ impl Session {
         // catalog of such names is unknown from now until it is read again
         // after the reply (see `code_catalog`).
         let _catalog_guard = match (&executing, payload.first()) {
-            (Some(e), _) => self.shared.pool.code_catalog.guard_if_ddl(&e.key.sql),
+            (Some(e), _) => self
+                .shared
+                .pool
+                .code_catalog
+                .guard_if(e.changes_code_names()),
             (None, Some(&COM_QUERY)) => self.shared.pool.code_catalog.guard_if_ddl(&payload[1..]),
             _ => None,
         };
@@ -608,12 +612,20 @@ impl Session {
                     }
                 }
                 // Views and triggers run code the text does not show.
-                authority::mark_code_names(
-                    &mut analysis,
-                    sql,
-                    &schema_before,
-                    self.shared.pool.code_catalog.names().as_deref(),
-                );
+                let names = self.shared.pool.code_catalog.names();
+                match (&executing, names.as_deref()) {
+                    // A prepared statement's answer is kept per installed set.
+                    (Some(e), Some(n))
+                        if e.key.schema.as_deref().unwrap_or_default() == &schema_before[..] =>
+                    {
+                        if e.names_code(n) {
+                            authority::mark_stored_code(&mut analysis, |_| true);
+                        }
+                    }
+                    (_, names) => {
+                        authority::mark_code_names(&mut analysis, sql, &schema_before, names)
+                    }
+                }
                 let mut fu = authority::after_query(
                     &mut self.inv,
                     &mut co.backend.marks,
