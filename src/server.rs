@@ -232,8 +232,9 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     if start_error.is_none() && cfg.pool.code_catalog_refresh_ms > 0 {
         let limit = catalog_params.connect_timeout.max(Duration::from_secs(2));
         let all = crate::pool::code_catalog::sees_for_all(&cfg);
+        let interval = Duration::from_millis(cfg.pool.code_catalog_refresh_ms);
         pool.code_catalog
-            .refresh(&mut catalog_reader, &catalog_params, !all, limit)
+            .refresh(&mut catalog_reader, &catalog_params, !all, interval, limit)
             .await;
     }
     if let Some(e) = start_error

@@ -215,3 +215,37 @@ async fn a_backend_user_that_cannot_see_every_object_learns_nothing() {
     );
     lock_does_not_reach_the_next_client(&p, "cc_lim", "SELECT g FROM v_lock", "cc_lim_v").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn found_rows_survives_the_checks_after_stored_code() {
+    let db = MariaDb::shared();
+    schema_with_lock_view(
+        db,
+        "cc_fr",
+        "CREATE TABLE cc_fr.t (id INT) ENGINE=InnoDB;\n\
+         INSERT INTO cc_fr.t VALUES (1), (2), (3), (4), (5);\n\
+         CREATE TRIGGER cc_fr.trg AFTER INSERT ON cc_fr.t FOR EACH ROW DO 0;\n\
+         CREATE TABLE cc_fr.plain (id INT) ENGINE=InnoDB;\n\
+         INSERT INTO cc_fr.plain VALUES (1), (2), (3);\n",
+    );
+    // Learnt (a table with a trigger counts as code when named), and never
+    // learnt (every statement naming a table counts).
+    for refresh in [1000, 0] {
+        let p = one_backend(db, refresh).await;
+        for (table, total) in [("t", "5"), ("plain", "3")] {
+            let mut a = client(&p, "cc_fr").await;
+            let r = a
+                .query(&format!(
+                    "SELECT SQL_CALC_FOUND_ROWS id FROM {table} LIMIT 1"
+                ))
+                .await;
+            assert_eq!(rows(&r).len(), 1);
+            assert_eq!(
+                value(&mut a, "SELECT FOUND_ROWS()").await.as_deref(),
+                Some(total),
+                "FOUND_ROWS() after SQL_CALC_FOUND_ROWS on {table} (refresh {refresh})"
+            );
+            a.quit().await;
+        }
+    }
+}

@@ -37,9 +37,10 @@ use crate::session_state::code_names::{self, CodeNames, TriggerRow, ViewRow};
 pub const STALE_AFTER_REFRESHES: u32 = 10;
 /// At most this many catalog rows are read (past it the set is unknown).
 const MAX_ROWS: usize = 200_000;
-/// A full reading at least this often, even when the fingerprint says
-/// nothing changed.
-pub const FULL_READING_EVERY: Duration = Duration::from_secs(60);
+/// A full reading at least every this many intervals, even when the
+/// fingerprint says nothing changed (objects written as files into the
+/// datadir, or restored, move no counter).
+pub const FULL_READING_EVERY: u32 = 10;
 
 /// The server's counts of statements that can change the set (executed
 /// anywhere: any client, stored code, prepared, replication), cheap to read
@@ -82,6 +83,8 @@ pub struct CatalogStatus {
 #[derive(Default)]
 pub struct Reader {
     conn: Option<BackendConn>,
+    /// `pool.code_catalog_refresh_ms` as of the current reading.
+    interval: Duration,
     fingerprint: Option<Vec<Vec<Option<String>>>>,
     last_full: Option<Instant>,
 }
@@ -299,7 +302,7 @@ impl CodeCatalog {
             && reader.fingerprint.as_ref() == Some(&fingerprint)
             && reader
                 .last_full
-                .is_some_and(|t| t.elapsed() < FULL_READING_EVERY)
+                .is_some_and(|t| t.elapsed() < reader.interval * FULL_READING_EVERY)
         {
             return Ok(Ok(None));
         }
@@ -344,6 +347,7 @@ impl CodeCatalog {
         reader: &mut Reader,
         params: &BackendParams,
         needs_global: bool,
+        interval: Duration,
         limit: Duration,
     ) -> bool {
         // A reading that raced a DDL statement is read again at once.
@@ -355,9 +359,21 @@ impl CodeCatalog {
             // An unchanged fingerprint confirms the set only while one is
             // installed (a DDL statement through the proxy made it unknown).
             let may_confirm = self.names().is_some();
-            let read =
-                tokio::time::timeout(limit, self.read(reader, params, needs_global, may_confirm))
-                    .await;
+            reader.interval = interval;
+            // A reading that takes longer than an interval (a DDL statement
+            // holding information_schema, a stalled server) cannot vouch for
+            // the set meanwhile: unknown until it ends.
+            let read = {
+                let reading = self.read(reader, params, needs_global, may_confirm);
+                tokio::pin!(reading);
+                match tokio::time::timeout(interval, &mut reading).await {
+                    Ok(r) => Ok(r),
+                    Err(_) => {
+                        self.forget("the catalog reading takes longer than an interval".into());
+                        tokio::time::timeout(limit.saturating_sub(interval), &mut reading).await
+                    }
+                }
+            };
             match read {
                 Ok(Ok(Ok(Some(names)))) => {
                     if self.install(generation, Some(names)) {
@@ -433,7 +449,7 @@ impl CodeCatalog {
             }
             if let Some(p) = params {
                 let limit = p.connect_timeout.max(Duration::from_secs(2));
-                self.refresh(&mut reader, &p, !sees_for_all(&cfg), limit)
+                self.refresh(&mut reader, &p, !sees_for_all(&cfg), refresh, limit)
                     .await;
             }
             if self.stale(refresh * STALE_AFTER_REFRESHES) && self.names().is_some() {

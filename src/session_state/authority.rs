@@ -285,29 +285,44 @@ pub fn mark_code_names(
     if names.is_some_and(|n| n.is_empty()) {
         return;
     }
-    mark_stored_code(analysis, |st| {
-        let text = sql.get(st.span.clone()).unwrap_or(sql);
-        match names {
-            Some(n) => n.touches(text, schema),
-            None => super::code_names::may_name_a_table(st.kind, text),
-        }
-    });
+    // A USE earlier in the same query changes the schema the later
+    // statements' names resolve in: each is matched in every schema the
+    // session may be in by then (fail closed: a USE that failed counts).
+    let marks = {
+        let a: &Analysis = analysis;
+        // Schemas USEd earlier in the query (no allocation without one).
+        let mut used: Vec<&[u8]> = Vec::new();
+        marked(a, |st| {
+            let text = sql.get(st.span.clone()).unwrap_or(sql);
+            let hit = match names {
+                Some(n) => n.touches(text, schema) || used.iter().any(|s| n.touches(text, s)),
+                None => super::code_names::may_name_a_table(st.kind, text),
+            };
+            for e in &st.effects {
+                if let Effect::Use { schema } = e {
+                    used.push(schema);
+                }
+            }
+            hit
+        })
+    };
+    mark(analysis, marks);
 }
 
-/// Marks the statements of `analysis` for which `runs_code` holds as calls
-/// of stored code ([`Effect::StoredFunction`]); copies the analysis only
-/// when one is marked.
-pub fn mark_stored_code(
-    analysis: &mut std::borrow::Cow<'_, Analysis>,
-    runs_code: impl Fn(&Statement) -> bool,
-) {
-    let marks: Vec<usize> = analysis
-        .statements
+/// The statements for which `runs_code` holds and that are not marked yet
+/// (every statement is asked, in order).
+fn marked<'a>(a: &'a Analysis, mut runs_code: impl FnMut(&'a Statement) -> bool) -> Vec<usize> {
+    a.statements
         .iter()
         .enumerate()
-        .filter(|(_, st)| !st.effects.contains(&Effect::StoredFunction) && runs_code(st))
+        .filter(|(_, st)| runs_code(st) && !st.effects.contains(&Effect::StoredFunction))
         .map(|(i, _)| i)
-        .collect();
+        .collect()
+}
+
+/// Marks statements `marks` as calls of stored code; copies the analysis
+/// only when there is one.
+fn mark(analysis: &mut std::borrow::Cow<'_, Analysis>, marks: Vec<usize>) {
     if marks.is_empty() {
         return;
     }
@@ -317,6 +332,12 @@ pub fn mark_stored_code(
             st.effects.push(Effect::StoredFunction);
         }
     }
+}
+
+/// Marks every statement of `analysis` as a call of stored code.
+pub fn mark_all_stored_code(analysis: &mut std::borrow::Cow<'_, Analysis>) {
+    let marks = marked(analysis, |_| true);
+    mark(analysis, marks);
 }
 
 /// Statements whose work the text does not show (stored code, dynamic SQL).
@@ -942,6 +963,31 @@ fn xa_verb(sql: &[u8], st: &Statement) -> XaVerb {
 #[cfg(test)]
 mod tests {
     use crate::protocol::packets::status;
+
+    #[test]
+    fn a_use_earlier_in_the_query_moves_where_names_are_matched() {
+        use crate::session_state::code_names::{CodeNames, ViewRow};
+        let names = CodeNames::build(
+            &[ViewRow {
+                schema: "s2".into(),
+                name: "v_lk".into(),
+                definition: Some("select get_lock('l',0) AS `g`".into()),
+            }],
+            &[],
+        );
+        let sql = b"SELECT * FROM v_lk; USE s2; SELECT * FROM v_lk";
+        let marked = |names: Option<&CodeNames>| -> Vec<bool> {
+            let mut a = std::borrow::Cow::Owned(crate::sql::analyze(sql, Default::default()));
+            super::mark_code_names(&mut a, sql, b"test", names);
+            a.statements
+                .iter()
+                .map(|s| s.effects.contains(&crate::sql::Effect::StoredFunction))
+                .collect()
+        };
+        assert_eq!(marked(Some(&names)), [false, false, true]);
+        // Unknown set: every statement that may name a table.
+        assert_eq!(marked(None), [true, false, true]);
+    }
 
     #[test]
     fn a_backend_in_a_transaction_is_never_shared_as_it_is() {

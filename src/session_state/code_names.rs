@@ -99,6 +99,14 @@ impl<'a> Iterator for Runs<'a> {
     }
 }
 
+/// A run as the server may read it: itself and, when it starts with
+/// digits, what follows up to six of them (`/*!10000v*/` and `/*M!100000v*/`
+/// are the name `v` to the server, one run `10000v` here).
+fn variants(r: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let digits = r.iter().take(6).take_while(|c| c.is_ascii_digit()).count();
+    std::iter::once(r).chain((1..=digits).filter_map(move |k| r.get(k..).filter(|v| !v.is_empty())))
+}
+
 /// FNV-1a: the keys are short identifiers hashed on every statement's
 /// path, where SipHash's setup costs more than the key.
 #[derive(Default, Clone, Copy)]
@@ -291,12 +299,14 @@ impl CodeNames {
         // One pass: the session's schema's names, and which other schemas
         // the text names.
         let mut named: Vec<&Vec<u8>> = Vec::new();
-        for r in runs(text) {
-            if current.is_some_and(|c| c.names.get(r, &mut buf).is_some()) {
-                return true;
-            }
-            if let Some(s) = self.schema_keys.get(r, &mut buf) {
-                named.extend(s);
+        for run in runs(text) {
+            for r in variants(run) {
+                if current.is_some_and(|c| c.names.get(r, &mut buf).is_some()) {
+                    return true;
+                }
+                if let Some(s) = self.schema_keys.get(r, &mut buf) {
+                    named.extend(s);
+                }
             }
         }
         if non_ascii_text {
@@ -305,7 +315,9 @@ impl CodeNames {
         named.into_iter().any(|s| {
             self.schemas.get(s).is_some_and(|o| {
                 (non_ascii_text && o.non_ascii)
-                    || runs(text).any(|r| o.names.get(r, &mut buf).is_some())
+                    || runs(text)
+                        .flat_map(variants)
+                        .any(|r| o.names.get(r, &mut buf).is_some())
             })
         })
     }
@@ -389,28 +401,42 @@ pub fn may_change_code_names(text: &[u8]) -> bool {
     }
     let mut verb = false;
     let mut object = false;
-    for r in runs(text) {
+    // CREATE / ALTER TABLE may give a column a DEFAULT that draws a
+    // sequence value (`LIKE` copies one); a temporary table pins its
+    // session, so only tables beyond the temporary ones count.
+    let mut creates = false;
+    let mut tables = 0usize;
+    let mut temporaries = 0usize;
+    for r in runs(text).flat_map(variants) {
         let is = |w: &[u8]| r.eq_ignore_ascii_case(w);
         match r.len() {
             4 => {
                 verb |= is(b"drop");
                 object |= is(b"view");
             }
-            5 => verb |= is(b"alter"),
+            5 => {
+                let alter = is(b"alter");
+                verb |= alter;
+                creates |= alter;
+                tables += usize::from(is(b"table"));
+            }
             6 => {
-                verb |= is(b"create");
+                let create = is(b"create");
+                verb |= create;
+                creates |= create;
                 let rename = is(b"rename");
                 verb |= rename;
                 object |= rename;
             }
             7 => object |= is(b"trigger"),
+            9 => temporaries += usize::from(is(b"temporary")),
             _ => continue,
         }
         if verb && object {
             return true;
         }
     }
-    false
+    creates && tables > temporaries
 }
 
 #[cfg(test)]
@@ -459,6 +485,13 @@ mod tests {
             "INSERT INTO audited VALUES (1)",
             "EXECUTE IMMEDIATE 'UPDATE audited SET a = 1'",
             "/*!40101 DELETE FROM audited */",
+        ] {
+            assert!(names.touches(hit.as_bytes(), b"app"), "{hit}");
+        }
+        for hit in [
+            "SELECT * FROM /*!10000v_lock*/",
+            "SELECT * FROM /*M!100000v_lock*/",
+            "INSERT INTO /*!10000audited*/ VALUES (1)",
         ] {
             assert!(names.touches(hit.as_bytes(), b"app"), "{hit}");
         }
@@ -572,12 +605,18 @@ mod tests {
             "SELECT 1; CREATE VIEW v AS SELECT 1",
             "select 1;create trigger t before insert on x for each row set @a = 1",
             "/*!40101 CREATE VIEW v AS SELECT 1 */",
+            "CREATE /*!10000VIEW*/ v AS SELECT 1",
+            "CREATE TABLE t2 LIKE t1",
+            "CREATE TABLE t (id INT DEFAULT NEXTVAL(s))",
+            "ALTER TABLE t MODIFY id INT DEFAULT NEXTVAL(s)",
+            "CREATE TEMPORARY TABLE x (a INT); CREATE TABLE y LIKE t",
             "  (SELECT 1); DROP VIEW v",
         ] {
             assert!(may_change_code_names(yes.as_bytes()), "{yes}");
         }
         for no in [
             "CREATE TEMPORARY TABLE t (a INT)",
+            "CREATE TEMPORARY TABLE t LIKE u",
             "SELECT view FROM t",
             "INSERT INTO trigger_log VALUES (1)",
             "DROP TABLE t",

@@ -619,7 +619,7 @@ impl Session {
                         if e.key.schema.as_deref().unwrap_or_default() == &schema_before[..] =>
                     {
                         if e.names_code(n) {
-                            authority::mark_stored_code(&mut analysis, |_| true);
+                            authority::mark_all_stored_code(&mut analysis);
                         }
                     }
                     (_, names) => {
@@ -642,12 +642,12 @@ impl Session {
                 }
                 // The backend ran the same statements: same collation.
                 co.backend.state.take_collations_from(&self.state);
+                self.inv.calc_found_rows |= found_rows_held;
                 self.follow_up(&mut co.backend, fu, &out, insert_id_read)
                     .await;
                 if defer_flush {
                     self.client.flush().await.map_err(End::Client)?;
                 }
-                self.inv.calc_found_rows |= found_rows_held;
                 self.sync_inventory_pins();
                 // The diagnostics area (SHOW WARNINGS / ERRORS, @@warning_count,
                 // GET DIAGNOSTICS) lives on the backend that ran the statement:
@@ -739,10 +739,26 @@ impl Session {
     async fn follow_up(
         &mut self,
         backend: &mut Leased,
-        fu: authority::Followup,
+        mut fu: authority::Followup,
         out: &crate::frontend::relay::Outcome,
         insert_id_read: Option<Result<Option<Vec<Option<String>>>, BackendError>>,
     ) {
+        // The next statement reads FOUND_ROWS() on this backend: a probe
+        // (a SELECT) now would replace it. Put the probes off, holding the
+        // backend as if they had found something.
+        let keep_found_rows = self.inv.calc_found_rows;
+        if keep_found_rows {
+            if std::mem::take(&mut fu.probe_role) {
+                self.probe_role_later = true;
+                self.inv.role = true;
+                backend.marks.role_changed = true;
+            }
+            if std::mem::take(&mut fu.count_user_vars) {
+                self.inv.user_vars_unverified = true;
+            }
+        } else {
+            fu.probe_role |= std::mem::take(&mut self.probe_role_later);
+        }
         if fu.globals_changed {
             let pool = &self.shared.pool;
             pool.globals_changed();
@@ -786,7 +802,7 @@ impl Session {
         // Never carried to a later query, whose settings may read the
         // literals otherwise.
         self.inv.give_up_pending_locks();
-        if fu.count_user_vars || self.inv.user_vars_unverified {
+        if !keep_found_rows && (fu.count_user_vars || self.inv.user_vars_unverified) {
             // Stored code may set user variables the text does not show.
             // The count reads a table, which clears the diagnostics area:
             // with warnings or an error to keep, count after a later

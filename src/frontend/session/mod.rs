@@ -109,6 +109,10 @@ pub struct Session {
     failed_change_user: u8,
     /// Rows of the last result set (what FOUND_ROWS() returns).
     found_rows: u64,
+    /// The role probe after stored code was put off (it would have replaced
+    /// the FOUND_ROWS() the client reads next): run after the next
+    /// statement, the session held (its role unknown) meanwhile.
+    probe_role_later: bool,
     /// What ROW_COUNT() returns after the client's previous command, when
     /// the proxy knows it (see [`row_count`]).
     row_count: Option<i64>,
@@ -294,6 +298,7 @@ impl Session {
             swallowed: None,
             failed_change_user: 0,
             found_rows: 0,
+            probe_role_later: false,
             row_count: Some(0),
             prime_row_count: None,
             row_count_now: None,
