@@ -249,3 +249,52 @@ async fn found_rows_survives_the_checks_after_stored_code() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_created_by_dynamic_sql_or_a_procedure_count_at_once() {
+    let db = MariaDb::shared();
+    schema_with_lock_view(
+        db,
+        "cc_dyn",
+        "CREATE PROCEDURE cc_dyn.mkv() CREATE VIEW cc_dyn.vp AS SELECT GET_LOCK('cc_dyn_p', 0) AS g;\n\
+         CREATE PROCEDURE cc_dyn.noop() SELECT 1;\n",
+    );
+    // Only the guards can learn within the test: the interval is long.
+    let p = one_backend(db, 600_000).await;
+    read_again(&p, 0, 1, Duration::from_secs(5)).await;
+    // A CALL of a procedure that runs no DDL leaves the catalog known.
+    let mut a = client(&p, "cc_dyn").await;
+    let r = a.query("CALL noop()").await;
+    assert!(!matches!(r, Response::Err(_)), "{r:?}");
+    a.quit().await;
+    assert_eq!(catalog(&p).await["state"], "known");
+    for (create, lock) in [
+        ("CALL mkv()", "cc_dyn_p"),
+        (
+            "EXECUTE IMMEDIATE CONCAT('CREATE VI', 'EW vi AS SELECT GET_LOCK(''cc_dyn_i'', 0) AS g')",
+            "cc_dyn_i",
+        ),
+    ] {
+        let mut a1 = client(&p, "cc_dyn").await;
+        let r = a1.query(create).await;
+        assert!(!matches!(r, Response::Err(_)), "{create}: {r:?}");
+        a1.quit().await;
+        let view = if lock == "cc_dyn_p" { "vp" } else { "vi" };
+        lock_does_not_reach_the_next_client(&p, "cc_dyn", &format!("SELECT g FROM {view}"), lock)
+            .await;
+    }
+    // PREPARE … FROM an expression, EXECUTE later in the session.
+    let mut a1 = client(&p, "cc_dyn").await;
+    for q in [
+        "SET @q = CONCAT('CREATE VI', 'EW vx AS SELECT GET_LOCK(''cc_dyn_x'', 0) AS g')",
+        "PREPARE s FROM @q",
+        "DO SLEEP(0.2)",
+        "EXECUTE s",
+        "DEALLOCATE PREPARE s",
+    ] {
+        let r = a1.query(q).await;
+        assert!(!matches!(r, Response::Err(_)), "{q}: {r:?}");
+    }
+    a1.quit().await;
+    lock_does_not_reach_the_next_client(&p, "cc_dyn", "SELECT g FROM vx", "cc_dyn_x").await;
+}

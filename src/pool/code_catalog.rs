@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::backend::{self, BackendConn, BackendError, BackendParams};
-use crate::session_state::code_names::{self, CodeNames, TriggerRow, ViewRow};
+use crate::session_state::code_names::{self, CodeNames, ProcRow, TriggerRow, ViewRow};
 
 /// A reading older than this many intervals is not trusted.
 pub const STALE_AFTER_REFRESHES: u32 = 10;
@@ -56,6 +56,8 @@ const VIEWS_SQL: &str =
     "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS";
 const TRIGGERS_SQL: &str =
     "SELECT DISTINCT EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS";
+/// Procedures, whose body may run DDL when called.
+const ROUTINES_SQL: &str = "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_DEFINITION FROM information_schema.ROUTINES WHERE ROUTINE_TYPE = 'PROCEDURE'";
 /// Columns whose DEFAULT is an expression (a call may draw a sequence value).
 const DEFAULTS_SQL: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS WHERE COLUMN_DEFAULT LIKE '%(%'";
 const PRIVILEGES_SQL: &str = "SELECT COUNT(DISTINCT PRIVILEGE_TYPE) FROM information_schema.USER_PRIVILEGES \
@@ -309,18 +311,25 @@ impl CodeCatalog {
         let views = c.query_rows(VIEWS_SQL, MAX_ROWS + 1).await?;
         let triggers = c.query_rows(TRIGGERS_SQL, MAX_ROWS + 1).await?;
         let defaults = c.query_rows(DEFAULTS_SQL, MAX_ROWS + 1).await?;
-        if views.len() > MAX_ROWS || triggers.len() > MAX_ROWS || defaults.len() > MAX_ROWS {
+        let routines = c.query_rows(ROUTINES_SQL, MAX_ROWS + 1).await?;
+        if [&views, &triggers, &defaults, &routines]
+            .iter()
+            .any(|r| r.len() > MAX_ROWS)
+        {
             return Ok(Err(format!("more than {MAX_ROWS} views or triggers")));
         }
         let cell = |r: &[Option<String>], i: usize| r.get(i).cloned().flatten();
-        let views: Vec<ViewRow> = views
-            .iter()
-            .map(|r| ViewRow {
-                schema: cell(r, 0).unwrap_or_default(),
-                name: cell(r, 1).unwrap_or_default(),
-                definition: cell(r, 2),
-            })
-            .collect();
+        // (schema, name, definition) rows: views and procedures.
+        let defined = |rows: &[Vec<Option<String>>]| -> Vec<ViewRow> {
+            rows.iter()
+                .map(|r| ViewRow {
+                    schema: cell(r, 0).unwrap_or_default(),
+                    name: cell(r, 1).unwrap_or_default(),
+                    definition: cell(r, 2),
+                })
+                .collect()
+        };
+        let views = defined(&views);
         let row = |r: &[Option<String>]| TriggerRow {
             schema: cell(r, 0).unwrap_or_default(),
             table: cell(r, 1).unwrap_or_default(),
@@ -337,7 +346,8 @@ impl CodeCatalog {
             .collect();
         reader.fingerprint = Some(fingerprint);
         reader.last_full = Some(Instant::now());
-        Ok(Ok(Some(CodeNames::build(&views, &triggers))))
+        let procs: Vec<ProcRow> = defined(&routines);
+        Ok(Ok(Some(CodeNames::build_with(&views, &triggers, &procs))))
     }
 
     /// One reading, installed when nothing changed meanwhile. Returns

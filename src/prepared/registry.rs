@@ -44,9 +44,8 @@ pub struct StmtEntry {
     /// The text's statement digest: computed once, at the first EXECUTE
     /// counted, with that session's lex options.
     digest: std::sync::OnceLock<(crate::sql::LexOptions, crate::sql::digest::Digest)>,
-    /// Whether the text may change which names run code (DDL with VIEW,
-    /// TRIGGER or RENAME): computed once.
-    changes_code_names: std::sync::OnceLock<bool>,
+    /// What the text may do to which names run code: computed once.
+    changes_code_names: std::sync::OnceLock<crate::session_state::code_names::DdlScan>,
     /// Whether the text names a code-bearing object, in the prepare
     /// schema, as of set version `v`: `v << 1 | answer` (0 = not yet).
     names_code: std::sync::atomic::AtomicU64,
@@ -69,12 +68,12 @@ impl StmtEntry {
         }
     }
 
-    /// True when the text may change which names run code (see
-    /// [`crate::session_state::code_names::may_change_code_names`]).
-    pub fn changes_code_names(&self) -> bool {
+    /// What the text may do to which names run code (see
+    /// [`crate::session_state::code_names::DdlScan`]).
+    pub fn changes_code_names(&self) -> crate::session_state::code_names::DdlScan {
         *self
             .changes_code_names
-            .get_or_init(|| crate::session_state::code_names::may_change_code_names(&self.key.sql))
+            .get_or_init(|| crate::session_state::code_names::DdlScan::of(&self.key.sql))
     }
 
     /// True when the text, run in the schema it was prepared in, names a

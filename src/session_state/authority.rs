@@ -789,12 +789,24 @@ fn apply_statement(
             Effect::TextPrepare { name } => {
                 explained = true;
                 marks.needs_reset = true;
-                inv.text_prepared.insert(name.to_ascii_lowercase());
+                let name = name.to_ascii_lowercase();
+                let text = st.effects.iter().find_map(|e| match e {
+                    Effect::DynamicSql { text } => Some(text),
+                    _ => None,
+                });
+                let scan = text.map(|t| super::code_names::DdlScan::of(t));
+                if scan.is_none_or(|s| s.ddl || s.call || s.execute) {
+                    inv.ddl_prepared.insert(name.clone());
+                } else {
+                    inv.ddl_prepared.remove(&name);
+                }
+                inv.text_prepared.insert(name);
             }
             Effect::Deallocate { name } => {
                 explained = true;
                 if removes {
                     inv.text_prepared.remove(&name.to_ascii_lowercase());
+                    inv.ddl_prepared.remove(&name.to_ascii_lowercase());
                 }
             }
             Effect::Xa => {

@@ -187,6 +187,45 @@ struct SchemaObjects {
     names: KeySet<()>,
     /// An object whose name has no ASCII run (matches any non-ASCII text).
     non_ascii: bool,
+    /// Procedures that may change the set when called (DDL or dynamic SQL
+    /// in their body, or a body the server did not show).
+    procedures: KeySet<()>,
+    /// Such a procedure's name has no ASCII run.
+    procedures_non_ascii: bool,
+}
+
+/// Which kind of member a match looks for.
+#[derive(Clone, Copy)]
+enum Kind2 {
+    Objects,
+    Procedures,
+}
+
+impl SchemaObjects {
+    fn of(&self, k: Kind2) -> (&KeySet<()>, bool) {
+        match k {
+            Kind2::Objects => (&self.names, self.non_ascii),
+            Kind2::Procedures => (&self.procedures, self.procedures_non_ascii),
+        }
+    }
+}
+
+/// A stored procedure and its body (`None` when the server did not show
+/// it): the same shape as a view's row.
+pub type ProcRow = ViewRow;
+
+/// A procedure body that may change which names run code: DDL, dynamic
+/// SQL, a nested CALL, or a body not shown.
+fn procedure_may_change(def: Option<&str>) -> bool {
+    let Some(def) = def.filter(|d| !d.trim().is_empty()) else {
+        return true;
+    };
+    may_change_code_names(def.as_bytes())
+        || runs(def.as_bytes()).any(|r| {
+            [&b"prepare"[..], b"execute", b"call", b"immediate"]
+                .iter()
+                .any(|w| r.eq_ignore_ascii_case(w))
+        })
 }
 
 /// The code-bearing objects of a server, as matched against text.
@@ -200,6 +239,8 @@ pub struct CodeNames {
     non_ascii_schemas: Vec<Vec<u8>>,
     /// How many objects are in the set.
     objects: usize,
+    /// How many procedures that may change it.
+    procedures: usize,
     /// Which installed set this is (0 until installed), so that an answer
     /// cached for a prepared statement is known to be current.
     version: u64,
@@ -210,7 +251,18 @@ impl CodeNames {
     /// when its definition is unknown, cannot be read, has any effect, or
     /// names a member (to a fixpoint); a table with triggers always is.
     pub fn build(views: &[ViewRow], triggers: &[TriggerRow]) -> Self {
+        Self::build_with(views, triggers, &[])
+    }
+
+    /// As [`Self::build`], with the procedures whose call may change the
+    /// set.
+    pub fn build_with(views: &[ViewRow], triggers: &[TriggerRow], procs: &[ProcRow]) -> Self {
         let mut set = CodeNames::default();
+        for p in procs {
+            if procedure_may_change(p.definition.as_deref()) {
+                set.insert_as(&p.schema, &p.name, Kind2::Procedures);
+            }
+        }
         for t in triggers {
             set.insert(&t.schema, &t.table);
         }
@@ -242,7 +294,7 @@ impl CodeNames {
         set
     }
 
-    fn insert(&mut self, schema: &str, name: &str) {
+    fn schema(&mut self, schema: &str) -> &mut SchemaObjects {
         let lower = schema.as_bytes().to_ascii_lowercase();
         if !self.schemas.contains_key(&lower) {
             match key_of(schema.as_bytes()) {
@@ -250,12 +302,33 @@ impl CodeNames {
                 None => self.non_ascii_schemas.push(lower.clone()),
             }
         }
-        let objects = self.schemas.entry(lower).or_default();
+        self.schemas.entry(lower).or_default()
+    }
+
+    fn insert(&mut self, schema: &str, name: &str) {
+        self.insert_as(schema, name, Kind2::Objects);
+    }
+
+    fn insert_as(&mut self, schema: &str, name: &str, kind: Kind2) {
+        let o = self.schema(schema);
+        let (keys, non_ascii) = match kind {
+            Kind2::Objects => (&mut o.names, &mut o.non_ascii),
+            Kind2::Procedures => (&mut o.procedures, &mut o.procedures_non_ascii),
+        };
         match key_of(name.as_bytes()) {
-            Some(k) => *objects.names.entry(k) = (),
-            None => objects.non_ascii = true,
+            Some(k) => *keys.entry(k) = (),
+            None => *non_ascii = true,
         }
-        self.objects += 1;
+        match kind {
+            Kind2::Objects => self.objects += 1,
+            Kind2::Procedures => self.procedures += 1,
+        }
+    }
+
+    /// True when `text` (a CALL), run with `schema` as the session's
+    /// schema, may call a procedure that changes the set.
+    pub fn calls_ddl(&self, text: &[u8], schema: &[u8]) -> bool {
+        self.procedures > 0 && self.find(text, schema, Kind2::Procedures)
     }
 
     /// No code-bearing object at all: nothing to match.
@@ -283,17 +356,19 @@ impl CodeNames {
     /// name a code-bearing object: one of the session's schema named in
     /// the text, or one of a schema the text names.
     pub fn touches(&self, text: &[u8], schema: &[u8]) -> bool {
-        if self.is_empty() {
-            return false;
-        }
+        !self.is_empty() && self.find(text, schema, Kind2::Objects)
+    }
+
+    fn find(&self, text: &[u8], schema: &[u8], kind: Kind2) -> bool {
         let mut buf = [0u8; MAX_KEY];
         let current = if schema.iter().any(u8::is_ascii_uppercase) {
             self.schemas.get(&schema.to_ascii_lowercase())
         } else {
             self.schemas.get(schema)
         };
+        let current = current.map(|c| c.of(kind));
         let non_ascii_text = text.iter().any(|c| *c >= 0x80);
-        if non_ascii_text && current.is_some_and(|c| c.non_ascii) {
+        if non_ascii_text && current.is_some_and(|(_, n)| n) {
             return true;
         }
         // One pass: the session's schema's names, and which other schemas
@@ -301,7 +376,7 @@ impl CodeNames {
         let mut named: Vec<&Vec<u8>> = Vec::new();
         for run in runs(text) {
             for r in variants(run) {
-                if current.is_some_and(|c| c.names.get(r, &mut buf).is_some()) {
+                if current.is_some_and(|(c, _)| c.get(r, &mut buf).is_some()) {
                     return true;
                 }
                 if let Some(s) = self.schema_keys.get(r, &mut buf) {
@@ -314,10 +389,11 @@ impl CodeNames {
         }
         named.into_iter().any(|s| {
             self.schemas.get(s).is_some_and(|o| {
-                (non_ascii_text && o.non_ascii)
+                let (keys, non_ascii) = o.of(kind);
+                (non_ascii_text && non_ascii)
                     || runs(text)
                         .flat_map(variants)
-                        .any(|r| o.names.get(r, &mut buf).is_some())
+                        .any(|r| keys.get(r, &mut buf).is_some())
             })
         })
     }
@@ -391,6 +467,37 @@ fn plainly_not_ddl(text: &[u8]) -> bool {
     PLAIN.iter().any(|w| first.eq_ignore_ascii_case(w))
 }
 
+/// What a text about to be sent may do to the set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DdlScan {
+    /// DDL that may change it (see [`may_change_code_names`]).
+    pub ddl: bool,
+    /// A CALL: changes it when the procedure may (see
+    /// [`CodeNames::calls_ddl`]).
+    pub call: bool,
+    /// An EXECUTE of a text-prepared statement: changes it when the
+    /// session prepared one that may.
+    pub execute: bool,
+}
+
+impl DdlScan {
+    /// Scans `text`.
+    pub fn of(text: &[u8]) -> Self {
+        if plainly_not_ddl(text) {
+            return Self::default();
+        }
+        let mut scan = DdlScan {
+            ddl: may_change_code_names(text),
+            ..Self::default()
+        };
+        for r in runs(text).flat_map(variants) {
+            scan.call |= r.eq_ignore_ascii_case(b"call");
+            scan.execute |= r.eq_ignore_ascii_case(b"execute");
+        }
+        scan
+    }
+}
+
 /// True when `text` may create, change or remove a view or a trigger, or
 /// rename a table (a DDL verb with VIEW, TRIGGER or RENAME anywhere in it,
 /// strings included): the catalog is stale from before it is sent until
@@ -429,7 +536,13 @@ pub fn may_change_code_names(text: &[u8]) -> bool {
                 object |= rename;
             }
             7 => object |= is(b"trigger"),
-            9 => temporaries += usize::from(is(b"temporary")),
+            9 => {
+                temporaries += usize::from(is(b"temporary"));
+                // EXECUTE IMMEDIATE of an expression: the text is not seen.
+                if is(b"immediate") {
+                    return true;
+                }
+            }
             _ => continue,
         }
         if verb && object {
@@ -561,6 +674,52 @@ mod tests {
         assert!(names.touches("INSERT INTO `таблица` VALUES (1)".as_bytes(), b"app"));
         assert!(names.touches(b"INSERT INTO `\xd4\xc1` VALUES (1)", b"app"));
         assert!(!names.touches(b"INSERT INTO t VALUES (1)", b"app"));
+    }
+
+    #[test]
+    fn procedures_that_may_change_the_set_are_known_by_name() {
+        let proc = |name: &str, def: Option<&str>| ProcRow {
+            schema: "app".into(),
+            name: name.into(),
+            definition: def.map(str::to_string),
+        };
+        let names = CodeNames::build_with(
+            &[],
+            &[],
+            &[
+                proc("mkv", Some("CREATE VIEW v AS SELECT 1")),
+                proc("dyn", Some("BEGIN PREPARE s FROM @q; EXECUTE s; END")),
+                proc("nested", Some("CALL other()")),
+                proc("hidden", None),
+                proc("plain", Some("BEGIN SELECT 1; UPDATE t SET a = 1; END")),
+            ],
+        );
+        for hit in [
+            "CALL mkv()",
+            "call DYN()",
+            "CALL app.nested",
+            "CALL hidden()",
+        ] {
+            assert!(names.calls_ddl(hit.as_bytes(), b"app"), "{hit}");
+        }
+        assert!(!names.calls_ddl(b"CALL plain()", b"app"));
+        assert!(!names.calls_ddl(b"CALL mkv()", b"other"));
+        assert!(names.calls_ddl(b"CALL app.mkv()", b"other"));
+        // Procedures are not objects a statement's text runs.
+        assert!(!names.touches(b"SELECT * FROM mkv", b"app"));
+    }
+
+    #[test]
+    fn what_a_text_may_do_to_the_set_before_it_is_sent() {
+        assert_eq!(DdlScan::of(b"SELECT * FROM t"), DdlScan::default());
+        assert!(DdlScan::of(b"CALL p()").call);
+        assert!(DdlScan::of(b"EXECUTE s").execute);
+        assert!(DdlScan::of(b"EXECUTE IMMEDIATE @q").ddl);
+        assert!(DdlScan::of(b"SELECT 1; CALL p()").call);
+        assert!(
+            !DdlScan::of(b"SELECT call FROM t").call,
+            "one SELECT calls nothing"
+        );
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub struct Inventory {
     pub handlers: BTreeSet<Vec<u8>>,
     /// Text-protocol prepared statement names (lowercase).
     pub text_prepared: BTreeSet<Vec<u8>>,
+    /// Those whose text may change which names run code (DDL, a CALL,
+    /// dynamic SQL, or a text not seen: prepared from an expression).
+    pub ddl_prepared: BTreeSet<Vec<u8>>,
     /// An XA transaction is associated with the session.
     pub xa: bool,
     /// A one-shot setting (SET TRANSACTION, insert_id) awaits the next

@@ -356,15 +356,7 @@ impl Session {
         // A statement that may create or change a view or trigger: the
         // catalog of such names is unknown from now until it is read again
         // after the reply (see `code_catalog`).
-        let _catalog_guard = match (&executing, payload.first()) {
-            (Some(e), _) => self
-                .shared
-                .pool
-                .code_catalog
-                .guard_if(e.changes_code_names()),
-            (None, Some(&COM_QUERY)) => self.shared.pool.code_catalog.guard_if_ddl(&payload[1..]),
-            _ => None,
-        };
+        let _catalog_guard = self.guard_catalog(executing.as_deref(), payload);
         let sent = if streamed {
             Ok(0)
         } else if read_insert_id_ahead {
@@ -736,6 +728,39 @@ impl Session {
     /// Runs the probes the authority asked for, on the backend that just
     /// answered, and reads LAST_INSERT_ID() before the backend is let go.
     /// A failed probe leaves the inventory as it was (fail closed).
+    /// Holds the catalog of code-bearing names unknown while a statement
+    /// that may change it runs (see `code_catalog`): DDL in its text, a
+    /// CALL of a procedure that may run DDL, or an EXECUTE while the
+    /// session holds a text-prepared statement that may.
+    fn guard_catalog(
+        &self,
+        executing: Option<&crate::prepared::StmtEntry>,
+        payload: &[u8],
+    ) -> Option<crate::pool::code_catalog::DdlGuard> {
+        use crate::session_state::code_names::DdlScan;
+        let (scan, text, prepared_in) = match (executing, payload.first()) {
+            (Some(e), _) => (
+                e.changes_code_names(),
+                &e.key.sql[..],
+                e.key.schema.as_deref(),
+            ),
+            (None, Some(&COM_QUERY)) => (DdlScan::of(&payload[1..]), &payload[1..], None),
+            _ => return None,
+        };
+        let catalog = &self.shared.pool.code_catalog;
+        let calls_ddl = || {
+            let schema = self.state.schema.as_deref().unwrap_or_default();
+            catalog.names().is_none_or(|n| {
+                n.calls_ddl(text, schema) || prepared_in.is_some_and(|p| n.calls_ddl(text, p))
+            })
+        };
+        catalog.guard_if(
+            scan.ddl
+                || (scan.call && calls_ddl())
+                || (scan.execute && !self.inv.ddl_prepared.is_empty()),
+        )
+    }
+
     async fn follow_up(
         &mut self,
         backend: &mut Leased,
