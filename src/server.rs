@@ -223,18 +223,25 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
                 .map_err(|e| StartError::Setup(format!("starting the group workers: {e}")))?,
         ),
     };
-    let catalog_params = params[0].clone();
     let pool = Pool::new(&cfg, params, server);
     pool.spawn_maintenance();
     // The first reading of the views and triggers before clients come: until
     // it is read, every statement naming a table is reset after.
     let mut catalog_reader = crate::pool::code_catalog::Reader::default();
     if start_error.is_none() && cfg.pool.code_catalog_refresh_ms > 0 {
-        let limit = catalog_params.connect_timeout.max(Duration::from_secs(2));
         let all = crate::pool::code_catalog::sees_for_all(&cfg);
         let interval = Duration::from_millis(cfg.pool.code_catalog_refresh_ms);
+        let limit = Duration::from_millis(cfg.backend.connect_timeout_ms)
+            .max(Duration::from_secs(2))
+            .max(interval * 2);
         pool.code_catalog
-            .refresh(&mut catalog_reader, &catalog_params, !all, interval, limit)
+            .refresh(
+                &pool,
+                &mut catalog_reader,
+                !all,
+                interval.max(limit / 2),
+                limit,
+            )
             .await;
     }
     if let Some(e) = start_error
@@ -281,8 +288,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
             .clone()
             .run(catalog_reader, move || {
                 let s = weak.upgrade()?;
-                let params = s.pool.credentials.load().first().cloned();
-                Some((s.config.load_full(), params))
+                Some((s.config.load_full(), s.pool.clone()))
             }),
     );
     Ok(shared)

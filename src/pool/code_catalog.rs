@@ -19,9 +19,10 @@
 //!
 //! Objects created outside this proxy are learnt within one interval: that
 //! window is the one case in which a statement is judged by an old set
-//! (docs/compatibility.md, "Views and triggers"). The reading runs on a
-//! connection of its own (`backend.user`), outside the pool budget, so a
-//! saturated pool does not starve it.
+//! (docs/compatibility.md, "Views and triggers"). The reading borrows a
+//! helper connection of `backend.user` within the pool budget (see
+//! `helper`); when none comes free within an interval it is skipped, and
+//! after [`STALE_AFTER_REFRESHES`] skipped intervals the set is unknown.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,7 +31,7 @@ use arc_swap::ArcSwapOption;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::{self, BackendConn, BackendError, BackendParams};
+use crate::backend::{BackendConn, BackendError};
 use crate::session_state::code_names::{self, CodeNames, ProcRow, TriggerRow, ViewRow};
 
 /// A reading older than this many intervals is not trusted.
@@ -84,7 +85,6 @@ pub struct CatalogStatus {
 /// saw.
 #[derive(Default)]
 pub struct Reader {
-    conn: Option<BackendConn>,
     /// `pool.code_catalog_refresh_ms` as of the current reading.
     interval: Duration,
     fingerprint: Option<Vec<Vec<Option<String>>>>,
@@ -270,21 +270,16 @@ impl CodeCatalog {
             .unwrap_or(true)
     }
 
-    /// Reads the catalog once on the reader's connection (dialing it when
-    /// there is none): `Ok(Ok(None))` when the fingerprint is the last full
-    /// reading's (nothing changed), `Ok(Err(why))` when the reading cannot
-    /// be trusted to be complete.
+    /// Reads the catalog once on `c`: `Ok(Ok(None))` when the fingerprint
+    /// is the last full reading's (nothing changed), `Ok(Err(why))` when the
+    /// reading cannot be trusted to be complete.
     async fn read(
         &self,
+        c: &mut BackendConn,
         reader: &mut Reader,
-        params: &BackendParams,
         needs_global: bool,
         may_confirm: bool,
     ) -> Result<Result<Option<CodeNames>, String>, BackendError> {
-        let c = match &mut reader.conn {
-            Some(c) => c,
-            None => reader.conn.insert(backend::connect(params).await?.0),
-        };
         if needs_global {
             let n = c
                 .query_row(PRIVILEGES_SQL)
@@ -293,10 +288,9 @@ impl CodeCatalog {
                 .and_then(|v| v.parse::<u32>().ok())
                 .unwrap_or(0);
             if n < 3 {
-                return Ok(Err(format!(
-                    "clients log in as other server users and {} lacks global SELECT, SHOW VIEW and TRIGGER (it cannot see every view and trigger)",
-                    params.user
-                )));
+                return Ok(Err(
+                    "clients log in as other server users and backend.user lacks global SELECT, SHOW VIEW and TRIGGER (it cannot see every view and trigger)".into(),
+                ));
             }
         }
         let fingerprint = c.query_rows(FINGERPRINT_SQL, 64).await?;
@@ -354,8 +348,8 @@ impl CodeCatalog {
     /// whether a set is known after it.
     pub async fn refresh(
         &self,
+        pool: &Arc<super::Pool>,
         reader: &mut Reader,
-        params: &BackendParams,
         needs_global: bool,
         interval: Duration,
         limit: Duration,
@@ -373,8 +367,15 @@ impl CodeCatalog {
             // A reading that takes longer than an interval (a DDL statement
             // holding information_schema, a stalled server) cannot vouch for
             // the set meanwhile: unknown until it ends.
+            // A connection of the pool's budget (`backend.user`'s), as any
+            // helper: the server sees no more than the budget.
+            let deadline = tokio::time::Instant::now() + interval.min(limit);
+            let Some(mut helper) = pool.helper(0, deadline).await else {
+                self.note_error("no backend connection came free for the reading".into());
+                return false;
+            };
             let read = {
-                let reading = self.read(reader, params, needs_global, may_confirm);
+                let reading = self.read(&mut helper.conn, reader, needs_global, may_confirm);
                 tokio::pin!(reading);
                 match tokio::time::timeout(interval, &mut reading).await {
                     Ok(r) => Ok(r),
@@ -384,6 +385,7 @@ impl CodeCatalog {
                     }
                 }
             };
+            helper.finish(matches!(read, Ok(Ok(_))));
             match read {
                 Ok(Ok(Ok(Some(names)))) => {
                     if self.install(generation, Some(names)) {
@@ -428,17 +430,17 @@ impl CodeCatalog {
     /// each time) and whenever a statement that may change the set was
     /// answered; forgets the set when it could not be read for
     /// [`STALE_AFTER_REFRESHES`] intervals. `current` gives the
-    /// configuration and `backend.user`'s login; the task ends when it
+    /// configuration and the pool; the task ends when it
     /// gives `None` (the proxy is gone). `reader`: the one of the first
     /// reading, if one was made.
     pub async fn run(
         self: Arc<Self>,
         mut reader: Reader,
-        current: impl Fn() -> Option<(Arc<crate::config::Config>, Option<BackendParams>)>,
+        current: impl Fn() -> Option<(Arc<crate::config::Config>, Arc<super::Pool>)>,
     ) {
         let mut first = self.names().is_none();
         loop {
-            let Some((cfg, params)) = current() else {
+            let Some((cfg, pool)) = current() else {
                 return;
             };
             let refresh = Duration::from_millis(cfg.pool.code_catalog_refresh_ms);
@@ -457,11 +459,12 @@ impl CodeCatalog {
                 self.forget("pool.code_catalog_refresh_ms = 0".into());
                 continue;
             }
-            if let Some(p) = params {
-                let limit = p.connect_timeout.max(Duration::from_secs(2));
-                self.refresh(&mut reader, &p, !sees_for_all(&cfg), refresh, limit)
-                    .await;
-            }
+            let limit = Duration::from_millis(cfg.backend.connect_timeout_ms)
+                .max(Duration::from_secs(2))
+                .max(refresh * 2);
+            self.refresh(&pool, &mut reader, !sees_for_all(&cfg), refresh, limit)
+                .await;
+            drop(pool);
             if self.stale(refresh * STALE_AFTER_REFRESHES) && self.names().is_some() {
                 self.forget("the catalog could not be read".into());
             }

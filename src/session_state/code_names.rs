@@ -549,7 +549,15 @@ pub fn may_change_code_names(text: &[u8]) -> bool {
             return true;
         }
     }
-    creates && tables > temporaries
+    // Only when a sequence default may come with it (NEXTVAL, NEXT VALUE
+    // FOR, or LIKE, which copies the source's defaults).
+    creates
+        && tables > temporaries
+        && runs(text).flat_map(variants).any(|r| {
+            [&b"nextval"[..], b"next", b"like", b"setval"]
+                .iter()
+                .any(|w| r.eq_ignore_ascii_case(w))
+        })
 }
 
 #[cfg(test)]
@@ -776,6 +784,8 @@ mod tests {
         for no in [
             "CREATE TEMPORARY TABLE t (a INT)",
             "CREATE TEMPORARY TABLE t LIKE u",
+            "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))",
+            "ALTER TABLE t ADD COLUMN w INT",
             "SELECT view FROM t",
             "INSERT INTO trigger_log VALUES (1)",
             "DROP TABLE t",
