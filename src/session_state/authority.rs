@@ -288,6 +288,12 @@ pub fn mark_code_names(
     // A USE earlier in the same query changes the schema the later
     // statements' names resolve in: each is matched in every schema the
     // session may be in by then (fail closed: a USE that failed counts).
+    // Known: a match is a call of stored code. Unknown: a reset only.
+    let effect = if names.is_some() {
+        Effect::StoredFunction
+    } else {
+        Effect::MaybeHiddenCode
+    };
     let marks = {
         let a: &Analysis = analysis;
         // Schemas USEd earlier in the query (no allocation without one).
@@ -306,7 +312,7 @@ pub fn mark_code_names(
             hit
         })
     };
-    mark(analysis, marks);
+    mark(analysis, marks, effect);
 }
 
 /// The statements for which `runs_code` holds and that are not marked yet
@@ -315,21 +321,27 @@ fn marked<'a>(a: &'a Analysis, mut runs_code: impl FnMut(&'a Statement) -> bool)
     a.statements
         .iter()
         .enumerate()
-        .filter(|(_, st)| runs_code(st) && !st.effects.contains(&Effect::StoredFunction))
+        .filter(|(_, st)| {
+            runs_code(st)
+                && !st
+                    .effects
+                    .iter()
+                    .any(|e| matches!(e, Effect::StoredFunction | Effect::MaybeHiddenCode))
+        })
         .map(|(i, _)| i)
         .collect()
 }
 
 /// Marks statements `marks` as calls of stored code; copies the analysis
 /// only when there is one.
-fn mark(analysis: &mut std::borrow::Cow<'_, Analysis>, marks: Vec<usize>) {
+fn mark(analysis: &mut std::borrow::Cow<'_, Analysis>, marks: Vec<usize>, effect: Effect) {
     if marks.is_empty() {
         return;
     }
     let a = analysis.to_mut();
     for i in marks {
         if let Some(st) = a.statements.get_mut(i) {
-            st.effects.push(Effect::StoredFunction);
+            st.effects.push(effect.clone());
         }
     }
 }
@@ -337,7 +349,7 @@ fn mark(analysis: &mut std::borrow::Cow<'_, Analysis>, marks: Vec<usize>) {
 /// Marks every statement of `analysis` as a call of stored code.
 pub fn mark_all_stored_code(analysis: &mut std::borrow::Cow<'_, Analysis>) {
     let marks = marked(analysis, |_| true);
-    mark(analysis, marks);
+    mark(analysis, marks, Effect::StoredFunction);
 }
 
 /// Statements whose work the text does not show (stored code, dynamic SQL).
@@ -646,6 +658,7 @@ fn partial_effect(e: &Effect) -> bool {
             | Effect::UserVarAssign { .. }
             | Effect::Sequence
             | Effect::StoredFunction
+            | Effect::MaybeHiddenCode
             | Effect::Function(_)
     )
 }
@@ -924,6 +937,7 @@ fn apply_statement(
                 inv.sequences = true;
                 marks.needs_reset = true;
             }
+            Effect::MaybeHiddenCode => marks.needs_reset = true,
             Effect::StoredFunction => {
                 // Its body is not visible: it may take named locks, use
                 // sequences or set variables. Reset before sharing; count
@@ -997,8 +1011,15 @@ mod tests {
                 .collect()
         };
         assert_eq!(marked(Some(&names)), [false, false, true]);
-        // Unknown set: every statement that may name a table.
-        assert_eq!(marked(None), [true, false, true]);
+        // Unknown set: every statement that may name a table (a reset only).
+        let mut a = std::borrow::Cow::Owned(crate::sql::analyze(sql, Default::default()));
+        super::mark_code_names(&mut a, sql, b"test", None);
+        let reset_only: Vec<bool> = a
+            .statements
+            .iter()
+            .map(|s| s.effects.contains(&crate::sql::Effect::MaybeHiddenCode))
+            .collect();
+        assert_eq!(reset_only, [true, false, true]);
     }
 
     #[test]

@@ -286,6 +286,11 @@ pub enum Effect {
     /// that is not built in, or any `schema.name(`. What its body does
     /// (named locks, sequences, roles, variables) is not visible.
     StoredFunction,
+    /// May run a view's or a trigger's code while which names do is not
+    /// known (set by the session-state authority, never by the analysis):
+    /// the backend is reset before it is shared, and nothing is run on it
+    /// meanwhile (no probe changes what the client's next statement sees).
+    MaybeHiddenCode,
     /// SET [GLOBAL|SESSION] TRANSACTION …; `Scope::Default` is one-shot.
     SetTransaction { scope: Scope },
     /// SET STATEMENT … FOR: the variables revert after the statement; the
