@@ -160,15 +160,9 @@ impl CodeCatalog {
         self.names.load_full()
     }
 
-    /// Marks the set unknown until a statement `text` (about to be sent)
-    /// has been answered and the catalog read again, when `text` may change
-    /// it.
-    pub fn guard_if_ddl(self: &Arc<Self>, text: &[u8]) -> Option<DdlGuard> {
-        self.guard_if(code_names::may_change_code_names(text))
-    }
-
-    /// As [`Self::guard_if_ddl`], for a statement already known to change
-    /// the set (`ddl`) or not.
+    /// Marks the set unknown until the statement about to be sent has been
+    /// answered and the catalog read again, when it may change the set
+    /// (`ddl`, see [`code_names::DdlScan`]).
     pub fn guard_if(self: &Arc<Self>, ddl: bool) -> Option<DdlGuard> {
         if !ddl {
             return None;
@@ -494,7 +488,9 @@ mod tests {
         assert!(c.names().is_some());
         // A reading begun before a DDL statement was sent.
         let (g, _) = c.generation();
-        let guard = c.guard_if_ddl(b"CREATE VIEW v AS SELECT 1");
+        let guard = c.guard_if(code_names::may_change_code_names(
+            b"CREATE VIEW v AS SELECT 1",
+        ));
         assert!(guard.is_some());
         assert!(c.names().is_none(), "unknown from before the DDL is sent");
         assert!(!c.install(g, Some(names())));
@@ -520,7 +516,7 @@ mod tests {
         assert!(c.install(g, Some(names())));
         assert!(c.install(g, None));
         assert_eq!(c.status(Duration::from_secs(1)).readings, 2);
-        drop(c.guard_if_ddl(b"DROP VIEW v"));
+        drop(c.guard_if(code_names::may_change_code_names(b"DROP VIEW v")));
         let (g, _) = c.generation();
         assert!(
             !c.install(g, None),
@@ -534,10 +530,15 @@ mod tests {
         let (g, _) = c.generation();
         assert!(c.install(g, Some(names())));
         assert!(
-            c.guard_if_ddl(b"CREATE TEMPORARY TABLE x (a INT)")
+            c.guard_if(code_names::may_change_code_names(
+                b"CREATE TEMPORARY TABLE x (a INT)"
+            ))
+            .is_none()
+        );
+        assert!(
+            c.guard_if(code_names::may_change_code_names(b"SELECT * FROM t"))
                 .is_none()
         );
-        assert!(c.guard_if_ddl(b"SELECT * FROM t").is_none());
         assert!(c.names().is_some());
     }
 }

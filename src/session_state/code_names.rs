@@ -196,16 +196,16 @@ struct SchemaObjects {
 
 /// Which kind of member a match looks for.
 #[derive(Clone, Copy)]
-enum Kind2 {
+enum Member {
     Objects,
     Procedures,
 }
 
 impl SchemaObjects {
-    fn of(&self, k: Kind2) -> (&KeySet<()>, bool) {
+    fn of(&self, k: Member) -> (&KeySet<()>, bool) {
         match k {
-            Kind2::Objects => (&self.names, self.non_ascii),
-            Kind2::Procedures => (&self.procedures, self.procedures_non_ascii),
+            Member::Objects => (&self.names, self.non_ascii),
+            Member::Procedures => (&self.procedures, self.procedures_non_ascii),
         }
     }
 }
@@ -260,7 +260,7 @@ impl CodeNames {
         let mut set = CodeNames::default();
         for p in procs {
             if procedure_may_change(p.definition.as_deref()) {
-                set.insert_as(&p.schema, &p.name, Kind2::Procedures);
+                set.insert_as(&p.schema, &p.name, Member::Procedures);
             }
         }
         for t in triggers {
@@ -306,29 +306,29 @@ impl CodeNames {
     }
 
     fn insert(&mut self, schema: &str, name: &str) {
-        self.insert_as(schema, name, Kind2::Objects);
+        self.insert_as(schema, name, Member::Objects);
     }
 
-    fn insert_as(&mut self, schema: &str, name: &str, kind: Kind2) {
+    fn insert_as(&mut self, schema: &str, name: &str, kind: Member) {
         let o = self.schema(schema);
         let (keys, non_ascii) = match kind {
-            Kind2::Objects => (&mut o.names, &mut o.non_ascii),
-            Kind2::Procedures => (&mut o.procedures, &mut o.procedures_non_ascii),
+            Member::Objects => (&mut o.names, &mut o.non_ascii),
+            Member::Procedures => (&mut o.procedures, &mut o.procedures_non_ascii),
         };
         match key_of(name.as_bytes()) {
             Some(k) => *keys.entry(k) = (),
             None => *non_ascii = true,
         }
         match kind {
-            Kind2::Objects => self.objects += 1,
-            Kind2::Procedures => self.procedures += 1,
+            Member::Objects => self.objects += 1,
+            Member::Procedures => self.procedures += 1,
         }
     }
 
     /// True when `text` (a CALL), run with `schema` as the session's
     /// schema, may call a procedure that changes the set.
     pub fn calls_ddl(&self, text: &[u8], schema: &[u8]) -> bool {
-        self.procedures > 0 && self.find(text, schema, Kind2::Procedures)
+        self.procedures > 0 && self.find(text, schema, Member::Procedures)
     }
 
     /// No code-bearing object at all: nothing to match.
@@ -356,16 +356,19 @@ impl CodeNames {
     /// name a code-bearing object: one of the session's schema named in
     /// the text, or one of a schema the text names.
     pub fn touches(&self, text: &[u8], schema: &[u8]) -> bool {
-        !self.is_empty() && self.find(text, schema, Kind2::Objects)
+        !self.is_empty() && self.find(text, schema, Member::Objects)
     }
 
-    fn find(&self, text: &[u8], schema: &[u8], kind: Kind2) -> bool {
+    fn find(&self, text: &[u8], schema: &[u8], kind: Member) -> bool {
         let mut buf = [0u8; MAX_KEY];
-        let current = if schema.iter().any(u8::is_ascii_uppercase) {
-            self.schemas.get(&schema.to_ascii_lowercase())
-        } else {
-            self.schemas.get(schema)
-        };
+        // The schema lowercased on the stack, no allocation (a schema name
+        // is at most 64 characters, 256 bytes).
+        let mut lower = [0u8; MAX_KEY];
+        let n = schema.len().min(MAX_KEY);
+        for (d, c) in lower.iter_mut().zip(schema) {
+            *d = c.to_ascii_lowercase();
+        }
+        let current = self.schemas.get(&lower[..n]);
         let current = current.map(|c| c.of(kind));
         let non_ascii_text = text.iter().any(|c| *c >= 0x80);
         if non_ascii_text && current.is_some_and(|(_, n)| n) {

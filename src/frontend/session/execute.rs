@@ -725,9 +725,6 @@ impl Session {
         }
     }
 
-    /// Runs the probes the authority asked for, on the backend that just
-    /// answered, and reads LAST_INSERT_ID() before the backend is let go.
-    /// A failed probe leaves the inventory as it was (fail closed).
     /// Holds the catalog of code-bearing names unknown while a statement
     /// that may change it runs (see `code_catalog`): DDL in its text, a
     /// CALL of a procedure that may run DDL, or an EXECUTE while the
@@ -761,6 +758,9 @@ impl Session {
         )
     }
 
+    /// Runs the probes the authority asked for, on the backend that just
+    /// answered, and reads LAST_INSERT_ID() before the backend is let go.
+    /// A failed probe leaves the inventory as it was (fail closed).
     async fn follow_up(
         &mut self,
         backend: &mut Leased,
