@@ -281,16 +281,14 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         throttle,
     });
     let weak = Arc::downgrade(&shared);
-    tokio::spawn(
-        shared
-            .pool
-            .code_catalog
-            .clone()
-            .run(catalog_reader, move || {
-                let s = weak.upgrade()?;
-                Some((s.config.load_full(), s.pool.clone()))
-            }),
-    );
+    tokio::spawn(shared.pool.code_catalog.clone().run(
+        catalog_reader,
+        shared.shutdown.clone(),
+        move || {
+            let s = weak.upgrade()?;
+            Some((s.config.load_full(), s.pool.clone()))
+        },
+    ));
     Ok(shared)
 }
 

@@ -21,8 +21,13 @@
 //! window is the one case in which a statement is judged by an old set
 //! (docs/compatibility.md, "Views and triggers"). The reading borrows a
 //! helper connection of `backend.user` within the pool budget (see
-//! `helper`); when none comes free within an interval it is skipped, and
-//! after [`STALE_AFTER_REFRESHES`] skipped intervals the set is unknown.
+//! `helper`; one opened for it is closed after it); when none comes free
+//! within an interval it is skipped, and after [`STALE_AFTER_REFRESHES`]
+//! skipped intervals the set is unknown. Each reading asks the server's
+//! statement counters first (no table opened) and reads again only the
+//! part they say changed: views, triggers and sequence defaults on table
+//! DDL, procedures on routine DDL; column defaults (which open every
+//! table's definition) only while a sequence exists.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,13 +50,27 @@ pub const FULL_READING_EVERY: u32 = 10;
 
 /// The server's counts of statements that can change the set (executed
 /// anywhere: any client, stored code, prepared, replication), cheap to read
-/// (no table is opened): a full reading, which opens every table
-/// definition, runs only when they moved.
+/// (no table is opened): a reading of the tables' part (views, triggers,
+/// sequences and column defaults) runs only when a table counter moved,
+/// of the procedures only when a routine counter moved.
 const FINGERPRINT_SQL: &str = "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
      WHERE VARIABLE_NAME IN ('COM_CREATE_VIEW', 'COM_DROP_VIEW', 'COM_CREATE_TRIGGER', \
      'COM_DROP_TRIGGER', 'COM_CREATE_TABLE', 'COM_ALTER_TABLE', 'COM_RENAME_TABLE', 'COM_DROP_TABLE', \
      'COM_CREATE_DB', 'COM_DROP_DB', 'COM_CREATE_SEQUENCE', 'COM_CREATE_FUNCTION', 'COM_DROP_FUNCTION', \
-     'COM_GRANT', 'COM_REVOKE', 'COM_GRANT_ROLE', 'COM_REVOKE_ROLE') ORDER BY VARIABLE_NAME";
+     'COM_GRANT', 'COM_REVOKE', 'COM_GRANT_ROLE', 'COM_REVOKE_ROLE', \
+     'COM_CREATE_PROCEDURE', 'COM_DROP_PROCEDURE', 'COM_ALTER_PROCEDURE', 'COM_CREATE_PACKAGE', \
+     'COM_DROP_PACKAGE', 'COM_CREATE_PACKAGE_BODY', 'COM_DROP_PACKAGE_BODY') ORDER BY VARIABLE_NAME";
+
+/// The counters of [`FINGERPRINT_SQL`] that only procedures move.
+const ROUTINE_COUNTERS: [&str; 7] = [
+    "COM_CREATE_PROCEDURE",
+    "COM_DROP_PROCEDURE",
+    "COM_ALTER_PROCEDURE",
+    "COM_CREATE_PACKAGE",
+    "COM_DROP_PACKAGE",
+    "COM_CREATE_PACKAGE_BODY",
+    "COM_DROP_PACKAGE_BODY",
+];
 
 const VIEWS_SQL: &str =
     "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS";
@@ -59,7 +78,15 @@ const TRIGGERS_SQL: &str =
     "SELECT DISTINCT EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS";
 /// Procedures, whose body may run DDL when called.
 const ROUTINES_SQL: &str = "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_DEFINITION FROM information_schema.ROUTINES WHERE ROUTINE_TYPE = 'PROCEDURE'";
-/// Columns whose DEFAULT is an expression (a call may draw a sequence value).
+/// Sequences: a column DEFAULT can have a session effect only by drawing a
+/// sequence value (the server refuses GET_LOCK, LAST_INSERT_ID(expr) and
+/// the like in a DEFAULT), so without one the defaults are not read.
+/// Reading only names and types opens no table.
+const SEQUENCES_SQL: &str =
+    "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_TYPE = 'SEQUENCE'";
+/// Columns whose DEFAULT is an expression (a call may draw a sequence
+/// value). This opens every table's definition: read only while a
+/// sequence exists.
 const DEFAULTS_SQL: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS WHERE COLUMN_DEFAULT LIKE '%(%'";
 const PRIVILEGES_SQL: &str = "SELECT COUNT(DISTINCT PRIVILEGE_TYPE) FROM information_schema.USER_PRIVILEGES \
      WHERE PRIVILEGE_TYPE IN ('SELECT', 'SHOW VIEW', 'TRIGGER') \
@@ -81,15 +108,23 @@ pub struct CatalogStatus {
     pub reason: Option<String>,
 }
 
-/// The reader's own state: its connection and what the last full reading
-/// saw.
+/// The reader's own state: what its last readings saw, kept so that only
+/// the part whose counters moved is read again.
 #[derive(Default)]
 pub struct Reader {
     /// `pool.code_catalog_refresh_ms` as of the current reading.
     interval: Duration,
-    fingerprint: Option<Vec<Vec<Option<String>>>>,
+    /// The tables' and the procedures' counters as of their last reading.
+    tables_fingerprint: Option<Fingerprint>,
+    routines_fingerprint: Option<Fingerprint>,
+    /// Views, and tables with triggers or a DEFAULT with effects.
+    views: Vec<ViewRow>,
+    triggers: Vec<TriggerRow>,
+    procs: Vec<ProcRow>,
     last_full: Option<Instant>,
 }
+
+type Fingerprint = Vec<Vec<Option<String>>>;
 
 struct Writes {
     /// Bumped when a statement that may change the set is sent or answered.
@@ -264,9 +299,10 @@ impl CodeCatalog {
             .unwrap_or(true)
     }
 
-    /// Reads the catalog once on `c`: `Ok(Ok(None))` when the fingerprint
-    /// is the last full reading's (nothing changed), `Ok(Err(why))` when the
-    /// reading cannot be trusted to be complete.
+    /// Reads the catalog once on `c`: `Ok(Ok(None))` when the counters are
+    /// the last reading's (nothing changed), `Ok(Err(why))` when the
+    /// reading cannot be trusted to be complete. `may_confirm`: unchanged
+    /// counters may confirm the installed set (else everything is read).
     async fn read(
         &self,
         c: &mut BackendConn,
@@ -287,25 +323,25 @@ impl CodeCatalog {
                 ));
             }
         }
-        let fingerprint = c.query_rows(FINGERPRINT_SQL, 64).await?;
-        if may_confirm
-            && reader.fingerprint.as_ref() == Some(&fingerprint)
-            && reader
+        let counters = c.query_rows(FINGERPRINT_SQL, 64).await?;
+        let (routines_fp, tables_fp): (Fingerprint, Fingerprint) =
+            counters.into_iter().partition(|r| {
+                r.first()
+                    .and_then(|n| n.as_deref())
+                    .is_some_and(|n| ROUTINE_COUNTERS.iter().any(|c| n.eq_ignore_ascii_case(c)))
+            });
+        // Objects written as files into the datadir, or restored, move no
+        // counter: everything is read again now and then.
+        let full = !may_confirm
+            || reader
                 .last_full
-                .is_some_and(|t| t.elapsed() < reader.interval * FULL_READING_EVERY)
-        {
+                .is_none_or(|t| t.elapsed() >= reader.interval * FULL_READING_EVERY);
+        let read_tables = full || reader.tables_fingerprint.as_ref() != Some(&tables_fp);
+        let read_routines = full || reader.routines_fingerprint.as_ref() != Some(&routines_fp);
+        if !read_tables && !read_routines {
             return Ok(Ok(None));
         }
-        let views = c.query_rows(VIEWS_SQL, MAX_ROWS + 1).await?;
-        let triggers = c.query_rows(TRIGGERS_SQL, MAX_ROWS + 1).await?;
-        let defaults = c.query_rows(DEFAULTS_SQL, MAX_ROWS + 1).await?;
-        let routines = c.query_rows(ROUTINES_SQL, MAX_ROWS + 1).await?;
-        if [&views, &triggers, &defaults, &routines]
-            .iter()
-            .any(|r| r.len() > MAX_ROWS)
-        {
-            return Ok(Err(format!("more than {MAX_ROWS} views or triggers")));
-        }
+        let too_many = |rows: &Fingerprint| rows.len() > MAX_ROWS;
         let cell = |r: &[Option<String>], i: usize| r.get(i).cloned().flatten();
         // (schema, name, definition) rows: views and procedures.
         let defined = |rows: &[Vec<Option<String>>]| -> Vec<ViewRow> {
@@ -317,25 +353,66 @@ impl CodeCatalog {
                 })
                 .collect()
         };
-        let views = defined(&views);
         let row = |r: &[Option<String>]| TriggerRow {
             schema: cell(r, 0).unwrap_or_default(),
             table: cell(r, 1).unwrap_or_default(),
         };
-        let triggers: Vec<TriggerRow> = triggers
-            .iter()
-            .map(|r| row(r))
-            .chain(
-                defaults
-                    .iter()
-                    .filter(|r| code_names::default_has_effects(cell(r, 2).as_deref()))
-                    .map(|r| row(r)),
-            )
-            .collect();
-        reader.fingerprint = Some(fingerprint);
-        reader.last_full = Some(Instant::now());
-        let procs: Vec<ProcRow> = defined(&routines);
-        Ok(Ok(Some(CodeNames::build_with(&views, &triggers, &procs))))
+        let tables = if read_tables {
+            let views = c.query_rows(VIEWS_SQL, MAX_ROWS + 1).await?;
+            let triggers = c.query_rows(TRIGGERS_SQL, MAX_ROWS + 1).await?;
+            let sequences = c
+                .query_row(SEQUENCES_SQL)
+                .await?
+                .and_then(|r| r.into_iter().next().flatten())
+                .and_then(|v| v.parse::<u64>().ok());
+            let defaults = match sequences {
+                Some(0) => Vec::new(),
+                _ => c.query_rows(DEFAULTS_SQL, MAX_ROWS + 1).await?,
+            };
+            if [&views, &triggers, &defaults].into_iter().any(too_many) {
+                return Ok(Err(format!("more than {MAX_ROWS} views or triggers")));
+            }
+            let triggers: Vec<TriggerRow> = triggers
+                .iter()
+                .map(|r| row(r))
+                .chain(
+                    defaults
+                        .iter()
+                        .filter(|r| code_names::default_has_effects(cell(r, 2).as_deref()))
+                        .map(|r| row(r)),
+                )
+                .collect();
+            Some((defined(&views), triggers))
+        } else {
+            None
+        };
+        let procs = if read_routines {
+            let routines = c.query_rows(ROUTINES_SQL, MAX_ROWS + 1).await?;
+            if too_many(&routines) {
+                return Ok(Err(format!("more than {MAX_ROWS} procedures")));
+            }
+            Some(defined(&routines))
+        } else {
+            None
+        };
+        // Every part read: kept together with the counters it was read at.
+        if let Some((views, triggers)) = tables {
+            reader.views = views;
+            reader.triggers = triggers;
+            reader.tables_fingerprint = Some(tables_fp);
+        }
+        if let Some(procs) = procs {
+            reader.procs = procs;
+            reader.routines_fingerprint = Some(routines_fp);
+        }
+        if full {
+            reader.last_full = Some(Instant::now());
+        }
+        Ok(Ok(Some(CodeNames::build_with(
+            &reader.views,
+            &reader.triggers,
+            &reader.procs,
+        ))))
     }
 
     /// One reading, installed when nothing changed meanwhile. Returns
@@ -358,16 +435,19 @@ impl CodeCatalog {
             // installed (a DDL statement through the proxy made it unknown).
             let may_confirm = self.names().is_some();
             reader.interval = interval;
-            // A reading that takes longer than an interval (a DDL statement
-            // holding information_schema, a stalled server) cannot vouch for
-            // the set meanwhile: unknown until it ends.
             // A connection of the pool's budget (`backend.user`'s), as any
-            // helper: the server sees no more than the budget.
+            // helper: the server sees no more than the budget. One opened
+            // for the reading is closed after it: the pool is left as the
+            // reading found it.
             let deadline = tokio::time::Instant::now() + interval.min(limit);
             let Some(mut helper) = pool.helper(0, deadline).await else {
                 self.note_error("no backend connection came free for the reading".into());
                 return false;
             };
+            // A reading that takes longer than an interval (a DDL statement
+            // holding information_schema, a stalled server) cannot vouch for
+            // the set meanwhile: unknown until it ends; past `limit` it is
+            // given up (its connection closed).
             let read = {
                 let reading = self.read(&mut helper.conn, reader, needs_global, may_confirm);
                 tokio::pin!(reading);
@@ -379,7 +459,7 @@ impl CodeCatalog {
                     }
                 }
             };
-            helper.finish(matches!(read, Ok(Ok(_))));
+            helper.give_back(matches!(read, Ok(Ok(_))));
             match read {
                 Ok(Ok(Ok(Some(names)))) => {
                     if self.install(generation, Some(names)) {
@@ -392,7 +472,10 @@ impl CodeCatalog {
                     }
                 }
                 Ok(Ok(Err(incomplete))) => {
-                    reader.fingerprint = None;
+                    *reader = Reader {
+                        interval,
+                        ..Reader::default()
+                    };
                     self.forget(incomplete);
                     return false;
                 }
@@ -424,16 +507,21 @@ impl CodeCatalog {
     /// each time) and whenever a statement that may change the set was
     /// answered; forgets the set when it could not be read for
     /// [`STALE_AFTER_REFRESHES`] intervals. `current` gives the
-    /// configuration and the pool; the task ends when it
-    /// gives `None` (the proxy is gone). `reader`: the one of the first
-    /// reading, if one was made.
+    /// configuration and the pool; the task ends when it gives `None` (the
+    /// proxy is gone) or at `shutdown`, a reading under way abandoned (its
+    /// connection closed). `reader`: the one of the first reading, if one
+    /// was made.
     pub async fn run(
         self: Arc<Self>,
         mut reader: Reader,
+        mut shutdown: crate::shutdown::Shutdown,
         current: impl Fn() -> Option<(Arc<crate::config::Config>, Arc<super::Pool>)>,
     ) {
         let mut first = self.names().is_none();
         loop {
+            if shutdown.is_triggered() {
+                return;
+            }
             let Some((cfg, pool)) = current() else {
                 return;
             };
@@ -445,7 +533,10 @@ impl CodeCatalog {
                 } else {
                     refresh
                 };
-                let _ = tokio::time::timeout(wait, self.wake.notified()).await;
+                tokio::select! {
+                    _ = shutdown.wait() => return,
+                    _ = tokio::time::timeout(wait, self.wake.notified()) => {}
+                }
             }
             first = false;
             if refresh.is_zero() {
@@ -456,8 +547,10 @@ impl CodeCatalog {
             let limit = Duration::from_millis(cfg.backend.connect_timeout_ms)
                 .max(Duration::from_secs(2))
                 .max(refresh * 2);
-            self.refresh(&pool, &mut reader, !sees_for_all(&cfg), refresh, limit)
-                .await;
+            tokio::select! {
+                _ = shutdown.wait() => return,
+                _ = self.refresh(&pool, &mut reader, !sees_for_all(&cfg), refresh, limit) => {}
+            }
             drop(pool);
             if self.stale(refresh * STALE_AFTER_REFRESHES) && self.names().is_some() {
                 self.forget("the catalog could not be read".into());

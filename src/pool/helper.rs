@@ -64,6 +64,14 @@ impl Helper {
             self.conn.return_idle();
         }
     }
+
+    /// As [`Helper::finish`] for a borrowed connection; one opened for
+    /// this use is closed (the pool is left as the helper found it).
+    pub fn give_back(self, clean: bool) {
+        if self.source == Source::Idle {
+            self.finish(clean);
+        }
+    }
 }
 
 impl Pool {
