@@ -118,10 +118,50 @@ async fn kill_connection_ends_the_target_session() {
         .query_drop(format!("KILL CONNECTION {}", victim.id()))
         .await
         .expect("kill connection");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // As the server shuts the victim's socket before it answers the KILL,
+    // the victim's session has ended when the killer is answered (its next
+    // command finds the connection gone: a driver with auto-reconnect
+    // reconnects instead of failing on a half-killed session).
+    let id = victim.id();
+    assert!(
+        !p.shared
+            .sessions
+            .lock()
+            .expect("sessions")
+            .contains_key(&id),
+        "the killed session still runs when KILL is answered"
+    );
     assert!(
         victim.query_drop("SELECT 1").await.is_err(),
         "killed session is gone"
+    );
+    // So too for a victim inside a statement: its statement is ended and
+    // its session with it before the killer is answered.
+    let mut victim = conn(&p).await;
+    let id = victim.id();
+    let running = tokio::spawn(async move { victim.query_drop("SELECT SLEEP(5)").await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t = std::time::Instant::now();
+    killer
+        .query_drop(format!("KILL CONNECTION {id}"))
+        .await
+        .expect("kill connection");
+    assert!(
+        !p.shared
+            .sessions
+            .lock()
+            .expect("sessions")
+            .contains_key(&id),
+        "the killed session was still in its statement when KILL was answered"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "KILL took {:?}",
+        t.elapsed()
+    );
+    assert!(
+        running.await.expect("victim task").is_err(),
+        "the victim's statement ended with its connection"
     );
     // Only the owner, an admin, or an account the server lets kill other
     // accounts' threads may kill: `other` has ALL PRIVILEGES on the server

@@ -35,6 +35,9 @@ use crate::protocol::packets::ErrPacket;
 /// for the statement's life without any backend holding it; a thread id
 /// needs no more).
 const MAX_EXPRESSION: usize = 1024;
+/// How long a KILL CONNECTION waits for its victims' sessions to end
+/// before it answers.
+const KILL_WAIT: Duration = Duration::from_secs(2);
 
 /// A KILL the proxy carries out: connection or query of a proxy session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -514,6 +517,7 @@ impl Session {
                 });
         let mut kill_self = false;
         let reached = targets.len() as u64;
+        let mut ids = Vec::with_capacity(targets.len());
         for (id, target) in targets {
             let owner = target.user.lock().map(|u| u.clone()).unwrap_or_default();
             if owner != me && !admin {
@@ -541,6 +545,26 @@ impl Session {
             if !k.query {
                 target.killed.store(true, Ordering::Relaxed);
                 target.wake.notify_one();
+                ids.push(id);
+            }
+        }
+        if !k.query {
+            // The server shuts a killed connection's socket before it
+            // answers the KILL: the victim's next command finds the
+            // connection gone (a driver with auto-reconnect reconnects).
+            // Here the victim's session ends itself; the answer waits for
+            // that (bounded: a victim inside a statement ends once the
+            // statement's KILL QUERY is done).
+            let deadline = Instant::now() + KILL_WAIT;
+            while Instant::now() < deadline
+                && ids.iter().any(|id| {
+                    self.shared
+                        .sessions
+                        .lock()
+                        .is_ok_and(|m| m.contains_key(id))
+                })
+            {
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
         if kill_self {
