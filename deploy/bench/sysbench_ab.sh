@@ -27,6 +27,7 @@
 #   CASE         buffered | durable | iobound       [buffered]
 #   PS_MODE      sysbench --db-ps-mode (auto|disable) [auto]
 #   MYPLEX_TOML  extra lines for myplex's [pool]    []
+#   MYPLEX_TOML_<name>  extra [pool] lines for the myplex target <name> only []
 #   OUT          output directory                   [bench-results/sysbench-<UTC timestamp>]
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -137,6 +138,7 @@ password = "secret"
 [pool]
 max_client_connections = $((max_clients + 100))
 $MYPLEX_TOML
+$(v=MYPLEX_TOML_$name; printf '%s\n' "${!v:-}")
 [[users]]
 name = "app"
 password = "secret"

@@ -65,6 +65,14 @@ pub struct Scheduler {
     stalls: u64,
     kickups: u64,
     evictions: u64,
+    /// Borrowed from the common pool so far.
+    borrowed: u64,
+    /// Borrowed backends given back so far.
+    given_back: u64,
+    /// Backends closed by their user or that failed to open, so far.
+    closed: u64,
+    /// Backends closed on return because the share shrank, so far.
+    closed_over_share: u64,
 }
 
 /// One group.
@@ -136,6 +144,10 @@ pub fn status(shared: &Shared) -> Status {
                     stalls: s.counters.stalls,
                     kickups: s.counters.kickups,
                     evictions: s.counters.evictions,
+                    borrowed: s.counters.borrowed,
+                    given_back: s.counters.given_back,
+                    closed: s.counters.closed,
+                    closed_over_share: s.counters.closed_over_share,
                 },
             }
         })

@@ -19,11 +19,12 @@
 //!
 //! Objects created outside this proxy are learnt within one interval: that
 //! window is the one case in which a statement is judged by an old set
-//! (docs/compatibility.md, "Views and triggers"). The reading borrows a
-//! helper connection of `backend.user` within the pool budget (see
-//! `helper`; one opened for it is closed after it); when none comes free
-//! within an interval it is skipped, and after [`STALE_AFTER_REFRESHES`]
-//! skipped intervals the set is unknown. Each reading asks the server's
+//! (docs/compatibility.md, "Views and triggers"). The reading takes a
+//! connection of `backend.user` within the pool budget the way a client's
+//! lease does, in group 0's high-priority queue (see `queued_helper`; one
+//! opened for it is closed after it, so the pool is left as it was found);
+//! when none is granted within a reading's time limit it is skipped, and
+//! after [`STALE_AFTER_REFRESHES`] skipped intervals the set is unknown. Each reading asks the server's
 //! statement counters first (no table opened) and reads again only the
 //! part they say changed: views, triggers and sequence defaults on table
 //! DDL, procedures on routine DDL; column defaults (which open every
@@ -439,8 +440,8 @@ impl CodeCatalog {
             // helper: the server sees no more than the budget. One opened
             // for the reading is closed after it: the pool is left as the
             // reading found it.
-            let deadline = tokio::time::Instant::now() + interval.min(limit);
-            let Some(mut helper) = pool.helper(0, deadline).await else {
+            let deadline = tokio::time::Instant::now() + limit;
+            let Some((mut helper, slot)) = pool.queued_helper(0, deadline).await else {
                 self.note_error("no backend connection came free for the reading".into());
                 return false;
             };
@@ -460,6 +461,7 @@ impl CodeCatalog {
                 }
             };
             helper.give_back(matches!(read, Ok(Ok(_))));
+            drop(slot);
             match read {
                 Ok(Ok(Ok(Some(names)))) => {
                     if self.install(generation, Some(names)) {

@@ -75,10 +75,49 @@ impl Helper {
 }
 
 impl Pool {
+    /// A connection of credential pool key `key` for a background use that
+    /// must make progress under any load (the code catalog's reading),
+    /// taken as a client's lease is: in group 0's high-priority queue (its
+    /// own lane, so it waits for one turn, not behind every waiting
+    /// statement), an idle connection of `key` or room to open one (a
+    /// lease closes at most one idle connection of another key for it).
+    /// It holds an execution slot until the returned guard is dropped.
+    /// `None` when not granted before `deadline` or not reachable.
+    pub async fn queued_helper(
+        self: &Arc<Self>,
+        key: usize,
+        deadline: Instant,
+    ) -> Option<(Helper, super::group::SlotGuard)> {
+        use super::scheduler::{Need, Priority};
+        let group = self.groups.first()?.clone();
+        let tenant = self.tenants.for_user("", false);
+        let adm = group
+            .acquire(Need::Lease { pool: key }, Priority::High, &tenant, deadline)
+            .await
+            .ok()?;
+        let helper = match (adm.backend, adm.open) {
+            (Some(conn), _) => Helper {
+                conn,
+                source: Source::Idle,
+            },
+            (None, Some(res)) => Helper {
+                conn: res.fulfil(self.dial(key, deadline).await.ok()?),
+                source: Source::Opened,
+            },
+            (None, None) => return None,
+        };
+        Some((helper, adm.slot))
+    }
+
     /// A connection of credential pool key `key` for a short internal use,
     /// within the backend budget; `None` when none came free before
     /// `deadline` or the server could not be reached.
     pub async fn helper(self: &Arc<Self>, key: usize, deadline: Instant) -> Option<Helper> {
+        // One eviction per call: the room it makes may go to a queued
+        // lease first (then this one waits like anyone); evicting again
+        // and again would close a warm backend per turn, each replaced by a
+        // login and its prepares (seen: ~100 a second under load).
+        let mut evicted_once = false;
         loop {
             for g in &self.groups {
                 let mut found = false;
@@ -104,17 +143,22 @@ impl Pool {
             }
             // Full, and only other pools' connections are idle: close one
             // (as a lease would) to make room, and try again at once.
-            let evicted = self.groups.iter().find_map(|g| {
-                let mut found = false;
-                g.take_idle_where(|c| {
-                    let pick = !found && c.pool != key;
-                    found |= pick;
-                    pick
+            let evicted = (!evicted_once)
+                .then(|| {
+                    self.groups.iter().find_map(|g| {
+                        let mut found = false;
+                        g.take_idle_where(|c| {
+                            let pick = !found && c.pool != key;
+                            found |= pick;
+                            pick
+                        })
+                        .into_iter()
+                        .next()
+                    })
                 })
-                .into_iter()
-                .next()
-            });
+                .flatten();
             if let Some(conn) = evicted {
+                evicted_once = true;
                 drop(conn);
                 continue;
             }

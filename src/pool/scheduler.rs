@@ -139,6 +139,12 @@ pub struct Counters {
     /// Borrowed connections given back: owed to another group (on return),
     /// or idle through a whole give-back window (no longer useful).
     pub given_back: u64,
+    /// Backends closed by their user (a lease dropped: broken, not clean,
+    /// or not safe to share) or that failed to open.
+    pub closed: u64,
+    /// Backends closed on return because the group owned more than its
+    /// share.
+    pub closed_over_share: u64,
 }
 
 /// A point-in-time view of the group.
@@ -693,6 +699,7 @@ impl<B: Pooled> GroupState<B> {
     fn put_idle(&mut self, backend: B) {
         if self.over() {
             self.shrink();
+            self.counters.closed_over_share += 1;
             drop(backend);
         } else if self.give_back_on_return() {
             self.shrink();
@@ -705,6 +712,7 @@ impl<B: Pooled> GroupState<B> {
 
     /// A backend connection owned by this group was closed (or failed to open).
     pub fn closed(&mut self, now: Instant) {
+        self.counters.closed += 1;
         self.shrink();
         self.dispatch(now);
     }
