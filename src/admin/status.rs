@@ -65,6 +65,9 @@ pub struct Scheduler {
     stalls: u64,
     kickups: u64,
     evictions: u64,
+    /// Seconds a borrowed backend stays idle before it is given back (the
+    /// window grows while giving back is followed by borrowing again).
+    give_back_window_s: f64,
     /// Borrowed from the common pool so far.
     borrowed: u64,
     /// Borrowed backends given back so far.
@@ -144,6 +147,7 @@ pub fn status(shared: &Shared) -> Status {
                     stalls: s.counters.stalls,
                     kickups: s.counters.kickups,
                     evictions: s.counters.evictions,
+                    give_back_window_s: s.give_back_window.as_secs_f64(),
                     borrowed: s.counters.borrowed,
                     given_back: s.counters.given_back,
                     closed: s.counters.closed,

@@ -19,10 +19,11 @@
 //!
 //! Objects created outside this proxy are learnt within one interval: that
 //! window is the one case in which a statement is judged by an old set
-//! (docs/compatibility.md, "Views and triggers"). The reading takes a
-//! connection of `backend.user` within the pool budget the way a client's
-//! lease does, in group 0's high-priority queue (see `queued_helper`; one
-//! opened for it is closed after it, so the pool is left as it was found);
+//! (docs/compatibility.md, "Views and triggers"). The reading borrows an
+//! idle connection of `backend.user`'s credential pool, or takes one the
+//! way a client's lease does, in group 0's high-priority queue (see
+//! `reading_connection`; one opened for it is closed after it, so the
+//! pool is left as it was found);
 //! when none is granted within a reading's time limit it is skipped, and
 //! after [`STALE_AFTER_REFRESHES`] skipped intervals the set is unknown. Each reading asks the server's
 //! statement counters first (no table opened) and reads again only the
@@ -441,7 +442,7 @@ impl CodeCatalog {
             // for the reading is closed after it: the pool is left as the
             // reading found it.
             let deadline = tokio::time::Instant::now() + limit;
-            let Some((mut helper, slot)) = pool.queued_helper(0, deadline).await else {
+            let Some((mut helper, slot)) = pool.reading_connection(deadline).await else {
                 self.note_error("no backend connection came free for the reading".into());
                 return false;
             };

@@ -75,20 +75,49 @@ impl Helper {
 }
 
 impl Pool {
-    /// A connection of credential pool key `key` for a background use that
-    /// must make progress under any load (the code catalog's reading),
-    /// taken as a client's lease is: in group 0's high-priority queue (its
-    /// own lane, so it waits for one turn, not behind every waiting
-    /// statement), an idle connection of `key` or room to open one (a
-    /// lease closes at most one idle connection of another key for it).
-    /// It holds an execution slot until the returned guard is dropped.
-    /// `None` when not granted before `deadline` or not reachable.
-    pub async fn queued_helper(
+    /// A connection logged in as `backend.user` (credential pool 0) for a
+    /// background reading that must make progress under any load (the code
+    /// catalog), without changing the pool's shape:
+    /// 1. an idle connection of credential pool 0, of any flavour (the
+    ///    capabilities do not change what a SELECT reads), borrowed;
+    /// 2. else, when that credential pool has a flavour in use, a lease of
+    ///    it taken in group 0's high-priority queue (its own lane: one turn,
+    ///    not behind every waiting statement), so that under full load it
+    ///    gets the next connection that comes back instead of closing one
+    ///    (a lease of the same key never evicts);
+    /// 3. else a lease of key 0 (the pool's own connections).
+    ///
+    /// The slot guard (when queued) is held until the reading ends.
+    /// `None` when nothing was granted before `deadline`.
+    pub async fn reading_connection(
         self: &Arc<Self>,
-        key: usize,
         deadline: Instant,
-    ) -> Option<(Helper, super::group::SlotGuard)> {
+    ) -> Option<(Helper, Option<super::group::SlotGuard>)> {
         use super::scheduler::{Need, Priority};
+        let of_backend_user = |key: usize| self.keys.get(key).is_some_and(|(c, _)| c == 0);
+        for g in &self.groups {
+            let mut found = false;
+            let taken = g.take_idle_where(|c| {
+                let pick = !found && of_backend_user(c.pool) && c.io.idle_is_healthy();
+                found |= pick;
+                pick
+            });
+            if let Some(conn) = taken.into_iter().next() {
+                return Some((
+                    Helper {
+                        conn,
+                        source: Source::Idle,
+                    },
+                    None,
+                ));
+            }
+        }
+        // The most recently registered flavour of credential pool 0: the
+        // one clients of `backend.user`'s account use.
+        let key = (0..self.keys.len())
+            .rev()
+            .find(|k| of_backend_user(*k))
+            .unwrap_or(0);
         let group = self.groups.first()?.clone();
         let tenant = self.tenants.for_user("", false);
         let adm = group
@@ -106,7 +135,7 @@ impl Pool {
             },
             (None, None) => return None,
         };
-        Some((helper, adm.slot))
+        Some((helper, Some(adm.slot)))
     }
 
     /// A connection of credential pool key `key` for a short internal use,

@@ -370,6 +370,12 @@ impl CodeNames {
         }
         let current = self.schemas.get(&lower[..n]);
         let current = current.map(|c| c.of(kind));
+        // Another schema's object is named qualified (`s.v`, `s` . `v`) or
+        // after a USE in the same text: a single statement without a dot
+        // can only name the session's schema's objects.
+        if current.is_none() && !text.iter().any(|c| *c == b'.' || *c == b';') {
+            return false;
+        }
         let non_ascii_text = text.iter().any(|c| *c >= 0x80);
         if non_ascii_text && current.is_some_and(|(_, n)| n) {
             return true;
