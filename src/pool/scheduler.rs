@@ -187,8 +187,8 @@ pub struct Snapshot {
 /// first and at least.
 const GIVE_BACK_WINDOW: Duration = Duration::from_secs(1);
 /// The longest give-back window. The window doubles each time the group
-/// had to borrow again within the window after giving back, and halves
-/// when a give-back was not followed by borrowing: a load whose waits come
+/// has to borrow again after giving back, and halves when a give-back is
+/// followed by [`GIVE_BACK_JUDGED_AFTER`] windows without borrowing: a load whose waits come
 /// and go every few seconds (I/O-bound, the server flushing) keeps its
 /// backends instead of closing hundreds and opening them again (each a
 /// login and a prepare of every statement it runs: measured 2,000 backend
@@ -196,6 +196,8 @@ const GIVE_BACK_WINDOW: Duration = Duration::from_secs(1);
 /// fixed 1 s window), while a load that stopped waiting gives them back
 /// within a window or two.
 const GIVE_BACK_WINDOW_MAX: Duration = Duration::from_secs(32);
+/// A give-back not followed by borrowing for this many windows was right.
+const GIVE_BACK_JUDGED_AFTER: u32 = 4;
 
 /// State of one thread group.
 pub struct GroupState<B> {
@@ -216,9 +218,10 @@ pub struct GroupState<B> {
     idle_window: Duration,
     /// The give-back window's length now (see [`GIVE_BACK_WINDOW_MAX`]).
     give_back_window: Duration,
-    /// The last window ended with a give-back, and `counters.borrowed` as
-    /// it was then (borrowing after it means the give-back was wrong).
-    gave_back: Option<u64>,
+    /// When the last give-back not judged yet happened, and
+    /// `counters.borrowed` as it was then (borrowing after it means the
+    /// give-back was wrong).
+    gave_back: Option<(Duration, u64)>,
     high: FairQueue<Waiter<B>>,
     low: FairQueue<Waiter<B>>,
     /// The user of requests made without one ([`Self::request`]).
@@ -397,20 +400,20 @@ impl<B: Pooled> GroupState<B> {
     /// window (the fewest idle seen in it: a low-water mark, so a burst
     /// that used them all keeps them) and starts the next window.
     fn give_back_surplus(&mut self, t: Duration) {
+        // Judge the last give-back by what followed it: borrowing again
+        // within a few windows means it was wrong (the window doubles), a
+        // calm stretch that it was right (the window halves).
+        if let Some((at, mark)) = self.gave_back {
+            if self.counters.borrowed > mark {
+                self.give_back_window = (self.give_back_window * 2).min(GIVE_BACK_WINDOW_MAX);
+                self.gave_back = None;
+            } else if t.saturating_sub(at) >= GIVE_BACK_JUDGED_AFTER * self.give_back_window {
+                self.give_back_window = (self.give_back_window / 2).max(GIVE_BACK_WINDOW);
+                self.gave_back = None;
+            }
+        }
         if t.saturating_sub(self.idle_window) < self.give_back_window {
             return;
-        }
-        // Judge the last give-back by what followed it; a window that grew
-        // goes on to its new length before anything is given back.
-        if let Some(mark) = self.gave_back.take() {
-            self.give_back_window = if self.counters.borrowed > mark {
-                (self.give_back_window * 2).min(GIVE_BACK_WINDOW_MAX)
-            } else {
-                (self.give_back_window / 2).max(GIVE_BACK_WINDOW)
-            };
-            if t.saturating_sub(self.idle_window) < self.give_back_window {
-                return;
-            }
         }
         let borrowed = self.borrowed();
         let above_base = self.owned.saturating_sub(self.limits.max_owned);
@@ -422,8 +425,8 @@ impl<B: Pooled> GroupState<B> {
             self.shrink();
         }
         self.counters.given_back += n as u64;
-        if n > 0 {
-            self.gave_back = Some(self.counters.borrowed);
+        if n > 0 && self.gave_back.is_none() {
+            self.gave_back = Some((t, self.counters.borrowed));
         }
         self.idle_window = t;
         self.idle_low = self.idle.len();
@@ -1212,34 +1215,32 @@ mod tests {
             g.idle_low = g.idle.len();
         };
         let sec = Duration::from_secs(1);
+        let ms = Duration::from_millis(1);
         let given_back = |g: &GroupState<Conn>| g.snapshot().counters.given_back;
         hold(&mut g, 4);
         g.give_back_surplus(sec);
         assert_eq!((given_back(&g), budget.borrowed(0), g.owned), (4, 0, 2));
         assert_eq!(g.give_back_window, sec, "not judged yet");
-        // Borrowed again within the window after: it was wrong, the window
-        // doubles and runs to its new length before anything goes back.
+        // Borrowed again after it: it was wrong, the window doubles and
+        // runs to its new length before anything goes back.
         hold(&mut g, 4);
-        g.give_back_surplus(2 * sec);
+        g.give_back_surplus(sec + 100 * ms);
         assert_eq!((g.give_back_window, given_back(&g)), (2 * sec, 4));
+        g.give_back_surplus(2 * sec + 900 * ms);
+        assert_eq!(given_back(&g), 4, "not a whole 2 s window yet");
         g.give_back_surplus(3 * sec);
         assert_eq!(given_back(&g), 8, "idle through the whole 2 s window");
-        hold(&mut g, 4);
-        g.give_back_surplus(5 * sec);
-        assert_eq!((g.give_back_window, given_back(&g)), (4 * sec, 8));
-        g.give_back_surplus(6 * sec);
-        assert_eq!(given_back(&g), 8, "not a whole 4 s window yet");
-        g.give_back_surplus(7 * sec);
-        assert_eq!(given_back(&g), 12);
-        // Nothing borrowed after it: the give-back was right, the window
-        // halves.
+        // Nothing borrowed for four windows after it: it was right, the
+        // window halves.
+        g.give_back_surplus(10 * sec);
+        assert_eq!(g.give_back_window, 2 * sec, "three windows calm");
         g.give_back_surplus(11 * sec);
-        assert_eq!(g.give_back_window, 2 * sec);
+        assert_eq!(g.give_back_window, sec, "four windows calm");
         // Borrowing after every give-back: it grows to the cap, no further.
-        for i in 0..20 {
+        for i in 0..24 {
+            hold(&mut g, 4);
             let t = g.idle_window + g.give_back_window;
             g.give_back_surplus(t);
-            hold(&mut g, 4);
             assert!(g.give_back_window <= GIVE_BACK_WINDOW_MAX, "round {i}");
         }
         assert_eq!(g.give_back_window, GIVE_BACK_WINDOW_MAX);
