@@ -306,6 +306,14 @@ pub struct SlotGuard {
 }
 
 impl SlotGuard {
+    /// Frees the slot without a latency sample (see
+    /// `GroupState::complete_unmeasured`).
+    pub fn release_unmeasured(mut self) {
+        if let Some(g) = self.group.take() {
+            g.lock().complete_unmeasured(self.id, Instant::now());
+        }
+    }
+
     /// Frees the slot and, in the same step, returns `backend` idle.
     pub fn finish(mut self, backend: Option<Leased>) {
         if let Some(g) = self.group.take() {

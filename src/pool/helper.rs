@@ -135,7 +135,10 @@ impl Pool {
             },
             (None, None) => return None,
         };
-        Some((helper, Some(adm.slot)))
+        // The reading is not a client's statement: its slot is freed
+        // without teaching the adaptive limit its latency.
+        adm.slot.release_unmeasured();
+        Some((helper, None))
     }
 
     /// A connection of credential pool key `key` for a short internal use,

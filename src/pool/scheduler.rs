@@ -712,6 +712,18 @@ impl<B: Pooled> GroupState<B> {
             .any(|w| matches!(w.need, Need::Lease { .. }) && !w.tenant.may_lease())
     }
 
+    /// Grant `id` ends without a latency sample (a pool-internal use, not a
+    /// client's statement: its timing would teach the adaptive limit a
+    /// latency no client sees).
+    pub fn complete_unmeasured(&mut self, id: u64, now: Instant) {
+        if let Some(a) = self.adaptive.as_mut() {
+            a.forget(id);
+        }
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.dispatch(now);
+        self.observe();
+    }
+
     /// Statement `id` finished; `backend` goes back idle unless the session
     /// keeps it.
     pub fn complete(&mut self, id: u64, backend: Option<B>, now: Instant) {

@@ -435,7 +435,11 @@ fn assign(name: &str, value: &str) -> String {
     if name == "character_set_results" && (value.is_empty() || value == "NULL") {
         return format!("{name}=NULL");
     }
-    format!("{name}={}", quote(value))
+    // The introducer keeps the value's bytes (UTF-8 here) from being read
+    // in `character_set_connection`: under ucs2, utf16 or utf32 a plain
+    // literal is converted and `time_zone='+03:00'` or
+    // `default_storage_engine='MyISAM'` are refused (1298, 1286).
+    format!("{name}=_utf8mb4{}", quote(value))
 }
 
 /// `value` as a single-quoted SQL string.
@@ -545,7 +549,7 @@ mod tests {
         assert_eq!(plan.init_db.as_deref(), Some(&b"test"[..]));
         assert_eq!(
             plan.set_sql.as_deref(),
-            Some("SET SESSION sql_mode='ANSI_QUOTES', wait_timeout=100")
+            Some("SET SESSION sql_mode=_utf8mb4'ANSI_QUOTES', wait_timeout=100")
         );
         // The reverse direction restores defaults.
         let back = base.sync_plan(&s, LoginDefaults::default());
@@ -572,8 +576,8 @@ mod tests {
                 .set_sql
                 .as_deref(),
             Some(
-                "SET SESSION character_set_client='latin1', character_set_connection='latin1', \
-                 character_set_results='latin1'"
+                "SET SESSION character_set_client=_utf8mb4'latin1', character_set_connection=_utf8mb4'latin1', \
+                 character_set_results=_utf8mb4'latin1'"
             )
         );
     }
@@ -699,7 +703,9 @@ mod tests {
             s.sync_plan(&base, LoginDefaults::default())
                 .set_sql
                 .as_deref(),
-            Some("SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci', SESSION sql_mode='ANSI'")
+            Some(
+                "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci', SESSION sql_mode=_utf8mb4'ANSI'"
+            )
         );
         // `SET character_set_results = latin1`: its default collation.
         let mut b = BytesMut::new();
@@ -711,9 +717,9 @@ mod tests {
                 .set_sql
                 .as_deref(),
             Some(
-                "SET SESSION character_set_client='utf8mb4', character_set_connection='utf8mb4', \
-                 character_set_results='latin1', collation_connection='utf8mb4_unicode_ci', \
-                 sql_mode='ANSI'"
+                "SET SESSION character_set_client=_utf8mb4'utf8mb4', character_set_connection=_utf8mb4'utf8mb4', \
+                 character_set_results=_utf8mb4'latin1', collation_connection=_utf8mb4'utf8mb4_unicode_ci', \
+                 sql_mode=_utf8mb4'ANSI'"
             )
         );
     }
@@ -744,7 +750,7 @@ mod tests {
                 .as_deref(),
             Some(
                 "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci', \
-                 SESSION collation_connection='utf8mb4_unicode_ci'"
+                 SESSION collation_connection=_utf8mb4'utf8mb4_unicode_ci'"
             )
         );
         let login_224 = TrackedState::for_collation(224);
@@ -779,7 +785,7 @@ mod tests {
         assert_eq!(plan.init_db.as_deref(), Some(&b"test"[..]));
         assert_eq!(
             plan.set_sql.as_deref(),
-            Some("SET SESSION character_set_database='ujis'")
+            Some("SET SESSION character_set_database=_utf8mb4'ujis'")
         );
         // A backend on the same schema with the same override: nothing.
         let mut same = s.clone();
@@ -790,7 +796,7 @@ mod tests {
         let plan = s.sync_plan(&same, LoginDefaults::default());
         assert_eq!(
             plan.set_sql.as_deref(),
-            Some("SET SESSION character_set_database='ujis'")
+            Some("SET SESSION character_set_database=_utf8mb4'ujis'")
         );
         // Setting the collation replaces the character set's override.
         let mut b = BytesMut::new();
@@ -825,9 +831,9 @@ mod tests {
 
     #[test]
     fn quoting() {
-        assert_eq!(assign("a", "it's"), "a='it''s'");
+        assert_eq!(assign("a", "it's"), "a=_utf8mb4'it''s'");
         assert_eq!(assign("a", "-5"), "a=-5");
-        assert_eq!(assign("a", ""), "a=''");
-        assert_eq!(assign("time_zone", "+01:00"), "time_zone='+01:00'");
+        assert_eq!(assign("a", ""), "a=_utf8mb4''");
+        assert_eq!(assign("time_zone", "+01:00"), "time_zone=_utf8mb4'+01:00'");
     }
 }
