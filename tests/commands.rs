@@ -108,6 +108,18 @@ async fn kill_query_never_reaches_the_next_statement() {
     }
 }
 
+/// Panics with `what` when proxy session `id` still runs.
+fn assert_session_ended(p: &Proxy, id: u32, what: &str) {
+    assert!(
+        !p.shared
+            .sessions
+            .lock()
+            .expect("sessions")
+            .contains_key(&id),
+        "{what}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_connection_ends_the_target_session() {
     let db = MariaDb::shared();
@@ -123,13 +135,10 @@ async fn kill_connection_ends_the_target_session() {
     // command finds the connection gone: a driver with auto-reconnect
     // reconnects instead of failing on a half-killed session).
     let id = victim.id();
-    assert!(
-        !p.shared
-            .sessions
-            .lock()
-            .expect("sessions")
-            .contains_key(&id),
-        "the killed session still runs when KILL is answered"
+    assert_session_ended(
+        &p,
+        id,
+        "the killed session still runs when KILL is answered",
     );
     assert!(
         victim.query_drop("SELECT 1").await.is_err(),
@@ -146,13 +155,10 @@ async fn kill_connection_ends_the_target_session() {
         .query_drop(format!("KILL CONNECTION {id}"))
         .await
         .expect("kill connection");
-    assert!(
-        !p.shared
-            .sessions
-            .lock()
-            .expect("sessions")
-            .contains_key(&id),
-        "the killed session was still in its statement when KILL was answered"
+    assert_session_ended(
+        &p,
+        id,
+        "the killed session was still in its statement when KILL was answered",
     );
     assert!(
         t.elapsed() < Duration::from_secs(3),

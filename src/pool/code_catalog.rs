@@ -437,12 +437,11 @@ impl CodeCatalog {
             // installed (a DDL statement through the proxy made it unknown).
             let may_confirm = self.names().is_some();
             reader.interval = interval;
-            // A connection of the pool's budget (`backend.user`'s), as any
-            // helper: the server sees no more than the budget. One opened
-            // for the reading is closed after it: the pool is left as the
-            // reading found it.
+            // A connection of the pool's budget (the server sees no more
+            // than the budget). One opened for the reading is closed after
+            // it: the pool is left as the reading found it.
             let deadline = tokio::time::Instant::now() + limit;
-            let Some((mut helper, slot)) = pool.reading_connection(deadline).await else {
+            let Some(mut helper) = pool.reading_connection(deadline).await else {
                 self.note_error("no backend connection came free for the reading".into());
                 return false;
             };
@@ -462,7 +461,6 @@ impl CodeCatalog {
                 }
             };
             helper.give_back(matches!(read, Ok(Ok(_))));
-            drop(slot);
             match read {
                 Ok(Ok(Ok(Some(names)))) => {
                     if self.install(generation, Some(names)) {

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use super::Pool;
 use super::group::Leased;
+use crate::backend::BackendConn;
 
 /// How often a helper waiting for room looks again.
 const POLL: Duration = Duration::from_millis(10);
@@ -75,45 +76,46 @@ impl Helper {
 }
 
 impl Pool {
+    /// One idle connection for which `pick` holds, taken out of the first
+    /// group that has one (it stays owned: dropping it closes it).
+    fn take_one_idle(&self, mut pick: impl FnMut(&BackendConn) -> bool) -> Option<Leased> {
+        self.groups.iter().find_map(|g| {
+            let mut found = false;
+            g.take_idle_where(|c| {
+                let this = !found && pick(c);
+                found |= this;
+                this
+            })
+            .into_iter()
+            .next()
+        })
+    }
+
     /// A connection logged in as `backend.user` (credential pool 0) for a
     /// background reading that must make progress under any load (the code
     /// catalog), without changing the pool's shape:
     /// 1. an idle connection of credential pool 0, of any flavour (the
     ///    capabilities do not change what a SELECT reads), borrowed;
-    /// 2. else, when that credential pool has a flavour in use, a lease of
-    ///    it taken in group 0's high-priority queue (its own lane: one turn,
-    ///    not behind every waiting statement), so that under full load it
-    ///    gets the next connection that comes back instead of closing one
-    ///    (a lease of the same key never evicts);
-    /// 3. else a lease of key 0 (the pool's own connections).
+    /// 2. else a lease of the most recent flavour of that credential pool
+    ///    (the one its clients use; key 0 when none) taken in group 0's
+    ///    high-priority queue (its own lane: one turn, not behind every
+    ///    waiting statement), so that under full load it gets the next
+    ///    connection that comes back instead of closing one (a lease of the
+    ///    same key never evicts). Its execution slot is freed at once,
+    ///    without a latency sample: the reading is not a client's statement.
     ///
-    /// The slot guard (when queued) is held until the reading ends.
     /// `None` when nothing was granted before `deadline`.
-    pub async fn reading_connection(
-        self: &Arc<Self>,
-        deadline: Instant,
-    ) -> Option<(Helper, Option<super::group::SlotGuard>)> {
+    pub async fn reading_connection(self: &Arc<Self>, deadline: Instant) -> Option<Helper> {
         use super::scheduler::{Need, Priority};
         let of_backend_user = |key: usize| self.keys.get(key).is_some_and(|(c, _)| c == 0);
-        for g in &self.groups {
-            let mut found = false;
-            let taken = g.take_idle_where(|c| {
-                let pick = !found && of_backend_user(c.pool) && c.io.idle_is_healthy();
-                found |= pick;
-                pick
+        if let Some(conn) =
+            self.take_one_idle(|c| of_backend_user(c.pool) && c.io.idle_is_healthy())
+        {
+            return Some(Helper {
+                conn,
+                source: Source::Idle,
             });
-            if let Some(conn) = taken.into_iter().next() {
-                return Some((
-                    Helper {
-                        conn,
-                        source: Source::Idle,
-                    },
-                    None,
-                ));
-            }
         }
-        // The most recently registered flavour of credential pool 0: the
-        // one clients of `backend.user`'s account use.
         let key = (0..self.keys.len())
             .rev()
             .find(|k| of_backend_user(*k))
@@ -124,21 +126,18 @@ impl Pool {
             .acquire(Need::Lease { pool: key }, Priority::High, &tenant, deadline)
             .await
             .ok()?;
-        let helper = match (adm.backend, adm.open) {
-            (Some(conn), _) => Helper {
+        adm.slot.release_unmeasured();
+        match (adm.backend, adm.open) {
+            (Some(conn), _) => Some(Helper {
                 conn,
                 source: Source::Idle,
-            },
-            (None, Some(res)) => Helper {
+            }),
+            (None, Some(res)) => Some(Helper {
                 conn: res.fulfil(self.dial(key, deadline).await.ok()?),
                 source: Source::Opened,
-            },
-            (None, None) => return None,
-        };
-        // The reading is not a client's statement: its slot is freed
-        // without teaching the adaptive limit its latency.
-        adm.slot.release_unmeasured();
-        Some((helper, None))
+            }),
+            (None, None) => None,
+        }
     }
 
     /// A connection of credential pool key `key` for a short internal use,
@@ -151,19 +150,11 @@ impl Pool {
         // login and its prepares (seen: ~100 a second under load).
         let mut evicted_once = false;
         loop {
-            for g in &self.groups {
-                let mut found = false;
-                let taken = g.take_idle_where(|c| {
-                    let pick = !found && c.pool == key && c.io.idle_is_healthy();
-                    found |= pick;
-                    pick
+            if let Some(conn) = self.take_one_idle(|c| c.pool == key && c.io.idle_is_healthy()) {
+                return Some(Helper {
+                    conn,
+                    source: Source::Idle,
                 });
-                if let Some(conn) = taken.into_iter().next() {
-                    return Some(Helper {
-                        conn,
-                        source: Source::Idle,
-                    });
-                }
             }
             if let Some(res) = self.groups.iter().find_map(|g| g.reserve_open()) {
                 // Dropping the reservation on failure frees the room.
@@ -175,21 +166,7 @@ impl Pool {
             }
             // Full, and only other pools' connections are idle: close one
             // (as a lease would) to make room, and try again at once.
-            let evicted = (!evicted_once)
-                .then(|| {
-                    self.groups.iter().find_map(|g| {
-                        let mut found = false;
-                        g.take_idle_where(|c| {
-                            let pick = !found && c.pool != key;
-                            found |= pick;
-                            pick
-                        })
-                        .into_iter()
-                        .next()
-                    })
-                })
-                .flatten();
-            if let Some(conn) = evicted {
+            if !evicted_once && let Some(conn) = self.take_one_idle(|c| c.pool != key) {
                 evicted_once = true;
                 drop(conn);
                 continue;

@@ -719,9 +719,7 @@ impl<B: Pooled> GroupState<B> {
         if let Some(a) = self.adaptive.as_mut() {
             a.forget(id);
         }
-        self.in_flight = self.in_flight.saturating_sub(1);
-        self.dispatch(now);
-        self.observe();
+        self.end(None, now);
     }
 
     /// Statement `id` finished; `backend` goes back idle unless the session
@@ -731,6 +729,12 @@ impl<B: Pooled> GroupState<B> {
         if let Some(a) = self.adaptive.as_mut() {
             a.finish(id, t);
         }
+        self.end(backend, now);
+    }
+
+    /// A grant ended (its adaptive sample already taken or forgotten): the
+    /// slot frees, `backend` goes back idle, waiters may run.
+    fn end(&mut self, backend: Option<B>, now: Instant) {
         self.in_flight = self.in_flight.saturating_sub(1);
         if let Some(b) = backend {
             self.put_idle(b);

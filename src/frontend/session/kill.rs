@@ -557,12 +557,11 @@ impl Session {
             // statement's KILL QUERY is done).
             let deadline = Instant::now() + KILL_WAIT;
             while Instant::now() < deadline
-                && ids.iter().any(|id| {
-                    self.shared
-                        .sessions
-                        .lock()
-                        .is_ok_and(|m| m.contains_key(id))
-                })
+                && self
+                    .shared
+                    .sessions
+                    .lock()
+                    .is_ok_and(|m| ids.iter().any(|id| m.contains_key(id)))
             {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
