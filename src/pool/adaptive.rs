@@ -18,7 +18,13 @@
 //!   only when demand exceeded the limit for most of it ("limited").
 //! - **Workload shifts.** An interval whose mean latency is 4 × away from
 //!   the typical one means the statements changed (queueing from one
-//!   doubling cannot do that): the search restarts with Startup.
+//!   doubling cannot do that): the search restarts with Startup, from the
+//!   base share at most — except when most of what completed had stalled
+//!   (a server stall: InnoDB flushing, a checkpoint; or statements that now
+//!   wait longer): waits never want less concurrency, so the limit is kept,
+//!   and when the latency falls back to where it was the limit from before
+//!   the rise is restored (dropping to the base share after each flushing
+//!   stall left a CPU idle while clients queued, I/O-bound).
 //! - **Startup.** The limit doubles each limited interval while
 //!   completions/s grow by ≥ 25 %; after two intervals without such growth
 //!   it settles on the smallest limit tried that reached 90 % of the best
@@ -28,8 +34,12 @@
 //!   (× 1.25) or down (× 0.8), alternating. Up is kept if the rate rose
 //!   beyond noise; a rise nearly proportional to the step means the server
 //!   is far from saturated and restarts Startup. Down is kept while the rate
-//!   holds within noise of the cruise rate (latency fell for free) and
-//!   repeated; otherwise the limit goes back. So it climbs while
+//!   holds within noise of the cruise rate *and* the latency fell by at
+//!   least half the step (Little's law: less concurrency at the same rate
+//!   must show as shorter statements; a rate that "held" within noise while
+//!   the latency did not fall is noise, and following it drifted the limit
+//!   far below what a server waiting on its disk absorbs), and repeated;
+//!   otherwise the limit goes back. So it climbs while
 //!   completions/s rise and backs off when more concurrency only adds
 //!   latency.
 //! - **Stalled statements** (the proxy's `thd_wait_begin`): a statement
@@ -130,6 +140,13 @@ const MIN_SAMPLES: u64 = 20;
 const BASELINE_WINDOW: usize = 20;
 /// A change of the interval mean latency by this factor is a new workload.
 const SHIFT: u32 = 4;
+/// A limit from before a rise of the latency is restored when the latency
+/// falls back within this long (a server stall lasts seconds; after longer
+/// the statements changed).
+const RESTORE_WITHIN: Duration = Duration::from_secs(10);
+/// A slowdown without stalls this many intervals after a limit was
+/// restored means the restore was wrong (the statements changed).
+const RESTORE_TRUST: u64 = 3;
 /// Cruise intervals between probes.
 const CRUISE: u32 = 3;
 /// Stalled after this many baselines…
@@ -163,14 +180,24 @@ pub struct Adaptive {
     // Cruise and probes.
     cruise_left: u32,
     cruise_sum: f64,
+    cruise_latency: Duration,
     cruise_n: u32,
     reference: f64,
+    /// Mean latency at the reference rate.
+    reference_latency: Duration,
     before_probe: usize,
     next_up: bool,
     // Startup.
     best: f64,
     strikes: u32,
     tried: Vec<(usize, f64)>,
+    /// The typical latency and the limit before the latest rise of the
+    /// latency by `SHIFT` (a server stall or longer statements), and when.
+    before_shift: Option<(Duration, usize, Duration)>,
+    /// Closed intervals with completions, and the one that last restored
+    /// a limit from `before_shift`.
+    intervals: u64,
+    restored_at: Option<u64>,
 }
 
 impl Adaptive {
@@ -201,13 +228,18 @@ impl Adaptive {
             last_latency: Duration::ZERO,
             cruise_left: CRUISE,
             cruise_sum: 0.0,
+            cruise_latency: Duration::ZERO,
             cruise_n: 0,
             reference: 0.0,
+            reference_latency: Duration::ZERO,
             before_probe: 0,
             next_up: true,
             best: 0.0,
             strikes: 0,
             tried: Vec::new(),
+            before_shift: None,
+            intervals: 0,
+            restored_at: None,
         }
     }
 
@@ -296,7 +328,15 @@ impl Adaptive {
     }
 
     fn interval(&self) -> Duration {
-        let b = self.typical.unwrap_or(Duration::ZERO);
+        let mut b = self.typical.unwrap_or(Duration::ZERO);
+        // Statements quicker than usual (a stall just ended): the interval
+        // follows them, so the controller sees the end within ~5 of them.
+        if self.done >= MIN_SAMPLES {
+            let now = self.latency_sum / u32::try_from(self.done).unwrap_or(u32::MAX);
+            if now * SHIFT < b {
+                b = now;
+            }
+        }
         (b * INTERVAL_RTTS).clamp(INTERVAL, Duration::from_secs(5))
     }
 
@@ -355,6 +395,7 @@ impl Adaptive {
         self.phase = Phase::Cruise;
         self.cruise_left = CRUISE;
         self.cruise_sum = 0.0;
+        self.cruise_latency = Duration::ZERO;
         self.cruise_n = 0;
     }
 
@@ -383,7 +424,7 @@ impl Adaptive {
 
     fn close(&mut self, now: Duration) {
         let elapsed = now.saturating_sub(self.since).max(Duration::from_micros(1));
-        let (done, sum) = (self.done, self.latency_sum);
+        let (done, sum, stalled_done) = (self.done, self.latency_sum, self.stalled_done);
         // Limited: demand exceeded the limit for most of the interval, and
         // the limit was what held statements back (not stalled ones running
         // beside it).
@@ -399,6 +440,7 @@ impl Adaptive {
         if done == 0 {
             return;
         }
+        self.intervals += 1;
         let rate = done as f64 / elapsed.as_secs_f64();
         let latency = sum / u32::try_from(done).unwrap_or(u32::MAX);
         self.last_rate = rate;
@@ -407,9 +449,8 @@ impl Adaptive {
         // not queueing (one doubling of the limit at most doubles it): the
         // statements changed. Rates before and after do not compare, so the
         // search starts over from here.
-        let shifted = self
-            .typical
-            .is_some_and(|t| latency > t * SHIFT || latency * SHIFT < t);
+        let previous = self.typical.unwrap_or(latency);
+        let shifted = latency > previous * SHIFT || latency * SHIFT < previous;
         if shifted {
             self.baselines.clear();
         }
@@ -427,15 +468,58 @@ impl Adaptive {
         });
         if shifted {
             self.shifts += 1;
-            // Borrowed concurrency is not kept across a change of workload:
-            // the search starts again from the base share at most (a new
-            // I/O-bound load doubles back up within a few intervals).
-            self.limit = self.limit.min(self.t.base).max(self.t.min);
+            let restored_lately = self
+                .restored_at
+                .is_some_and(|at| self.intervals.saturating_sub(at) <= RESTORE_TRUST);
+            if latency > previous * SHIFT {
+                // Slower. Most of what completed had stalled: the server
+                // stalled (a flush, a checkpoint: every statement in flight
+                // finishes late) or the statements now wait far longer
+                // (`SLEEP`, locks) — waits never want less concurrency, so
+                // the limit is kept and the search goes upwards from it.
+                // Otherwise it is more work per statement (or more admitted
+                // than the server runs at once, which looks the same), or
+                // the onset of a stall: borrowed concurrency is not kept.
+                let stalled = stalled_done * 2 >= done;
+                if !stalled && restored_lately {
+                    // The limit restored an interval or two ago was too
+                    // much: the statements did change. Not again.
+                    self.before_shift = None;
+                } else if self.before_shift.is_none() {
+                    // Remembered, to come back to when the latency does.
+                    self.before_shift = Some((previous, self.limit, now));
+                }
+                if !stalled {
+                    self.limit = self.limit.min(self.t.base).max(self.t.min);
+                }
+            } else if let Some((typical, limit, at)) = self.before_shift
+                && latency * SHIFT >= typical
+                && now.saturating_sub(at) <= RESTORE_WITHIN
+            {
+                // Back to the latency before the last rise: the stall ended
+                // (or the old statements came back). Their limit holds
+                // (remembered until the latency is back near theirs: the
+                // stall's tail may take another interval to drain).
+                self.restored_at = Some(self.intervals);
+                self.enter_cruise(limit.clamp(self.t.min, self.t.max));
+                return;
+            } else {
+                // Quicker statements: borrowed concurrency is not kept (a
+                // CPU-bound load after an I/O-bound one would over-admit);
+                // the search starts again from the base share at most.
+                self.before_shift = None;
+                self.limit = self.limit.min(self.t.base).max(self.t.min);
+            }
             self.phase = Phase::Startup;
             self.best = 0.0;
             self.strikes = 0;
             self.tried.clear();
             return;
+        }
+        if self.before_shift.is_some_and(|(typical, _, at)| {
+            latency < typical * 2 || now.saturating_sub(at) > RESTORE_WITHIN
+        }) {
+            self.before_shift = None;
         }
         if !limited {
             // Demand stayed below the limit: nothing learned about capacity.
@@ -480,12 +564,14 @@ impl Adaptive {
             }
             Phase::Cruise => {
                 self.cruise_sum += rate;
+                self.cruise_latency += latency;
                 self.cruise_n += 1;
                 self.cruise_left = self.cruise_left.saturating_sub(1);
                 if self.cruise_left > 0 {
                     return;
                 }
                 self.reference = self.cruise_sum / f64::from(self.cruise_n.max(1));
+                self.reference_latency = self.cruise_latency / self.cruise_n.max(1);
                 self.before_probe = self.limit;
                 let (up, down) = (self.up(self.limit), self.down(self.limit));
                 if (self.next_up && up > self.limit) || down == self.limit {
@@ -513,6 +599,7 @@ impl Adaptive {
                             .max(0.05)
                 {
                     self.reference = rate;
+                    self.reference_latency = latency;
                     self.before_probe = self.limit;
                     let up = self.up(self.limit);
                     if up == self.limit {
@@ -529,11 +616,20 @@ impl Adaptive {
                 let tolerance = (1.5 * noise)
                     .min(half_step(self.before_probe, self.limit))
                     .max(0.03);
-                if rate >= self.reference * (1.0 - tolerance) {
+                // Less concurrency at the same rate must show as a shorter
+                // latency (Little's law): at least half the step's share.
+                // A rate within noise whose latency did not fall is noise
+                // (waits on a disk that is not saturated): going down on it
+                // drifted the limit far below what the server absorbs.
+                let step = self.limit as f64 / self.before_probe.max(1) as f64;
+                let shorter = latency.as_secs_f64()
+                    <= self.reference_latency.as_secs_f64() * (1.0 - (1.0 - step) / 2.0);
+                if rate >= self.reference * (1.0 - tolerance) && shorter {
                     // Same throughput with less concurrency (or more: the
                     // higher limit thrashed): keep going down, measuring
                     // against the best rate seen.
                     self.reference = self.reference.max(rate);
+                    self.reference_latency = latency;
                     self.before_probe = self.limit;
                     let down = self.down(self.limit);
                     if down == self.limit {
