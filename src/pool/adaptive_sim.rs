@@ -768,6 +768,31 @@ fn elastic_follows_switches_between_cpu_io_and_commit_bound() {
     assert!(rates[3] >= 0.85 * best_commit, "commit");
 }
 
+/// An elastic group against the best fixed limit (32 and up) over the same
+/// `secs`-long run, measured from 5 s on: rate ≥ 85 % of it.
+fn elastic_against_fixed(name: &str, s: Server, secs: f64) -> Run {
+    let (best, at) = FIXED_WIDE[3..]
+        .iter()
+        .map(|l| {
+            let r = Sim::new(s, 256).run(&mut Gate::Fixed(*l), &[(0.0, READS)], secs);
+            (r.rate(5.0, secs), *l)
+        })
+        .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
+    let run = group_run(s, &[(0.0, READS)], 256, secs);
+    let rate = run.rate(5.0, secs);
+    eprintln!(
+        "{name}: best fixed {best:.0}/s at {at}, elastic group {rate:.0}/s ({:.2}); backends {:?}; limits {:?}",
+        rate / best,
+        run.owned,
+        run.limits,
+    );
+    assert!(
+        rate >= 0.85 * best,
+        "{name}: {rate:.0}/s < 85% of the best fixed limit's {best:.0}/s (at {at})"
+    );
+    run
+}
+
 #[test]
 fn elastic_io_bound_rides_out_server_stalls() {
     // I/O-bound with the server's flushing stalls: every 4 s nothing
@@ -779,26 +804,7 @@ fn elastic_io_bound_rides_out_server_stalls() {
         stalls: (4.0, 1.5),
         ..DEEP_DISK
     };
-    // The best fixed limit over the same window (the same stalls).
-    let (best, at) = FIXED_WIDE[3..]
-        .iter()
-        .map(|l| {
-            let r = Sim::new(s, 256).run(&mut Gate::Fixed(*l), &[(0.0, READS)], 20.0);
-            (r.rate(5.0, 20.0), *l)
-        })
-        .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
-    let run = group_run(s, &[(0.0, READS)], 256, 20.0);
-    let rate = run.rate(5.0, 20.0);
-    eprintln!(
-        "elastic io with stalls: best fixed {best:.0}/s at {at}, elastic group {rate:.0}/s ({:.2}); backends {:?}; limits {:?}",
-        rate / best,
-        run.owned,
-        run.limits,
-    );
-    assert!(
-        rate >= 0.85 * best,
-        "{rate:.0}/s < 85% of the best fixed limit's {best:.0}/s (at {at})"
-    );
+    let run = elastic_against_fixed("elastic io with stalls", s, 20.0);
     // Between stalls (the first 2.5 s of each period), after the first.
     let between: Vec<usize> = (1..5)
         .flat_map(|p| (p * 40 + 5)..(p * 40 + 20))
@@ -820,22 +826,5 @@ fn elastic_io_bound_holds_its_limit_on_a_noisy_disk() {
         jitter: 0.6,
         ..DEEP_DISK
     };
-    let (best, at) = FIXED_WIDE[3..]
-        .iter()
-        .map(|l| {
-            let r = Sim::new(s, 256).run(&mut Gate::Fixed(*l), &[(0.0, READS)], 30.0);
-            (r.rate(5.0, 30.0), *l)
-        })
-        .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
-    let run = group_run(s, &[(0.0, READS)], 256, 30.0);
-    let rate = run.rate(5.0, 30.0);
-    eprintln!(
-        "elastic io, noisy disk: best fixed {best:.0}/s at {at}, elastic group {rate:.0}/s ({:.2}); limits {:?}",
-        rate / best,
-        run.limits,
-    );
-    assert!(
-        rate >= 0.85 * best,
-        "{rate:.0}/s < 85% of the best fixed limit's {best:.0}/s (at {at})"
-    );
+    elastic_against_fixed("elastic io, noisy disk", s, 30.0);
 }
