@@ -284,6 +284,16 @@ const DOCUMENTED: &[(&str, &str, &str)] = &[
         "stuck pin",
         "state the text does not show … pinned until COM_RESET_CONNECTION",
     ),
+    (
+        "stored function setting a session variable",
+        "stuck pin",
+        "state the text does not show … pinned until COM_RESET_CONNECTION",
+    ),
+    (
+        "CALL setting the character set and autocommit",
+        "stuck pin",
+        "state the text does not show … pinned until COM_RESET_CONNECTION",
+    ),
     // A trigger's `SET @v = …` is reported as a bare "state changed", as a
     // procedure's is.
     (
@@ -865,6 +875,23 @@ const PINNING: &[Base] = &[
         Some("SELECT @@wait_timeout"),
         PLAIN,
     ),
+    pin(
+        "stored function setting a session variable",
+        "SELECT lm_func_tz()",
+        &["SET SESSION time_zone = DEFAULT"],
+        Some("SELECT @@session.time_zone"),
+        PLAIN,
+    ),
+    pin(
+        "CALL setting the character set and autocommit",
+        "CALL lm_proc_names()",
+        &[
+            "SET NAMES utf8mb4 COLLATE utf8mb4_general_ci",
+            "SET SESSION autocommit = 1",
+        ],
+        Some("SELECT @@character_set_client, @@autocommit"),
+        PLAIN,
+    ),
     Base {
         name: "open cursor (binary protocol)",
         sql: "SELECT id, v FROM lm_t WHERE id <= 3 ORDER BY id, v",
@@ -1364,6 +1391,10 @@ DROP ROLE IF EXISTS lm_role;
 CREATE ROLE lm_role;
 GRANT SELECT ON leakdb.lm_t TO lm_role;
 GRANT lm_role TO 'app'@'%';
+DELIMITER //
+CREATE FUNCTION leakdb.lm_func_tz() RETURNS INT NO SQL BEGIN SET SESSION time_zone = '+06:00'; RETURN 1; END//
+CREATE PROCEDURE leakdb.lm_proc_names() BEGIN SET NAMES latin1; SET SESSION autocommit = 0; END//
+DELIMITER ;
 ";
 
 /// One generated matrix entry.
