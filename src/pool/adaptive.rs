@@ -353,9 +353,8 @@ impl Adaptive {
             }
         }
         let old_limit = self.limit;
-        let elapsed = now.saturating_sub(self.since);
-        let due = elapsed >= self.interval();
-        if due && (self.done >= MIN_SAMPLES || elapsed >= self.interval() * 4) {
+        let (elapsed, interval) = (now.saturating_sub(self.since), self.interval());
+        if elapsed >= interval && (self.done >= MIN_SAMPLES || elapsed >= interval * 4) {
             self.close(now);
         }
         self.stalled > before || self.limit > old_limit
@@ -422,6 +421,63 @@ impl Adaptive {
         self.enter_cruise(settle);
     }
 
+    /// Borrowed concurrency is not kept: the limit goes back to the base
+    /// share at most.
+    fn back_to_base(&mut self) {
+        self.limit = self.limit.min(self.t.base).max(self.t.min);
+    }
+
+    /// An interval whose mean `latency` is `SHIFT` × away from the
+    /// `previous` typical one (`stalled`: most of what completed in it had
+    /// stalled).
+    fn on_shift(&mut self, latency: Duration, previous: Duration, stalled: bool, now: Duration) {
+        self.shifts += 1;
+        if latency > previous * SHIFT {
+            // Slower. Most of what completed had stalled: the server
+            // stalled (a flush, a checkpoint: every statement in flight
+            // finishes late) or the statements now wait far longer
+            // (`SLEEP`, locks) — waits never want less concurrency, so the
+            // limit is kept and the search goes upwards from it. Otherwise
+            // it is more work per statement (or more admitted than the
+            // server runs at once, which looks the same), or the onset of a
+            // stall: borrowed concurrency is not kept.
+            let restored_lately = self
+                .restored_at
+                .is_some_and(|at| self.intervals.saturating_sub(at) <= RESTORE_TRUST);
+            if !stalled && restored_lately {
+                // The limit restored an interval or two ago was too much:
+                // the statements did change. Not again.
+                self.before_shift = None;
+            } else if self.before_shift.is_none() {
+                // Remembered, to come back to when the latency does.
+                self.before_shift = Some((previous, self.limit, now));
+            }
+            if !stalled {
+                self.back_to_base();
+            }
+        } else if let Some((typical, limit, at)) = self.before_shift
+            && latency * SHIFT >= typical
+            && now.saturating_sub(at) <= RESTORE_WITHIN
+        {
+            // Back to the latency before the last rise: the stall ended (or
+            // the old statements came back). Their limit holds (remembered
+            // until the latency is back near theirs: the stall's tail may
+            // take another interval to drain).
+            self.restored_at = Some(self.intervals);
+            self.enter_cruise(limit.clamp(self.t.min, self.t.max));
+            return;
+        } else {
+            // Quicker statements: borrowed concurrency is not kept (a
+            // CPU-bound load after an I/O-bound one would over-admit).
+            self.before_shift = None;
+            self.back_to_base();
+        }
+        self.phase = Phase::Startup;
+        self.best = 0.0;
+        self.strikes = 0;
+        self.tried.clear();
+    }
+
     fn close(&mut self, now: Duration) {
         let elapsed = now.saturating_sub(self.since).max(Duration::from_micros(1));
         let (done, sum, stalled_done) = (self.done, self.latency_sum, self.stalled_done);
@@ -430,7 +486,7 @@ impl Adaptive {
         // beside it).
         let limited = self.gate_checks > 0
             && self.gate_blocked * 2 >= self.gate_checks
-            && self.stalled_done * 4 <= done;
+            && stalled_done * 4 <= done;
         self.since = now;
         self.done = 0;
         self.stalled_done = 0;
@@ -467,53 +523,7 @@ impl Adaptive {
             None => latency,
         });
         if shifted {
-            self.shifts += 1;
-            let restored_lately = self
-                .restored_at
-                .is_some_and(|at| self.intervals.saturating_sub(at) <= RESTORE_TRUST);
-            if latency > previous * SHIFT {
-                // Slower. Most of what completed had stalled: the server
-                // stalled (a flush, a checkpoint: every statement in flight
-                // finishes late) or the statements now wait far longer
-                // (`SLEEP`, locks) — waits never want less concurrency, so
-                // the limit is kept and the search goes upwards from it.
-                // Otherwise it is more work per statement (or more admitted
-                // than the server runs at once, which looks the same), or
-                // the onset of a stall: borrowed concurrency is not kept.
-                let stalled = stalled_done * 2 >= done;
-                if !stalled && restored_lately {
-                    // The limit restored an interval or two ago was too
-                    // much: the statements did change. Not again.
-                    self.before_shift = None;
-                } else if self.before_shift.is_none() {
-                    // Remembered, to come back to when the latency does.
-                    self.before_shift = Some((previous, self.limit, now));
-                }
-                if !stalled {
-                    self.limit = self.limit.min(self.t.base).max(self.t.min);
-                }
-            } else if let Some((typical, limit, at)) = self.before_shift
-                && latency * SHIFT >= typical
-                && now.saturating_sub(at) <= RESTORE_WITHIN
-            {
-                // Back to the latency before the last rise: the stall ended
-                // (or the old statements came back). Their limit holds
-                // (remembered until the latency is back near theirs: the
-                // stall's tail may take another interval to drain).
-                self.restored_at = Some(self.intervals);
-                self.enter_cruise(limit.clamp(self.t.min, self.t.max));
-                return;
-            } else {
-                // Quicker statements: borrowed concurrency is not kept (a
-                // CPU-bound load after an I/O-bound one would over-admit);
-                // the search starts again from the base share at most.
-                self.before_shift = None;
-                self.limit = self.limit.min(self.t.base).max(self.t.min);
-            }
-            self.phase = Phase::Startup;
-            self.best = 0.0;
-            self.strikes = 0;
-            self.tried.clear();
+            self.on_shift(latency, previous, stalled_done * 2 >= done, now);
             return;
         }
         if self.before_shift.is_some_and(|(typical, _, at)| {

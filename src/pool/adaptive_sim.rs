@@ -169,6 +169,87 @@ impl Sim {
         }
     }
 
+    /// How fast the server goes at `secs`: a stall slows everything to
+    /// 15 % for its first 0.4 s (the onset: statements in flight finish
+    /// late, none looks stalled yet), then nothing progresses.
+    fn speed(&self, secs: f64) -> f64 {
+        let (every, stall) = self.server.stalls;
+        if every <= 0.0 {
+            return 1.0;
+        }
+        match secs % every - (every - stall) {
+            x if x < 0.0 => 1.0,
+            x if x < 0.4 => 0.15,
+            _ => 0.0,
+        }
+    }
+
+    /// One step of `dt` ms of progress at the server.
+    fn progress(&mut self, w: Workload, dt: f64, us: u64) {
+        // Progress: the wire first, then the disk (FIFO channels), the
+        // hot row's lock (one holder, in turn), the CPU (shared equally),
+        // then the commit flush (all waiting commits at once).
+        let mut disk_free = self.server.disk;
+        let on_cpu = self
+            .running
+            .iter()
+            .filter(|j| j.net <= 0.0 && j.io <= 0.0 && j.lock <= 0.0 && j.cpu > 0.0)
+            .count();
+        let now_ms = us as f64 / 1000.0;
+        if self.flush_end.is_some_and(|end| now_ms >= end) {
+            let no = self.flush_no;
+            for j in &mut self.running {
+                if j.flush == no {
+                    j.commit = 0.0;
+                }
+            }
+            self.flush_end = None;
+        }
+        if self.flush_end.is_none()
+            && self.running.iter().any(|j| {
+                j.net <= 0.0 && j.io <= 0.0 && j.lock <= 0.0 && j.cpu <= 0.0 && j.commit > 0.0
+            })
+        {
+            self.flush_no += 1;
+            let no = self.flush_no;
+            for j in &mut self.running {
+                if j.net <= 0.0 && j.io <= 0.0 && j.lock <= 0.0 && j.cpu <= 0.0 && j.commit > 0.0 {
+                    j.flush = no;
+                }
+            }
+            self.flush_end = Some(now_ms + w.commit_ms);
+        }
+        let excess = (on_cpu as f64 - self.server.cores).max(0.0);
+        let capacity = self.server.cores / (1.0 + self.server.thrash * excess);
+        let share = if on_cpu > 0 {
+            (capacity / on_cpu as f64).min(1.0)
+        } else {
+            0.0
+        };
+        for j in &mut self.running {
+            if j.net > 0.0 {
+                j.net -= dt;
+            } else if j.io > 0.0 {
+                if disk_free > 0 {
+                    disk_free -= 1;
+                    j.io -= dt * self.disk_speed;
+                }
+            } else if j.lock > 0.0 {
+                if self.holder.is_none() {
+                    self.holder = Some(j.ticket);
+                }
+                if self.holder == Some(j.ticket) {
+                    j.lock -= dt;
+                    if j.lock <= 0.0 {
+                        self.holder = None;
+                    }
+                }
+            } else if j.cpu > 0.0 {
+                j.cpu -= dt * share;
+            }
+        }
+    }
+
     /// Runs for `secs` with `phases` (each workload from a time on).
     fn run(&mut self, gate: &mut Gate, phases: &[(f64, Workload)], secs: f64) -> Run {
         let steps = (secs * 1e6) as u64 / DT_US;
@@ -232,96 +313,12 @@ impl Sim {
             if let Gate::Adaptive(a) = gate {
                 a.gate(self.waiting > 0 || a.busy() >= a.limit());
             }
-            // A server stall: everything slows to 15 % for its first
-            // 0.4 s (the onset: statements in flight finish late, none
-            // looks stalled yet), then nothing progresses.
-            let (every, stall) = self.server.stalls;
-            let into = if every > 0.0 {
-                secs_now % every - (every - stall)
-            } else {
-                -1.0
-            };
-            let speed = match into {
-                x if x < 0.0 => 1.0,
-                x if x < 0.4 => 0.15,
-                _ => 0.0,
-            };
+            let speed = self.speed(secs_now);
             if self.server.jitter > 0.0 && us.is_multiple_of(200_000) {
                 self.disk_speed = 1.0 + self.server.jitter * (2.0 * self.rng.next() - 1.0);
             }
             if speed > 0.0 {
-                let dt = dt * speed;
-                // Progress: the wire first, then the disk (FIFO channels), the
-                // hot row's lock (one holder, in turn), the CPU (shared equally),
-                // then the commit flush (all waiting commits at once).
-                let mut disk_free = self.server.disk;
-                let on_cpu = self
-                    .running
-                    .iter()
-                    .filter(|j| j.net <= 0.0 && j.io <= 0.0 && j.lock <= 0.0 && j.cpu > 0.0)
-                    .count();
-                let now_ms = us as f64 / 1000.0;
-                if self.flush_end.is_some_and(|end| now_ms >= end) {
-                    let no = self.flush_no;
-                    for j in &mut self.running {
-                        if j.flush == no {
-                            j.commit = 0.0;
-                        }
-                    }
-                    self.flush_end = None;
-                }
-                if self.flush_end.is_none()
-                    && self.running.iter().any(|j| {
-                        j.net <= 0.0
-                            && j.io <= 0.0
-                            && j.lock <= 0.0
-                            && j.cpu <= 0.0
-                            && j.commit > 0.0
-                    })
-                {
-                    self.flush_no += 1;
-                    let no = self.flush_no;
-                    for j in &mut self.running {
-                        if j.net <= 0.0
-                            && j.io <= 0.0
-                            && j.lock <= 0.0
-                            && j.cpu <= 0.0
-                            && j.commit > 0.0
-                        {
-                            j.flush = no;
-                        }
-                    }
-                    self.flush_end = Some(now_ms + w.commit_ms);
-                }
-                let excess = (on_cpu as f64 - self.server.cores).max(0.0);
-                let capacity = self.server.cores / (1.0 + self.server.thrash * excess);
-                let share = if on_cpu > 0 {
-                    (capacity / on_cpu as f64).min(1.0)
-                } else {
-                    0.0
-                };
-                for j in &mut self.running {
-                    if j.net > 0.0 {
-                        j.net -= dt;
-                    } else if j.io > 0.0 {
-                        if disk_free > 0 {
-                            disk_free -= 1;
-                            j.io -= dt * self.disk_speed;
-                        }
-                    } else if j.lock > 0.0 {
-                        if self.holder.is_none() {
-                            self.holder = Some(j.ticket);
-                        }
-                        if self.holder == Some(j.ticket) {
-                            j.lock -= dt;
-                            if j.lock <= 0.0 {
-                                self.holder = None;
-                            }
-                        }
-                    } else if j.cpu > 0.0 {
-                        j.cpu -= dt * share;
-                    }
-                }
+                self.progress(w, dt * speed, us);
             }
             let mut i = 0;
             while i < self.running.len() {
