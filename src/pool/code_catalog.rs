@@ -29,7 +29,13 @@
 //! statement counters first (no table opened) and reads again only the
 //! part they say changed: views, triggers and sequence defaults on table
 //! DDL, procedures on routine DDL; column defaults (which open every
-//! table's definition) only while a sequence exists.
+//! table's definition) only while a sequence exists. A DDL statement's
+//! reply wakes the reader, which then waits for such statements to stop
+//! for [`DDL_QUIET`] (within an interval); after a failed reading it
+//! waits a whole interval. Reading `ROUTINES` opens `mysql.proc`, and a
+//! server caches the definition a reading opened: a client replacing its
+//! files under the server (mysqltest's sp-destruct) must not meet a
+//! reading at every statement.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,6 +47,23 @@ use tokio::time::Instant;
 use crate::backend::{BackendConn, BackendError};
 use crate::session_state::code_names::{self, CodeNames, ProcRow, TriggerRow, ViewRow};
 
+/// What a reading ended with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A set is installed (read, or confirmed unchanged).
+    Known,
+    /// Nothing installed: a statement that may change the set is out or
+    /// raced the reading, or the set cannot be complete.
+    Unknown,
+    /// The reading itself failed (a query refused, no connection, a
+    /// timeout).
+    Failed,
+}
+
+/// After a statement that may change the set is answered, the next reading
+/// waits until such statements stopped for this long (within the
+/// interval).
+const DDL_QUIET: Duration = Duration::from_millis(100);
 /// A reading older than this many intervals is not trusted.
 pub const STALE_AFTER_REFRESHES: u32 = 10;
 /// At most this many catalog rows are read (past it the set is unknown).
@@ -304,7 +327,8 @@ impl CodeCatalog {
     /// Reads the catalog once on `c`: `Ok(Ok(None))` when the counters are
     /// the last reading's (nothing changed), `Ok(Err(why))` when the
     /// reading cannot be trusted to be complete. `may_confirm`: unchanged
-    /// counters may confirm the installed set (else everything is read).
+    /// counters may confirm the installed set (else the tables' part is
+    /// read again).
     async fn read(
         &self,
         c: &mut BackendConn,
@@ -334,11 +358,19 @@ impl CodeCatalog {
             });
         // Objects written as files into the datadir, or restored, move no
         // counter: everything is read again now and then.
-        let full = !may_confirm
-            || reader
-                .last_full
-                .is_none_or(|t| t.elapsed() >= reader.interval * FULL_READING_EVERY);
-        let read_tables = full || reader.tables_fingerprint.as_ref() != Some(&tables_fp);
+        let full = reader
+            .last_full
+            .is_none_or(|t| t.elapsed() >= reader.interval * FULL_READING_EVERY);
+        // A DDL statement through this proxy (a view, a trigger, a table
+        // with a sequence default) cannot change a procedure without moving
+        // a routine counter: the procedures are read again only when one
+        // moved, or in the periodic full reading. Reading them opens
+        // `mysql.proc`, which a client may be replacing on disk (a
+        // migration, mysqltest's sp-destruct): the server then caches
+        // whatever definition that reading opened, so it is opened as
+        // seldom as the set allows.
+        let read_tables =
+            full || !may_confirm || reader.tables_fingerprint.as_ref() != Some(&tables_fp);
         let read_routines = full || reader.routines_fingerprint.as_ref() != Some(&routines_fp);
         if !read_tables && !read_routines {
             return Ok(Ok(None));
@@ -417,8 +449,7 @@ impl CodeCatalog {
         ))))
     }
 
-    /// One reading, installed when nothing changed meanwhile. Returns
-    /// whether a set is known after it.
+    /// One reading, installed when nothing changed meanwhile.
     pub async fn refresh(
         &self,
         pool: &Arc<super::Pool>,
@@ -426,12 +457,12 @@ impl CodeCatalog {
         needs_global: bool,
         interval: Duration,
         limit: Duration,
-    ) -> bool {
+    ) -> Outcome {
         // A reading that raced a DDL statement is read again at once.
         for _ in 0..3 {
             let (generation, in_flight) = self.generation();
             if in_flight > 0 {
-                return false;
+                return Outcome::Unknown;
             }
             // An unchanged fingerprint confirms the set only while one is
             // installed (a DDL statement through the proxy made it unknown).
@@ -443,7 +474,7 @@ impl CodeCatalog {
             let deadline = tokio::time::Instant::now() + limit;
             let Some(mut helper) = pool.reading_connection(deadline).await else {
                 self.note_error("no backend connection came free for the reading".into());
-                return false;
+                return Outcome::Failed;
             };
             // A reading that takes longer than an interval (a DDL statement
             // holding information_schema, a stalled server) cannot vouch for
@@ -464,12 +495,12 @@ impl CodeCatalog {
             match read {
                 Ok(Ok(Ok(Some(names)))) => {
                     if self.install(generation, Some(names)) {
-                        return true;
+                        return Outcome::Known;
                     }
                 }
                 Ok(Ok(Ok(None))) => {
                     if self.install(generation, None) {
-                        return true;
+                        return Outcome::Known;
                     }
                 }
                 Ok(Ok(Err(incomplete))) => {
@@ -478,21 +509,52 @@ impl CodeCatalog {
                         ..Reader::default()
                     };
                     self.forget(incomplete);
-                    return false;
+                    return Outcome::Unknown;
                 }
                 Ok(Err(e)) => {
                     *reader = Reader::default();
                     self.note_error(e.to_string());
-                    return false;
+                    return Outcome::Failed;
                 }
                 Err(_) => {
                     *reader = Reader::default();
                     self.note_error("the catalog reading timed out".into());
-                    return false;
+                    return Outcome::Failed;
                 }
             }
         }
-        false
+        Outcome::Unknown
+    }
+
+    /// Waits for the next reading: an interval, or less when a statement
+    /// that may change the set is answered — then until such statements
+    /// have stopped for [`DDL_QUIET`] (a migration's hundreds of DDL
+    /// statements cost a few readings, not one each; the set stays unknown
+    /// meanwhile, which fails closed), within the interval. After a
+    /// reading that failed (the server refused a query, no connection, a
+    /// timeout) the whole interval: a failing reading is not repeated on
+    /// every DDL statement.
+    async fn next_reading(&self, interval: Duration, failed: bool) {
+        let until = Instant::now() + interval;
+        if failed {
+            tokio::time::sleep_until(until).await;
+            return;
+        }
+        if tokio::time::timeout_at(until, self.wake.notified())
+            .await
+            .is_err()
+        {
+            return;
+        }
+        loop {
+            let quiet = (Instant::now() + DDL_QUIET).min(until);
+            if tokio::time::timeout_at(quiet, self.wake.notified())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
     }
 
     fn note_error(&self, e: String) {
@@ -519,6 +581,7 @@ impl CodeCatalog {
         current: impl Fn() -> Option<(Arc<crate::config::Config>, Arc<super::Pool>)>,
     ) {
         let mut first = self.names().is_none();
+        let mut last = Outcome::Known;
         loop {
             if shutdown.is_triggered() {
                 return;
@@ -528,7 +591,6 @@ impl CodeCatalog {
             };
             let refresh = Duration::from_millis(cfg.pool.code_catalog_refresh_ms);
             if !first {
-                // Woken early by a DDL statement's reply.
                 let wait = if refresh.is_zero() {
                     Duration::from_secs(1)
                 } else {
@@ -536,7 +598,7 @@ impl CodeCatalog {
                 };
                 tokio::select! {
                     _ = shutdown.wait() => return,
-                    _ = tokio::time::timeout(wait, self.wake.notified()) => {}
+                    _ = self.next_reading(wait, last == Outcome::Failed) => {}
                 }
             }
             first = false;
@@ -550,7 +612,7 @@ impl CodeCatalog {
                 .max(refresh * 2);
             tokio::select! {
                 _ = shutdown.wait() => return,
-                _ = self.refresh(&pool, &mut reader, !sees_for_all(&cfg), refresh, limit) => {}
+                o = self.refresh(&pool, &mut reader, !sees_for_all(&cfg), refresh, limit) => last = o,
             }
             drop(pool);
             if self.stale(refresh * STALE_AFTER_REFRESHES) && self.names().is_some() {
@@ -600,6 +662,62 @@ mod tests {
         let (g, _) = c.generation();
         assert!(c.install(g, Some(names())));
         assert_eq!(c.names().map(|n| n.len()), Some(1));
+    }
+
+    /// Ends a DDL statement (sent and answered) `at` after the start.
+    fn ddl_answered_at(c: &Arc<CodeCatalog>, at: Duration) -> tokio::task::JoinHandle<()> {
+        let c = c.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(at).await;
+            drop(c.guard_if(true));
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ddl_burst_is_read_once_it_stops() {
+        let c = Arc::new(CodeCatalog::default());
+        let interval = Duration::from_secs(1);
+        // Nothing happens: the interval.
+        let t = Instant::now();
+        c.next_reading(interval, false).await;
+        assert_eq!(t.elapsed(), interval);
+        // One DDL statement at 200 ms: read DDL_QUIET after its reply.
+        let t = Instant::now();
+        let ddl = ddl_answered_at(&c, Duration::from_millis(200));
+        c.next_reading(interval, false).await;
+        ddl.await.unwrap();
+        assert_eq!(t.elapsed(), Duration::from_millis(200) + DDL_QUIET);
+        // A burst every 50 ms from 100 to 400 ms: after the last one.
+        let t = Instant::now();
+        let burst: Vec<_> = (0..7)
+            .map(|i| ddl_answered_at(&c, Duration::from_millis(100 + 50 * i)))
+            .collect();
+        c.next_reading(interval, false).await;
+        for b in burst {
+            b.await.unwrap();
+        }
+        assert_eq!(t.elapsed(), Duration::from_millis(400) + DDL_QUIET);
+        // A burst that never stops: still read within the interval.
+        let t = Instant::now();
+        let endless: Vec<_> = (0..40)
+            .map(|i| ddl_answered_at(&c, Duration::from_millis(20 + 30 * i)))
+            .collect();
+        c.next_reading(interval, false).await;
+        assert_eq!(t.elapsed(), interval);
+        for b in endless {
+            b.await.unwrap();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_reading_is_not_repeated_on_every_ddl_statement() {
+        let c = Arc::new(CodeCatalog::default());
+        let interval = Duration::from_secs(1);
+        let t = Instant::now();
+        let ddl = ddl_answered_at(&c, Duration::from_millis(10));
+        c.next_reading(interval, true).await;
+        ddl.await.unwrap();
+        assert_eq!(t.elapsed(), interval);
     }
 
     #[test]
