@@ -31,7 +31,7 @@
 //! DDL, procedures on routine DDL; column defaults (which open every
 //! table's definition) only while a sequence exists. A DDL statement's
 //! reply wakes the reader, which then waits for such statements to stop
-//! for [`DDL_QUIET`] (within an interval); after a failed reading it
+//! for 100 ms (within an interval); after a failed reading it
 //! waits a whole interval. Reading `ROUTINES` opens `mysql.proc`, and a
 //! server caches the definition a reading opened: a client replacing its
 //! files under the server (mysqltest's sp-destruct) must not meet a
