@@ -28,6 +28,7 @@ pub fn refresh_gauges(shared: &Shared) {
         }
         m.stalls.absolute(s.counters.stalls);
         m.kickups.absolute(s.counters.kickups);
+        m.overdue.absolute(s.counters.overdue);
         let (idle, busy, pinned) = backend_states(&s);
         m.idle.set(idle as f64);
         m.busy.set(busy as f64);

@@ -76,6 +76,9 @@ pub struct Scheduler {
     closed: u64,
     /// Backends closed on return because the share shrank, so far.
     closed_over_share: u64,
+    /// Waiters admitted past the in-flight limit after half their queue
+    /// timeout, so far.
+    overdue: u64,
 }
 
 /// One group.
@@ -152,6 +155,7 @@ pub fn status(shared: &Shared) -> Status {
                     given_back: s.counters.given_back,
                     closed: s.counters.closed,
                     closed_over_share: s.counters.closed_over_share,
+                    overdue: s.counters.overdue,
                 },
             }
         })

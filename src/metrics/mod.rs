@@ -91,6 +91,8 @@ pub struct GroupMetrics {
     pub stalls: Counter,
     /// Kickups.
     pub kickups: Counter,
+    /// Admissions past the limit after half the queue timeout.
+    pub overdue: Counter,
     /// Idle backends.
     pub idle: Gauge,
     /// Executing backends.
@@ -199,6 +201,7 @@ impl Metrics {
                     stalled_total: counter(STALLED_STATEMENTS_TOTAL, std::slice::from_ref(&gl)),
                     stalls: counter(STALLS_TOTAL, std::slice::from_ref(&gl)),
                     kickups: counter(KICKUPS_TOTAL, std::slice::from_ref(&gl)),
+                    overdue: counter(OVERDUE_ADMISSIONS_TOTAL, std::slice::from_ref(&gl)),
                     idle: gauge(BACKEND_CONNECTIONS, &[gl.clone(), ("state", "idle".into())]),
                     busy: gauge(BACKEND_CONNECTIONS, &[gl.clone(), ("state", "busy".into())]),
                     pinned: gauge(

@@ -72,6 +72,9 @@ pub const STALLED_STATEMENTS_TOTAL: &str = "myplex_stalled_statements_total";
 pub const STALLS_TOTAL: &str = "myplex_stalls_total";
 /// Counter{group}: low-priority requests moved to the high-priority queue.
 pub const KICKUPS_TOTAL: &str = "myplex_kickups_total";
+/// Counter{group}: queued requests admitted past the in-flight limit after
+/// waiting half their queue timeout.
+pub const OVERDUE_ADMISSIONS_TOTAL: &str = "myplex_overdue_admissions_total";
 /// Counter{group}: queued requests that hit `queue_timeout_ms`.
 pub const QUEUE_TIMEOUTS_TOTAL: &str = "myplex_queue_timeouts_total";
 /// Gauge{group, state}: backend connections `idle`, `busy` (executing) and
@@ -153,6 +156,7 @@ pub const ALL: &[&str] = &[
     STALLED_STATEMENTS_TOTAL,
     STALLS_TOTAL,
     KICKUPS_TOTAL,
+    OVERDUE_ADMISSIONS_TOTAL,
     QUEUE_TIMEOUTS_TOTAL,
     BACKEND_CONNECTIONS,
     BACKEND_CEILING,

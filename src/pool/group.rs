@@ -132,7 +132,9 @@ impl Group {
         deadline: Instant,
     ) -> Result<Admitted, QueueTimeout> {
         let start = Instant::now();
-        let adm = self.lock().request_for(need, prio, tenant, start);
+        let adm = self
+            .lock()
+            .request_until(need, prio, tenant, start, Some(deadline));
         let (grant, id) = match adm {
             Admission::Now(g, id) => (g, id),
             Admission::Queued(id, rx) => {
