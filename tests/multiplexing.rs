@@ -245,6 +245,60 @@ async fn queue_timeout_is_a_clear_error_and_the_pool_recovers() {
     assert_eq!(p.backends_owned(), 1);
 }
 
+/// The in-flight limit holds a statement back, not the backend budget: half
+/// way to its queue timeout it runs past the limit on a free backend
+/// instead of failing with 1317 while the server keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_limit_alone_never_times_a_statement_out() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .groups(1)
+        .max_backend(3)
+        .oversubscribe(0)
+        .queue_timeout_ms(1_000)
+        .with(|c| {
+            c.pool.inflight = myplex::config::InflightMode::Fixed;
+            c.pool.stall_limit_ms = 200;
+        })
+        .start()
+        .await;
+    let (mut a, mut b, mut c) = (conn(&p).await, conn(&p).await, conn(&p).await);
+    // C's transaction keeps statements moving (a transaction in progress
+    // runs past the limit), so no stall tick adds a slot.
+    c.query_drop("BEGIN").await.expect("begin");
+    c.query_drop("SELECT 1").await.expect("pins a backend");
+    let stop = std::time::Instant::now() + Duration::from_millis(1_800);
+    let busy = tokio::spawn(async move {
+        while std::time::Instant::now() < stop {
+            c.query_drop("SELECT 1").await.expect("in the transaction");
+        }
+        c.query_drop("COMMIT").await.expect("commit");
+    });
+    // A holds the only place under the limit for 3 s.
+    let slow = tokio::spawn(async move {
+        let v: Option<i64> = a.query_first("SELECT SLEEP(3)").await.expect("sleep");
+        v
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = std::time::Instant::now();
+    let v: Option<i64> = b
+        .query_first("SELECT 2")
+        .await
+        .expect("admitted past the limit, not timed out");
+    assert_eq!(v, Some(2));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(450) && waited < Duration::from_millis(1_000),
+        "waited {waited:?}: queued under the limit, then admitted half way to its timeout"
+    );
+    busy.await.expect("join");
+    assert_eq!(slow.await.expect("join"), Some(0));
+    let (_, status) = p.http_get("/status").await;
+    let v: serde_json::Value = serde_json::from_str(&status).expect("json");
+    let overdue = v["groups"][0]["scheduler"]["overdue"].as_u64();
+    assert_eq!(overdue, Some(1), "{status}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_clients_share_few_backends() {
     let db = MariaDb::shared();
