@@ -324,3 +324,41 @@ async fn queue_timeout_names_transactions_holding_every_backend() {
     let v: Option<u32> = waiter.query_first("SELECT 3").await.expect("served");
     assert_eq!(v, Some(3));
 }
+
+/// A server at its connection limit is full, not down: sessions whose new
+/// backend it refuses (here the account's `MAX_USER_CONNECTIONS`, 1226)
+/// wait for one of the pool's own backends instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_server_makes_statements_wait_not_fail() {
+    let db = MariaDb::start();
+    db.sql("ALTER USER 'app'@'%' WITH MAX_USER_CONNECTIONS 3");
+    let p = Proxy::builder(&db)
+        .groups(1)
+        .oversubscribe(7)
+        .queue_timeout_ms(20_000)
+        .start()
+        .await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let url = p.app_url();
+        tasks.push(tokio::spawn(async move {
+            let mut c = Conn::from_url(url.as_str()).await.expect("login");
+            c.query_drop("BEGIN").await.expect("begin");
+            let v: Option<i64> = c
+                .query_first(format!("SELECT {i} + SLEEP(0.3)"))
+                .await
+                .map_err(|e| format!("client {i}: {e}"))?;
+            c.query_drop("COMMIT").await.expect("commit");
+            c.disconnect().await.expect("quit");
+            Ok::<_, String>(v)
+        }));
+    }
+    let mut failed = Vec::new();
+    for (i, t) in tasks.into_iter().enumerate() {
+        match t.await.expect("join") {
+            Ok(v) => assert_eq!(v, Some(i as i64)),
+            Err(e) => failed.push(e),
+        }
+    }
+    assert!(failed.is_empty(), "refused by a full server: {failed:?}");
+}

@@ -47,6 +47,19 @@ pub enum BackendError {
 }
 
 impl BackendError {
+    /// The server's refusal when it is at a connection limit (1040
+    /// `max_connections`, 1203 `max_user_connections`, 1226 the account's
+    /// own `MAX_USER_CONNECTIONS`): the server is up and full, not
+    /// unreachable.
+    pub fn server_full(&self) -> Option<&ErrPacket> {
+        match self {
+            BackendError::Server(e) if crate::protocol::errors::is_connection_limit(e.code) => {
+                Some(e)
+            }
+            _ => None,
+        }
+    }
+
     /// True when the descriptor table is full (EMFILE / ENFILE).
     pub fn is_out_of_fds(&self) -> bool {
         match self {

@@ -104,6 +104,15 @@ impl Budget {
         self.source.store(source as usize, Ordering::Release);
     }
 
+    /// Stops the common pool where it is now (the server refused a
+    /// backend login as full): nothing more is borrowed until
+    /// [`Budget::set`] gives a ceiling again.
+    pub fn hold_at_used(&self) {
+        let bases = self.bases.load(Ordering::Acquire);
+        let used = self.used.load(Ordering::Acquire);
+        self.ceiling.store(bases + used, Ordering::Release);
+    }
+
     /// Current values.
     pub fn view(&self) -> View {
         let ceiling = self.ceiling.load(Ordering::Acquire);
@@ -222,6 +231,23 @@ impl Budget {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_full_server_holds_the_common_pool_where_it_is() {
+        let b = Budget::new(2, 8, Source::Default);
+        b.set(40, 8, Source::Server); // common pool 32
+        assert!(b.borrow(0) && b.borrow(0) && b.borrow(1));
+        b.hold_at_used();
+        assert_eq!(b.view().ceiling, 11, "the bases and the 3 borrowed");
+        assert!(!b.can_borrow(0) && !b.can_borrow(1));
+        b.give_back(0);
+        assert!(
+            b.can_borrow(1),
+            "a borrowed backend given back may be borrowed again"
+        );
+        b.set(40, 8, Source::Server);
+        assert_eq!(b.view().common, 32, "lifted by the next budget");
+    }
+
     use super::*;
 
     #[test]

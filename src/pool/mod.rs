@@ -47,6 +47,10 @@ pub struct Pool {
     /// 1 + the globals epoch it was read in (0 = read it at the next
     /// maintenance round: at start, after a reload or a `SET GLOBAL`).
     ceiling_epoch: std::sync::atomic::AtomicU64,
+    /// Since when the server refuses backend logins as full (1040 / 1203):
+    /// the common pool is held where it was until [`SERVER_FULL_HOLD`]
+    /// passes without another refusal.
+    full_since: std::sync::Mutex<Option<Instant>>,
     /// Login parameters per credential pool (indexes never change; a
     /// reload may append pools and update their settings). The flavour is
     /// added per pool key by [`Pool::params`].
@@ -143,6 +147,9 @@ fn limits_for(p: &PoolConfig, i: usize, n: usize, bases: usize) -> Limits {
 
 /// Period of the adaptive limit's timer (stalled statements, intervals).
 const ADAPT_PERIOD: Duration = Duration::from_millis(25);
+/// How long the common pool stays held after the server refused a backend
+/// login as full.
+pub const SERVER_FULL_HOLD: Duration = Duration::from_secs(10);
 
 impl Pool {
     /// Builds the groups from the config; `params` are the credential pools.
@@ -166,6 +173,7 @@ impl Pool {
             pool_cfg: ArcSwap::from_pointee(cfg.pool.clone()),
             server_max_connections: std::sync::atomic::AtomicUsize::new(0),
             ceiling_epoch: std::sync::atomic::AtomicU64::new(0),
+            full_since: std::sync::Mutex::new(None),
             keys: Keys::new(params.len()),
             credentials: ArcSwap::from_pointee(params),
             credential_writes: std::sync::Mutex::new(()),
@@ -222,6 +230,38 @@ impl Pool {
         self.budget.set(ceiling, bases, source);
         for (i, g) in self.groups.iter().enumerate() {
             g.set_limits(limits_for(&p, i, n, bases));
+        }
+    }
+
+    /// The server refused a backend login as full (other clients or other
+    /// proxies hold its connections): the common pool stops where it is,
+    /// so that waiting sessions take backends the pool already has instead
+    /// of dialling into the same refusal; lifted by [`Pool::maintain`] once
+    /// [`SERVER_FULL_HOLD`] passed without another refusal.
+    pub fn server_full(&self) {
+        self.budget.hold_at_used();
+        let mut since = self.full_since.lock().unwrap_or_else(|p| p.into_inner());
+        if since.is_none() {
+            let v = self.budget.view();
+            tracing::warn!(
+                ceiling = v.ceiling,
+                "the server refuses backend logins as full: no more backends for now (raise its max_connections, or lower pool.max_backend_connections)"
+            );
+        }
+        *since = Some(Instant::now());
+    }
+
+    /// Lifts a [`Pool::server_full`] hold that has lasted long enough.
+    fn lift_full_hold(&self) {
+        let mut since = self.full_since.lock().unwrap_or_else(|p| p.into_inner());
+        if since.is_some_and(|t| t.elapsed() >= SERVER_FULL_HOLD) {
+            *since = None;
+            drop(since);
+            self.apply_budget();
+            tracing::info!(
+                ceiling = self.budget.view().ceiling,
+                "backend ceiling restored"
+            );
         }
     }
 
@@ -532,6 +572,7 @@ impl Pool {
     /// ones the server closed; keeps `min_idle` connections per group open.
     async fn maintain(self: &Arc<Self>) {
         self.tenants.roll();
+        self.lift_full_hold();
         self.learn_ceiling().await;
         let t = self.timings.load_full();
         for g in &self.groups {

@@ -4,6 +4,11 @@
 use super::packets::ErrPacket;
 
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
+/// ER_TOO_MANY_USER_CONNECTIONS: the global `max_user_connections`.
+pub const ER_TOO_MANY_USER_CONNECTIONS: u16 = 1203;
+/// ER_USER_LIMIT_REACHED: an account's own resource limit
+/// (`MAX_USER_CONNECTIONS` of `CREATE/ALTER USER`).
+pub const ER_USER_LIMIT_REACHED: u16 = 1226;
 pub const ER_HANDSHAKE_ERROR: u16 = 1043;
 pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
 pub const ER_BAD_DB_ERROR: u16 = 1049;
@@ -78,6 +83,15 @@ pub fn local_infile_refused(server_version: &[u8]) -> ErrPacket {
             "Loading local data is disabled; this must be enabled on both the client and server sides",
         )
     }
+}
+
+/// True for the server's refusals of a login at a connection limit
+/// (1040, 1203, 1226).
+pub fn is_connection_limit(code: u16) -> bool {
+    matches!(
+        code,
+        ER_CON_COUNT_ERROR | ER_TOO_MANY_USER_CONNECTIONS | ER_USER_LIMIT_REACHED
+    )
 }
 
 /// ER_CON_COUNT_ERROR as a server phrases it.

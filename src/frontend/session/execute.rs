@@ -94,6 +94,16 @@ impl Session {
             Err(e) if e.is_out_of_fds() => Err(errors::out_of_resources(
                 "no file descriptors for a backend connection",
             )),
+            // Full, not down: the pool stops growing and the caller waits
+            // for one of its own backends (`checkout`); the server's own
+            // refusal if none comes.
+            Err(e) if e.server_full().is_some() => {
+                self.shared.pool.server_full();
+                Err(e
+                    .server_full()
+                    .cloned()
+                    .unwrap_or_else(errors::too_many_connections))
+            }
             Err(e) => {
                 warn!(error = %e, "backend connection failed");
                 Err(match self.shared.pool.health.down() {
@@ -132,8 +142,8 @@ impl Session {
         &mut self,
         need: Need,
         prio: crate::pool::scheduler::Priority,
+        deadline: Instant,
     ) -> Result<Result<crate::pool::group::Admitted, crate::pool::group::QueueTimeout>, End> {
-        let deadline = Instant::now() + self.queue_timeout();
         let group = self.group.clone();
         let tenant = self.user_slot.tenant().clone();
         let acquire = group.acquire(need, prio, &tenant, deadline);
@@ -170,48 +180,61 @@ impl Session {
         } else {
             Need::Slot
         };
-        let adm = match self.admit(need, prio).await? {
-            Ok(a) => a,
-            Err(t) => {
-                debug!(
-                    client = self.id,
-                    group = t.group,
-                    waited_ms = t.waited_ms as u64,
-                    "queue timeout"
-                );
-                self.shared.metrics.queue_timeout(self.group.id);
-                let e = match self.shared.pool.health.down() {
-                    Some(d) => self.shared.pool.health.unreachable_err(&d),
-                    // The user's own cap held it back: say so first.
-                    None if t.user_cap.is_some() => queue_timeout_err(&t.to_string()),
-                    None => match self.transaction_holders(t.owned, t.waited_ms) {
-                        Some(why) => queue_timeout_err(&why),
-                        None => queue_timeout_err(&t.to_string()),
-                    },
-                };
-                self.send_err(seq, &e).await?;
-                return Ok(None);
+        let started = Instant::now();
+        let deadline = started + self.queue_timeout();
+        let mut full_backoff = SERVER_FULL_RETRY;
+        let (slot, mut backend) = loop {
+            let adm = match self.admit(need, prio, deadline).await? {
+                Ok(a) => a,
+                Err(t) => {
+                    debug!(
+                        client = self.id,
+                        group = t.group,
+                        waited_ms = t.waited_ms as u64,
+                        "queue timeout"
+                    );
+                    self.shared.metrics.queue_timeout(self.group.id);
+                    let e = match self.shared.pool.health.down() {
+                        Some(d) => self.shared.pool.health.unreachable_err(&d),
+                        // The user's own cap held it back: say so first.
+                        None if t.user_cap.is_some() => queue_timeout_err(&t.to_string()),
+                        None => match self.transaction_holders(t.owned, t.waited_ms) {
+                            Some(why) => queue_timeout_err(&why),
+                            None => queue_timeout_err(&t.to_string()),
+                        },
+                    };
+                    self.send_err(seq, &e).await?;
+                    return Ok(None);
+                }
+            };
+            self.stmt_wait = Some(started.elapsed());
+            match (adm.backend, adm.open) {
+                (None, None) => match self.backend.take() {
+                    Some(b) => break (adm.slot, b),
+                    None => {
+                        let e = errors::backend_unavailable("pinned backend missing");
+                        self.send_err(seq, &e).await?;
+                        return Ok(None);
+                    }
+                },
+                (idle, open) => match self.obtain_backend(idle, open).await {
+                    Ok(b) => break (adm.slot, b),
+                    // The server refused a new backend as full: wait for one of
+                    // the pool's own (the pool stopped growing), backing off,
+                    // within the queue timeout; a direct client would have
+                    // been refused at its login, this one is already in.
+                    Err(e) if is_server_full(&e) && Instant::now() + full_backoff < deadline => {
+                        drop(adm.slot);
+                        tokio::time::sleep(full_backoff).await;
+                        full_backoff = (full_backoff * 2).min(SERVER_FULL_RETRY_MAX);
+                    }
+                    Err(e) => {
+                        self.send_err(seq, &e).await?;
+                        return Ok(None);
+                    }
+                },
             }
         };
-        self.stmt_wait = Some(adm.waited);
-        let mut backend = match (adm.backend, adm.open) {
-            (None, None) => match self.backend.take() {
-                Some(b) => b,
-                None => {
-                    let e = errors::backend_unavailable("pinned backend missing");
-                    self.send_err(seq, &e).await?;
-                    return Ok(None);
-                }
-            },
-            (idle, open) => match self.obtain_backend(idle, open).await {
-                Ok(b) => b,
-                Err(e) => {
-                    self.send_err(seq, &e).await?;
-                    return Ok(None);
-                }
-            },
-        };
-        let slot = adm.slot;
         // Three rounds at most: a schema dropped by someone else is learned in
         // the first (the session then goes on without one, as it would on
         // the server), the second applies the rest.
@@ -1154,6 +1177,17 @@ fn baseline() -> TrackedState {
 
 /// `SELECT LAST_INSERT_ID()` as a COM_QUERY payload, written as is behind
 /// the statement that ends a transaction (no allocation per transaction).
+/// First wait after the server refused a new backend as full (doubling up
+/// to [`SERVER_FULL_RETRY_MAX`]).
+pub(super) const SERVER_FULL_RETRY: Duration = Duration::from_millis(20);
+pub(super) const SERVER_FULL_RETRY_MAX: Duration = Duration::from_millis(500);
+
+/// The server's "full" refusal of a backend login, as `check_or_dial`
+/// passes it on.
+pub(super) fn is_server_full(e: &ErrPacket) -> bool {
+    errors::is_connection_limit(e.code)
+}
+
 const READ_LAST_INSERT_ID: &[u8] = b"\x03SELECT LAST_INSERT_ID()";
 const _: () = assert!(READ_LAST_INSERT_ID[0] == COM_QUERY);
 

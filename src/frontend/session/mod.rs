@@ -430,18 +430,32 @@ impl Session {
         let deadline = Instant::now() + self.queue_timeout();
         let group = self.group.clone();
         let tenant = self.user_slot.tenant().clone();
-        let adm = group
-            .acquire(
-                Need::Lease { pool: self.pool },
-                Priority::Low,
-                &tenant,
-                deadline,
-            )
-            .await
-            .map_err(|t| queue_timeout_err(&t.to_string()))?;
-        let mut backend = match self.obtain_backend(adm.backend, adm.open).await {
-            Ok(b) => b,
-            Err(e) => return Err(e),
+        let mut full_backoff = execute::SERVER_FULL_RETRY;
+        let (adm, mut backend) = loop {
+            let mut adm = group
+                .acquire(
+                    Need::Lease { pool: self.pool },
+                    Priority::Low,
+                    &tenant,
+                    deadline,
+                )
+                .await
+                .map_err(|t| queue_timeout_err(&t.to_string()))?;
+            match self
+                .obtain_backend(adm.backend.take(), adm.open.take())
+                .await
+            {
+                Ok(b) => break (adm, b),
+                // A full server: wait for one of the pool's own backends.
+                Err(e)
+                    if execute::is_server_full(&e) && Instant::now() + full_backoff < deadline =>
+                {
+                    drop(adm);
+                    tokio::time::sleep(full_backoff).await;
+                    full_backoff = (full_backoff * 2).min(execute::SERVER_FULL_RETRY_MAX);
+                }
+                Err(e) => return Err(e),
+            }
         };
         let plan = backend.plan_toward(&self.state);
         match sync(&mut backend, &plan).await {
