@@ -65,6 +65,9 @@ pub struct Budget {
     used: AtomicUsize,
     borrowed: Vec<AtomicUsize>,
     starved: Vec<AtomicBool>,
+    /// The server refused a backend login as full: nothing is borrowed
+    /// until [`Budget::set`] (see [`Budget::hold_at_used`]).
+    held: AtomicBool,
 }
 
 /// A point-in-time view of the budget.
@@ -93,12 +96,14 @@ impl Budget {
             used: AtomicUsize::new(0),
             borrowed: (0..groups).map(|_| AtomicUsize::new(0)).collect(),
             starved: (0..groups).map(|_| AtomicBool::new(false)).collect(),
+            held: AtomicBool::new(false),
         }
     }
 
     /// New ceiling and bases (learnt from the server, or a reload). Groups
     /// holding more than the new common pool give back as backends return.
     pub fn set(&self, ceiling: usize, bases: usize, source: Source) {
+        self.held.store(false, Ordering::Release);
         self.bases.store(bases, Ordering::Release);
         self.ceiling.store(ceiling.max(bases), Ordering::Release);
         self.source.store(source as usize, Ordering::Release);
@@ -108,6 +113,7 @@ impl Budget {
     /// backend login as full): nothing more is borrowed until
     /// [`Budget::set`] gives a ceiling again.
     pub fn hold_at_used(&self) {
+        self.held.store(true, Ordering::Release);
         let bases = self.bases.load(Ordering::Acquire);
         let used = self.used.load(Ordering::Acquire);
         self.ceiling.store(bases + used, Ordering::Release);
@@ -152,6 +158,7 @@ impl Budget {
     /// still run out before [`Budget::borrow`]).
     pub fn can_borrow(&self, g: usize) -> bool {
         g < self.borrowed.len()
+            && !self.held.load(Ordering::Acquire)
             && self.used.load(Ordering::Acquire) < self.common()
             && !self.owed_elsewhere(g)
     }
@@ -172,7 +179,7 @@ impl Budget {
         let Some(mine) = self.borrowed.get(g) else {
             return false;
         };
-        if self.owed_elsewhere(g) {
+        if self.owed_elsewhere(g) || self.held.load(Ordering::Acquire) {
             return false;
         }
         let common = self.common();
@@ -231,6 +238,8 @@ impl Budget {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_full_server_holds_the_common_pool_where_it_is() {
         let b = Budget::new(2, 8, Source::Default);
@@ -241,14 +250,13 @@ mod tests {
         assert!(!b.can_borrow(0) && !b.can_borrow(1));
         b.give_back(0);
         assert!(
-            b.can_borrow(1),
-            "a borrowed backend given back may be borrowed again"
+            !b.can_borrow(1) && !b.borrow(1),
+            "room given back stays held"
         );
         b.set(40, 8, Source::Server);
         assert_eq!(b.view().common, 32, "lifted by the next budget");
+        assert!(b.can_borrow(1));
     }
-
-    use super::*;
 
     #[test]
     fn borrowing_stops_at_the_common_pool() {

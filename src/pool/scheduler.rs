@@ -374,10 +374,12 @@ impl<B: Pooled> GroupState<B> {
     }
 
     /// Counts one more owned backend for an overdue waiter: borrowed from
-    /// the common pool whenever it has room (the waits rule of
-    /// [`Self::grow`] does not apply: the limit, not the budget, held it).
+    /// the common pool whenever it has room and no other group is owed it
+    /// (the waits rule of [`Self::grow`] does not apply: the limit, not
+    /// the budget, held it). Adaptive groups only, as all borrowing.
     fn borrow_overdue(&mut self) -> bool {
-        if let Some((b, g)) = self.budget.as_ref()
+        if self.adaptive.is_some()
+            && let Some((b, g)) = self.budget.as_ref()
             && b.borrow(*g)
         {
             self.owned += 1;
@@ -389,7 +391,9 @@ impl<B: Pooled> GroupState<B> {
 
     /// True when an overdue lease could get a backend now.
     fn overdue_lease_ok(&self) -> bool {
-        self.lease_ok() || self.budget.as_ref().is_some_and(|(b, g)| b.can_borrow(*g))
+        self.lease_ok()
+            || (self.adaptive.is_some()
+                && self.budget.as_ref().is_some_and(|(b, g)| b.can_borrow(*g)))
     }
 
     /// Admits the waiters that have waited half their queue timeout past

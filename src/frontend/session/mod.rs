@@ -450,7 +450,7 @@ impl Session {
                 Err(e)
                     if execute::is_server_full(&e) && Instant::now() + full_backoff < deadline =>
                 {
-                    drop(adm);
+                    adm.slot.release_unmeasured();
                     tokio::time::sleep(full_backoff).await;
                     full_backoff = (full_backoff * 2).min(execute::SERVER_FULL_RETRY_MAX);
                 }
