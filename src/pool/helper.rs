@@ -28,6 +28,11 @@ use crate::backend::BackendConn;
 
 /// How often a helper waiting for room looks again.
 const POLL: Duration = Duration::from_millis(10);
+/// An idle backend used by a session more recently than this is left to
+/// it: a client between two statements gets its own backend back (and its
+/// session status with it) instead of one opened because a background
+/// reading took its own.
+const WARM: Duration = Duration::from_secs(2);
 
 /// Where a helper connection came from (the metric's `source` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,8 +100,10 @@ impl Pool {
     /// background reading that must make progress under any load (the code
     /// catalog), without changing the pool's shape:
     /// 1. an idle connection of credential pool 0, of any flavour (the
-    ///    capabilities do not change what a SELECT reads), borrowed;
-    /// 2. else a lease of the most recent flavour of that credential pool
+    ///    capabilities do not change what a SELECT reads), that no session
+    ///    used in the last [`WARM`] (the least recently used), borrowed;
+    /// 2. else one of its own within the budget, closed after the reading;
+    /// 3. else a lease of the most recent flavour of that credential pool
     ///    (the one its clients use; key 0 when none) taken in group 0's
     ///    high-priority queue (its own lane: one turn, not behind every
     ///    waiting statement), so that under full load it gets the next
@@ -108,9 +115,9 @@ impl Pool {
     pub async fn reading_connection(self: &Arc<Self>, deadline: Instant) -> Option<Helper> {
         use super::scheduler::{Need, Priority};
         let of_backend_user = |key: usize| self.keys.get(key).is_some_and(|(c, _)| c == 0);
-        if let Some(conn) =
-            self.take_one_idle(|c| of_backend_user(c.pool) && c.io.idle_is_healthy())
-        {
+        if let Some(conn) = self.take_one_idle(|c| {
+            of_backend_user(c.pool) && c.io.idle_is_healthy() && c.last_used.elapsed() >= WARM
+        }) {
             return Some(Helper {
                 conn,
                 source: Source::Idle,
@@ -120,6 +127,15 @@ impl Pool {
             .rev()
             .find(|k| of_backend_user(*k))
             .unwrap_or(0);
+        if let Some(res) = self.groups.iter().find_map(|g| g.reserve_open()) {
+            // Dropping the reservation on failure frees the room.
+            if let Ok(conn) = self.dial(key, deadline).await {
+                return Some(Helper {
+                    conn: res.fulfil(conn),
+                    source: Source::Opened,
+                });
+            }
+        }
         let group = self.groups.first()?.clone();
         let tenant = self.tenants.for_user("", false);
         let adm = group
