@@ -372,18 +372,6 @@ impl CodeCatalog {
         let read_tables =
             full || !may_confirm || reader.tables_fingerprint.as_ref() != Some(&tables_fp);
         let read_routines = full || reader.routines_fingerprint.as_ref() != Some(&routines_fp);
-        // The server counts a statement when it starts, before its object
-        // exists: a part read because its counters moved is read once more
-        // at the next reading (its fingerprint is not kept), so that an
-        // object whose statement was still running is not missed until the
-        // full reading.
-        let settle = |fp: &Option<Fingerprint>, now: &Fingerprint| {
-            !full && fp.as_ref().is_some_and(|old| old != now)
-        };
-        let (tables_settle, routines_settle) = (
-            settle(&reader.tables_fingerprint, &tables_fp),
-            settle(&reader.routines_fingerprint, &routines_fp),
-        );
         if !read_tables && !read_routines {
             return Ok(Ok(None));
         }
@@ -445,11 +433,11 @@ impl CodeCatalog {
         if let Some((views, triggers)) = tables {
             reader.views = views;
             reader.triggers = triggers;
-            reader.tables_fingerprint = (!tables_settle).then_some(tables_fp);
+            reader.tables_fingerprint = Some(tables_fp);
         }
         if let Some(procs) = procs {
             reader.procs = procs;
-            reader.routines_fingerprint = (!routines_settle).then_some(routines_fp);
+            reader.routines_fingerprint = Some(routines_fp);
         }
         if full {
             reader.last_full = Some(Instant::now());
