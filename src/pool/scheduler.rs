@@ -362,15 +362,17 @@ impl<B: Pooled> GroupState<B> {
             self.owned += 1;
             return true;
         }
-        if self.waits()
-            && let Some((b, g)) = self.budget.as_ref()
-            && b.borrow(*g)
-        {
+        self.waits() && self.borrow()
+    }
+
+    /// Borrows one backend from the common pool and counts it owned.
+    fn borrow(&mut self) -> bool {
+        let borrowed = self.budget.as_ref().is_some_and(|(b, g)| b.borrow(*g));
+        if borrowed {
             self.owned += 1;
             self.counters.borrowed += 1;
-            return true;
         }
-        false
+        borrowed
     }
 
     /// Counts one more owned backend for an overdue waiter: borrowed from
@@ -378,15 +380,7 @@ impl<B: Pooled> GroupState<B> {
     /// (the waits rule of [`Self::grow`] does not apply: the limit, not
     /// the budget, held it). Adaptive groups only, as all borrowing.
     fn borrow_overdue(&mut self) -> bool {
-        if self.adaptive.is_some()
-            && let Some((b, g)) = self.budget.as_ref()
-            && b.borrow(*g)
-        {
-            self.owned += 1;
-            self.counters.borrowed += 1;
-            return true;
-        }
-        false
+        self.adaptive.is_some() && self.borrow()
     }
 
     /// True when an overdue lease could get a backend now.
