@@ -182,7 +182,7 @@ impl Session {
         };
         let started = Instant::now();
         let deadline = started + self.queue_timeout();
-        let mut full_backoff = SERVER_FULL_RETRY;
+        let mut full = FullBackoff::new();
         let (slot, mut backend) = loop {
             let adm = match self.admit(need, prio, deadline).await? {
                 Ok(a) => a,
@@ -223,10 +223,9 @@ impl Session {
                     // the pool's own (the pool stopped growing), backing off,
                     // within the queue timeout; a direct client would have
                     // been refused at its login, this one is already in.
-                    Err(e) if is_server_full(&e) && Instant::now() + full_backoff < deadline => {
+                    Err(e) if full.may_wait(&e, deadline) => {
                         drop(adm.slot);
-                        tokio::time::sleep(full_backoff).await;
-                        full_backoff = (full_backoff * 2).min(SERVER_FULL_RETRY_MAX);
+                        full.wait().await;
                     }
                     Err(e) => {
                         self.send_err(seq, &e).await?;
@@ -1179,13 +1178,30 @@ fn baseline() -> TrackedState {
 /// the statement that ends a transaction (no allocation per transaction).
 /// First wait after the server refused a new backend as full (doubling up
 /// to [`SERVER_FULL_RETRY_MAX`]).
-pub(super) const SERVER_FULL_RETRY: Duration = Duration::from_millis(20);
-pub(super) const SERVER_FULL_RETRY_MAX: Duration = Duration::from_millis(500);
+const SERVER_FULL_RETRY: Duration = Duration::from_millis(20);
+const SERVER_FULL_RETRY_MAX: Duration = Duration::from_millis(500);
 
-/// The server's "full" refusal of a backend login, as `check_or_dial`
-/// passes it on.
-pub(super) fn is_server_full(e: &ErrPacket) -> bool {
-    errors::is_connection_limit(e.code)
+/// The back-off of a session whose new backend the server refused as full
+/// (`check_or_dial` passes the refusal on): it waits for one of the pool's
+/// own backends, within its queue timeout.
+pub(super) struct FullBackoff(Duration);
+
+impl FullBackoff {
+    pub(super) fn new() -> Self {
+        Self(SERVER_FULL_RETRY)
+    }
+
+    /// True when `e` is such a refusal and another wait fits before
+    /// `deadline`.
+    pub(super) fn may_wait(&self, e: &ErrPacket, deadline: Instant) -> bool {
+        errors::is_connection_limit(e.code) && Instant::now() + self.0 < deadline
+    }
+
+    /// Sleeps the current step and doubles it (up to the maximum).
+    pub(super) async fn wait(&mut self) {
+        tokio::time::sleep(self.0).await;
+        self.0 = (self.0 * 2).min(SERVER_FULL_RETRY_MAX);
+    }
 }
 
 const READ_LAST_INSERT_ID: &[u8] = b"\x03SELECT LAST_INSERT_ID()";

@@ -430,7 +430,7 @@ impl Session {
         let deadline = Instant::now() + self.queue_timeout();
         let group = self.group.clone();
         let tenant = self.user_slot.tenant().clone();
-        let mut full_backoff = execute::SERVER_FULL_RETRY;
+        let mut full = execute::FullBackoff::new();
         let (adm, mut backend) = loop {
             let mut adm = group
                 .acquire(
@@ -447,12 +447,9 @@ impl Session {
             {
                 Ok(b) => break (adm, b),
                 // A full server: wait for one of the pool's own backends.
-                Err(e)
-                    if execute::is_server_full(&e) && Instant::now() + full_backoff < deadline =>
-                {
+                Err(e) if full.may_wait(&e, deadline) => {
                     adm.slot.release_unmeasured();
-                    tokio::time::sleep(full_backoff).await;
-                    full_backoff = (full_backoff * 2).min(execute::SERVER_FULL_RETRY_MAX);
+                    full.wait().await;
                 }
                 Err(e) => return Err(e),
             }
