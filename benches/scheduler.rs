@@ -30,9 +30,15 @@ impl Pooled for Conn {
     fn pool(&self) -> usize {
         self.0
     }
+    fn parked_for(&self) -> Option<u64> {
+        None
+    }
 }
 
-const LEASE: Need = Need::Lease { pool: 0 };
+const LEASE: Need = Need::Lease {
+    pool: 0,
+    parked: None,
+};
 
 fn state(cap: usize, max_owned: usize) -> GroupState<Conn> {
     GroupState::new(Limits {

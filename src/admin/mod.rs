@@ -29,6 +29,8 @@ pub fn refresh_gauges(shared: &Shared) {
         m.stalls.absolute(s.counters.stalls);
         m.kickups.absolute(s.counters.kickups);
         m.overdue.absolute(s.counters.overdue);
+        m.parked_reclaimed.absolute(s.counters.reclaimed);
+        m.parked_unparked.absolute(s.counters.unparked);
         let (idle, busy, pinned) = backend_states(&s);
         m.idle.set(idle as f64);
         m.busy.set(busy as f64);

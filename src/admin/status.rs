@@ -79,6 +79,11 @@ pub struct Scheduler {
     /// Waiters admitted past the in-flight limit after half their queue
     /// timeout, so far.
     overdue: u64,
+    /// Parked backends taken back by their own session as they were
+    /// (a cleanup saved), so far.
+    parked_reclaimed: u64,
+    /// Parked backends another session took (cleaned first), so far.
+    parked_unparked: u64,
 }
 
 /// One group.
@@ -156,6 +161,8 @@ pub fn status(shared: &Shared) -> Status {
                     closed: s.counters.closed,
                     closed_over_share: s.counters.closed_over_share,
                     overdue: s.counters.overdue,
+                    parked_reclaimed: s.counters.reclaimed,
+                    parked_unparked: s.counters.unparked,
                 },
             }
         })

@@ -188,6 +188,11 @@ pub struct BackendConn {
     pub login_role: Option<String>,
     /// The pool's default-roles generation at login.
     pub roles_epoch: u64,
+    /// Idle but not clean: the owner token of the session whose leftovers
+    /// (see [`crate::session_state::BackendMarks`]) it still holds. That
+    /// session may take it back as it is; anyone else gets it only after
+    /// the authority's cleanup (`crate::pool::parking`).
+    pub parked_for: Option<u64>,
 }
 
 /// A successful COM_STMT_PREPARE reply.

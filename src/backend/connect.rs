@@ -207,6 +207,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         globals_epoch: 0,
         login_role: None,
         roles_epoch: 0,
+        parked_for: None,
     };
     conn.exec(TRACKERS_SQL).await?;
     // The role a login of this account activates (its default role): what

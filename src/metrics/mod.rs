@@ -93,6 +93,10 @@ pub struct GroupMetrics {
     pub kickups: Counter,
     /// Admissions past the limit after half the queue timeout.
     pub overdue: Counter,
+    /// Parked backends taken back by their session as they were.
+    pub parked_reclaimed: Counter,
+    /// Parked backends granted to another session (cleaned first).
+    pub parked_unparked: Counter,
     /// Idle backends.
     pub idle: Gauge,
     /// Executing backends.
@@ -202,6 +206,14 @@ impl Metrics {
                     stalls: counter(STALLS_TOTAL, std::slice::from_ref(&gl)),
                     kickups: counter(KICKUPS_TOTAL, std::slice::from_ref(&gl)),
                     overdue: counter(OVERDUE_ADMISSIONS_TOTAL, std::slice::from_ref(&gl)),
+                    parked_reclaimed: counter(
+                        PARKED_BACKENDS_TOTAL,
+                        &[gl.clone(), ("taken_by", "owner".into())],
+                    ),
+                    parked_unparked: counter(
+                        PARKED_BACKENDS_TOTAL,
+                        &[gl.clone(), ("taken_by", "other".into())],
+                    ),
                     idle: gauge(BACKEND_CONNECTIONS, &[gl.clone(), ("state", "idle".into())]),
                     busy: gauge(BACKEND_CONNECTIONS, &[gl.clone(), ("state", "busy".into())]),
                     pinned: gauge(

@@ -75,6 +75,10 @@ pub const KICKUPS_TOTAL: &str = "myplex_kickups_total";
 /// Counter{group}: queued requests admitted past the in-flight limit after
 /// waiting half their queue timeout.
 pub const OVERDUE_ADMISSIONS_TOTAL: &str = "myplex_overdue_admissions_total";
+/// Counter{group, taken_by}: parked backends (idle, holding their session's
+/// leftovers) taken back by that session as they were (`owner`), or granted
+/// to another session after their cleanup (`other`).
+pub const PARKED_BACKENDS_TOTAL: &str = "myplex_parked_backends_total";
 /// Counter{group}: queued requests that hit `queue_timeout_ms`.
 pub const QUEUE_TIMEOUTS_TOTAL: &str = "myplex_queue_timeouts_total";
 /// Gauge{group, state}: backend connections `idle`, `busy` (executing) and
@@ -157,6 +161,7 @@ pub const ALL: &[&str] = &[
     STALLS_TOTAL,
     KICKUPS_TOTAL,
     OVERDUE_ADMISSIONS_TOTAL,
+    PARKED_BACKENDS_TOTAL,
     QUEUE_TIMEOUTS_TOTAL,
     BACKEND_CONNECTIONS,
     BACKEND_CEILING,

@@ -90,6 +90,9 @@ impl Pooled for Conn {
     fn pool(&self) -> usize {
         0
     }
+    fn parked_for(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A thread group under test: the scheduler, its clients' queued requests.
@@ -272,7 +275,14 @@ impl Sim {
                 let at = g.origin + now;
                 while self.waiting > 0 {
                     self.waiting -= 1;
-                    match g.g.request(Need::Lease { pool: 0 }, Priority::Low, at) {
+                    match g.g.request(
+                        Need::Lease {
+                            pool: 0,
+                            parked: None,
+                        },
+                        Priority::Low,
+                        at,
+                    ) {
                         Admission::Now(grant, id) => {
                             let j = self.job(w, id, Some(conn(grant)));
                             self.running.push(j);

@@ -17,6 +17,9 @@ impl Pooled for BackendConn {
     fn pool(&self) -> usize {
         self.pool
     }
+    fn parked_for(&self) -> Option<u64> {
+        self.parked_for
+    }
 }
 
 /// A thread group.
@@ -131,6 +134,55 @@ impl Group {
         tenant: &Arc<Tenant>,
         deadline: Instant,
     ) -> Result<Admitted, QueueTimeout> {
+        loop {
+            let adm = self.acquire_once(need, prio, tenant, deadline).await?;
+            if let Some(adm) = Self::unparked(adm, need).await {
+                return Ok(adm);
+            }
+        }
+    }
+
+    /// What [`Self::acquire`] grants never carries another session's
+    /// leftovers: a connection parked by the requester (`need`'s `parked`)
+    /// is its own, taken as it is; one parked by anyone else is cleaned
+    /// here first (see `super::parking`). `None` when that cleanup failed
+    /// and no room for a new connection is left (the request starts over).
+    async fn unparked(mut adm: Admitted, need: Need) -> Option<Admitted> {
+        let own = match need {
+            Need::Lease { parked, .. } => parked,
+            Need::Slot | Need::Continue => None,
+        };
+        let Some(b) = adm.backend.as_mut() else {
+            return Some(adm);
+        };
+        match b.parked_for {
+            None => return Some(adm),
+            Some(t) if Some(t) == own => {
+                b.parked_for = None;
+                return Some(adm);
+            }
+            Some(_) => {}
+        }
+        if super::parking::clean(b).await {
+            return Some(adm);
+        }
+        tracing::debug!(
+            backend = b.id.0,
+            "closing a parked backend that failed cleanup"
+        );
+        let b = adm.backend.take()?;
+        adm.open = Some(b.replace()?);
+        Some(adm)
+    }
+
+    /// One request in the queue (see [`Self::acquire`]).
+    async fn acquire_once(
+        self: &Arc<Self>,
+        need: Need,
+        prio: Priority,
+        tenant: &Arc<Tenant>,
+        deadline: Instant,
+    ) -> Result<Admitted, QueueTimeout> {
         let start = Instant::now();
         let adm = self
             .lock()
@@ -209,12 +261,26 @@ impl Group {
         })
     }
 
-    /// Takes idle connections matching `pred` out (they stay owned; wrap
-    /// them so dropping closes them and returning puts them back).
+    /// Takes clean idle connections matching `pred` out (they stay owned;
+    /// wrap them so dropping closes them and returning puts them back). A
+    /// parked connection is never among them (see `super::parking`).
     pub fn take_idle_where(
         self: &Arc<Self>,
-        pred: impl FnMut(&BackendConn) -> bool,
+        mut pred: impl FnMut(&BackendConn) -> bool,
     ) -> Vec<Leased> {
+        self.take_where(|c| c.parked_for.is_none() && pred(c))
+    }
+
+    /// Takes parked idle connections matching `pred` out, to be cleaned
+    /// (`super::parking` only).
+    pub(super) fn take_parked_where(
+        self: &Arc<Self>,
+        mut pred: impl FnMut(&BackendConn) -> bool,
+    ) -> Vec<Leased> {
+        self.take_where(|c| c.parked_for.is_some() && pred(c))
+    }
+
+    fn take_where(self: &Arc<Self>, pred: impl FnMut(&BackendConn) -> bool) -> Vec<Leased> {
         let taken = self.lock().take_idle_where(pred);
         taken
             .into_iter()
@@ -423,18 +489,35 @@ impl Leased {
     }
 
     /// True when the session-state authority lets anyone take this
-    /// connection as it is. The idle stack admits nothing else: every way
-    /// back to it ([`Self::return_idle`], [`SlotGuard::finish`]) checks,
-    /// and a connection that fails the check is closed — so a path that
-    /// forgot the cleanup leaks nothing, it costs a dial.
+    /// connection as it is, or it is parked for its session (which alone
+    /// may take it as it is, see `super::parking`). The idle stack admits
+    /// nothing else: every way back to it ([`Self::return_idle`],
+    /// [`SlotGuard::finish`]) checks, and a connection that fails the check
+    /// is closed — so a path that forgot the cleanup leaks nothing, it
+    /// costs a dial.
     pub fn shareable(&self) -> bool {
         use crate::session_state::authority::{Release, release};
-        let ok = self
-            .conn
-            .as_ref()
-            .is_some_and(|c| release(c.marks, c.status) == Release::Share);
+        let ok = self.conn.as_ref().is_some_and(|c| {
+            release(c.marks, c.status) == Release::Share
+                || (c.parked_for.is_some() && super::parking::parkable(c))
+        });
         if !ok {
             tracing::debug!("closing a backend connection returned without its cleanup");
+        }
+        ok
+    }
+
+    /// Tags the connection as parked for session `owner` when the
+    /// authority's verdict is a cleanup it may be parked with (see
+    /// `super::parking`); returns whether it did. Parked, it may go back
+    /// idle as it is.
+    pub fn park(&mut self, owner: u64) -> bool {
+        let Some(c) = self.conn.as_deref_mut() else {
+            return false;
+        };
+        let ok = super::parking::parkable(c);
+        if ok {
+            c.parked_for = Some(owner);
         }
         ok
     }
@@ -579,7 +662,15 @@ mod tests {
         let g = group(4);
         let far = Instant::now() + Duration::from_secs(1);
         let a = g
-            .acquire(Need::Lease { pool: 0 }, Priority::Low, &user(), far)
+            .acquire(
+                Need::Lease {
+                    pool: 0,
+                    parked: None,
+                },
+                Priority::Low,
+                &user(),
+                far,
+            )
             .await
             .expect("lease");
         assert!(
@@ -605,7 +696,10 @@ mod tests {
             },
         );
         let deadline = Instant::now() + Duration::from_millis(300);
-        let lease = Need::Lease { pool: 0 };
+        let lease = Need::Lease {
+            pool: 0,
+            parked: None,
+        };
         let first = g
             .acquire(lease, Priority::Low, &capped, deadline)
             .await

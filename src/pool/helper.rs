@@ -139,7 +139,15 @@ impl Pool {
         let group = self.groups.first()?.clone();
         let tenant = self.tenants.for_user("", false);
         let adm = group
-            .acquire(Need::Lease { pool: key }, Priority::High, &tenant, deadline)
+            .acquire(
+                Need::Lease {
+                    pool: key,
+                    parked: None,
+                },
+                Priority::High,
+                &tenant,
+                deadline,
+            )
             .await
             .ok()?;
         adm.slot.release_unmeasured();

@@ -15,6 +15,7 @@ pub mod group;
 pub mod health;
 pub mod helper;
 pub mod keys;
+pub mod parking;
 pub mod scheduler;
 pub mod tenants;
 
@@ -576,6 +577,7 @@ impl Pool {
         self.learn_ceiling().await;
         let t = self.timings.load_full();
         for g in &self.groups {
+            parking::sweep(g);
             let now = Instant::now();
             let snap = g.snapshot();
             let mut keep = snap.idle.saturating_sub(0);

@@ -32,6 +32,9 @@ use super::tenants::{Tenant, TenantLimits};
 pub trait Pooled {
     /// Credential pool the connection belongs to.
     fn pool(&self) -> usize;
+    /// The owner token of the session whose leftovers the idle connection
+    /// still holds (parked, see `crate::pool::parking`); `None` when clean.
+    fn parked_for(&self) -> Option<u64>;
 }
 
 /// Queue priority.
@@ -73,7 +76,9 @@ pub fn priority(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {
     /// A backend connection of this credential pool, and an execution slot.
-    Lease { pool: usize },
+    /// `parked`: the owner token of the connection this session parked
+    /// (taken back first, as it is); `None` when it parked none.
+    Lease { pool: usize, parked: Option<u64> },
     /// Only an execution slot (the session is pinned to its backend).
     Slot,
     /// The next statement of a transaction in progress on the session's
@@ -151,6 +156,11 @@ pub struct Counters {
     /// Waiters admitted past the in-flight limit after half their queue
     /// timeout.
     pub overdue: u64,
+    /// Parked connections (idle, not clean) taken back by their own
+    /// session as they were: a cleanup saved.
+    pub reclaimed: u64,
+    /// Parked connections granted to another session (cleaned first).
+    pub unparked: u64,
 }
 
 /// A point-in-time view of the group.
@@ -594,10 +604,15 @@ impl<B: Pooled> GroupState<B> {
     fn take(&mut self, need: Need, overdue: bool) -> Option<Grant<B>> {
         match need {
             Need::Slot | Need::Continue => Some(Grant::Slot),
-            Need::Lease { pool } => {
-                if let Some(i) = self.idle.iter().rposition(|b| b.pool() == pool) {
+            Need::Lease { pool, parked } => {
+                if let Some(i) = self.pick_idle(pool, parked) {
                     let b = self.idle.remove(i);
                     self.idle_low = self.idle_low.min(self.idle.len());
+                    match b.parked_for() {
+                        Some(t) if Some(t) == parked => self.counters.reclaimed += 1,
+                        Some(_) => self.counters.unparked += 1,
+                        None => {}
+                    }
                     return Some(Grant::Backend(b));
                 }
                 if self.grow() || (overdue && self.borrow_overdue()) {
@@ -614,6 +629,33 @@ impl<B: Pooled> GroupState<B> {
                 Some(Grant::Open)
             }
         }
+    }
+
+    /// The idle connection of credential pool `pool` a lease takes: the one
+    /// the session parked (`parked`), else the most recently used clean
+    /// one, else the most recently used parked one of another session
+    /// (cleaning it costs a round trip, less than a dial).
+    fn pick_idle(&self, pool: usize, parked: Option<u64>) -> Option<usize> {
+        let (mut clean, mut dirty) = (None, None);
+        for (i, b) in self.idle.iter().enumerate().rev() {
+            if b.pool() != pool {
+                continue;
+            }
+            match b.parked_for() {
+                Some(t) if Some(t) == parked => return Some(i),
+                Some(_) => {
+                    dirty.get_or_insert(i);
+                }
+                None if clean.is_none() => {
+                    clean = Some(i);
+                    if parked.is_none() {
+                        break;
+                    }
+                }
+                None => {}
+            }
+        }
+        clean.or(dirty)
     }
 
     fn admit(&mut self, need: Need, id: u64, tenant: &Tenant, now: Instant) -> Option<Grant<B>> {
@@ -956,6 +998,9 @@ mod tests {
         fn pool(&self) -> usize {
             self.0
         }
+        fn parked_for(&self) -> Option<u64> {
+            None
+        }
     }
 
     fn group(cap: usize, max_owned: usize) -> GroupState<Conn> {
@@ -972,7 +1017,10 @@ mod tests {
     fn shrinking_the_share_closes_idle_now_and_busy_on_return() {
         let t = Instant::now();
         let mut g = group(4, 4);
-        let lease = Need::Lease { pool: 0 };
+        let lease = Need::Lease {
+            pool: 0,
+            parked: None,
+        };
         let mut ids = Vec::new();
         for _ in 0..3 {
             match g.request(lease, Priority::High, t) {
@@ -1104,7 +1152,10 @@ mod tests {
         }
     }
 
-    const LEASE: Need = Need::Lease { pool: 0 };
+    const LEASE: Need = Need::Lease {
+        pool: 0,
+        parked: None,
+    };
 
     #[tokio::test(start_paused = true)]
     async fn a_transaction_in_progress_continues_past_a_full_limit() {
@@ -1260,7 +1311,14 @@ mod tests {
         assert!(g.try_reserve_open());
         g.return_idle(Conn(1, 9), Instant::now());
         assert!(matches!(
-            now_grant(g.request(Need::Lease { pool: 0 }, Priority::Low, t)),
+            now_grant(g.request(
+                Need::Lease {
+                    pool: 0,
+                    parked: None
+                },
+                Priority::Low,
+                t
+            )),
             Grant::Open
         ));
         let s = g.snapshot();
@@ -1694,5 +1752,57 @@ mod tests {
         g.complete(first, Some(Conn(0, 1)), t);
         assert_eq!(u.leased(), 0, "the undone grant released its lease");
         assert_eq!(g.snapshot().in_flight, 0);
+    }
+
+    /// A connection that may be parked for a session's owner token.
+    #[derive(Debug, PartialEq, Eq)]
+    struct Tagged(u32, Option<u64>);
+    impl Pooled for Tagged {
+        fn pool(&self) -> usize {
+            0
+        }
+        fn parked_for(&self) -> Option<u64> {
+            self.1
+        }
+    }
+
+    #[test]
+    fn a_lease_takes_its_own_parked_backend_then_a_clean_one_then_anothers() {
+        let t = Instant::now();
+        let mut g: GroupState<Tagged> = GroupState::new(Limits {
+            cap: 8,
+            adaptive: false,
+            stall_cap: Duration::from_millis(500),
+            max_owned: 4,
+            kickup: Duration::from_millis(1000),
+        });
+        let lease = |parked| Need::Lease { pool: 0, parked };
+        let ids: Vec<u64> = (0..4)
+            .map(|_| match g.request(lease(None), Priority::Low, t) {
+                Admission::Now(Grant::Open, id) => id,
+                _ => panic!("expected an immediate open"),
+            })
+            .collect();
+        // Bottom to top: clean 1, parked for 7, clean 3, parked for 9.
+        g.complete(ids[0], Some(Tagged(1, None)), t);
+        g.complete(ids[1], Some(Tagged(2, Some(7))), t);
+        g.complete(ids[2], Some(Tagged(3, None)), t);
+        g.complete(ids[3], Some(Tagged(4, Some(9))), t);
+        let mut take = |parked| match g.request(lease(parked), Priority::Low, t) {
+            Admission::Now(Grant::Backend(b), _) => b,
+            _ => panic!("expected an idle backend"),
+        };
+        // Its own, from under the top.
+        assert_eq!(take(Some(7)), Tagged(2, Some(7)));
+        // Without one of its own (or when its own is gone): the newest
+        // clean one, never another session's parked one while a clean
+        // one is idle.
+        assert_eq!(take(Some(5)), Tagged(3, None));
+        assert_eq!(take(None), Tagged(1, None));
+        // Only another's parked one is left: it is granted (the caller
+        // cleans it) rather than a new connection opened.
+        assert_eq!(take(None), Tagged(4, Some(9)));
+        assert_eq!((g.counters.reclaimed, g.counters.unparked), (1, 1));
+        assert_eq!(g.snapshot().owned, 4);
     }
 }

@@ -76,6 +76,9 @@ impl Session {
     /// Handles COM_CHANGE_USER.
     pub(super) async fn change_user(&mut self, pkt: &Packet) -> Result<bool, End> {
         let mut seq = pkt.last_seq.wrapping_add(1);
+        // Whatever the outcome, what the session parked is not the next
+        // login's to take back as it is.
+        self.forget_parked();
         if self.failed_change_user >= MAX_FAILURES {
             return self
                 .change_user_failed(seq, errors::server_unknown_command(), None)

@@ -130,8 +130,16 @@ impl Session {
         } else if authority::release(backend.marks, backend.status) == Release::Share {
             slot.finish(Some(backend));
         } else {
-            slot.finish(None);
-            release_backend(&self.shared, backend);
+            let mut backend = backend;
+            if backend.park(self.owner) {
+                // Back idle in the same step; its cleanup waits for
+                // another taker (see `crate::pool::parking`).
+                self.parked = true;
+                slot.finish(Some(backend));
+            } else {
+                slot.finish(None);
+                release_backend(&self.shared, backend);
+            }
         }
     }
 
@@ -170,7 +178,10 @@ impl Session {
         let prio = self.priority();
         let was_pinned = self.backend.is_some() && !self.only_session_mode();
         let need = if self.backend.is_none() {
-            Need::Lease { pool: self.pool }
+            Need::Lease {
+                pool: self.pool,
+                parked: self.lease_parked(),
+            }
         } else if was_pinned
             && prio == crate::pool::scheduler::Priority::High
             && self.pins.holds_lock()
@@ -1107,11 +1118,13 @@ async fn send_kill(shared: &crate::frontend::Shared, pool: usize, sql: &str) {
 }
 
 /// Lets go of a backend the session no longer needs, as the authority says:
-/// as it is, after clearing its diagnostics area, or after a reset. The
-/// cleanup runs off the client's path; a backend that fails it is closed.
+/// as it is (clean, or parked for its session: see
+/// `crate::pool::parking`), closed, or cleaned first — off the client's
+/// path; a backend that fails the cleanup is closed.
 pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, mut b: Leased) {
     let verdict = authority::release(b.marks, b.status);
     match verdict {
+        _ if b.parked_for.is_some() => return b.return_idle(),
         Release::Share => return b.return_idle(),
         Release::Close => {
             debug!(
@@ -1124,21 +1137,7 @@ pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
     }
     let shared = shared.clone();
     tokio::spawn(async move {
-        let ok = match verdict {
-            Release::Share => true,
-            Release::ClearDiagnostics => {
-                // Reading a table clears the diagnostics area; the count
-                // double-checks that no user variable is left behind.
-                match count_user_variables(&mut b).await {
-                    Some(0) => true,
-                    Some(_) => b.reset(&baseline()).await.is_ok(),
-                    None => false,
-                }
-            }
-            Release::Reset => b.reset(&baseline()).await.is_ok(),
-            Release::Close => false,
-        };
-        if ok {
+        if crate::pool::parking::clean(&mut b).await {
             shared.metrics.backend_cleanup(verdict == Release::Reset);
             b.return_idle();
         } else {
@@ -1150,28 +1149,14 @@ pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
     });
 }
 
-/// How many user variables with a value the backend's session holds. The
-/// count reads a table, which clears the diagnostics area (the mark goes).
-/// `None` when the server did not answer it.
+/// How many user variables with a value the backend's session holds (see
+/// `crate::pool::parking::count_user_variables`).
 pub(super) async fn count_user_variables(b: &mut Leased) -> Option<usize> {
-    let n = b
-        .query_row(
-            "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
-             WHERE VARIABLE_VALUE IS NOT NULL",
-        )
-        .await
-        .ok()
-        .flatten()
-        .and_then(|row| row.first().cloned().flatten())
-        .and_then(|c| c.parse::<usize>().ok());
-    if n.is_some() {
-        b.marks.diagnostics = false;
-    }
-    n
+    crate::pool::parking::count_user_variables(b).await
 }
 
 fn baseline() -> TrackedState {
-    TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION))
+    crate::pool::parking::baseline()
 }
 
 /// `SELECT LAST_INSERT_ID()` as a COM_QUERY payload, written as is behind

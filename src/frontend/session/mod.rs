@@ -178,6 +178,12 @@ pub struct Session {
     /// A `BEGIN` the client was answered, not yet sent: it goes ahead of
     /// the next command that reaches a backend ([`begin`]).
     pending_begin: bool,
+    /// The token a backend this session parks is tagged with (see
+    /// `crate::pool::parking`): new when the session starts over.
+    owner: u64,
+    /// This session parked a backend and has not leased one since: its
+    /// next lease asks for that one first.
+    parked: bool,
 }
 
 impl Drop for Session {
@@ -185,6 +191,7 @@ impl Drop for Session {
         if let Ok(mut m) = self.shared.sessions.lock() {
             m.remove(&self.id);
         }
+        self.forget_parked();
         // A backend held only by session mode or for diagnostics is in a
         // known, replayable state: it goes back to the pool (through the
         // authority's release gate). Anything else (a transaction, user
@@ -302,6 +309,8 @@ impl Session {
             row_count: Some(0),
             prime_row_count: None,
             row_count_now: None,
+            owner: crate::pool::parking::owner_token(),
+            parked: false,
         };
         if let Ok(mut u) = s.handle.user.lock() {
             *u = s.user.name.clone();
@@ -434,7 +443,10 @@ impl Session {
         let (adm, mut backend) = loop {
             let mut adm = group
                 .acquire(
-                    Need::Lease { pool: self.pool },
+                    Need::Lease {
+                        pool: self.pool,
+                        parked: self.lease_parked(),
+                    },
                     Priority::Low,
                     &tenant,
                     deadline,
@@ -827,17 +839,16 @@ impl Session {
     /// client hears back, as they would on its own server connection);
     /// a backend that cannot be reset is closed.
     async fn let_go_reset(&mut self) {
-        if let Some(mut b) = self.backend.take() {
-            let baseline =
-                TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION));
-            if b.reset(&baseline).await.is_ok() {
-                b.return_idle();
-            }
+        if let Some(mut b) = self.backend.take()
+            && b.reset(&crate::pool::parking::baseline()).await.is_ok()
+        {
+            b.return_idle();
         }
     }
 
     async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
         self.let_go_reset().await;
+        self.forget_parked();
         // The server keeps the schema and the multi-statements option.
         let schema = self.state.schema.take();
         let multi = self.state.multi_statements;
@@ -958,8 +969,36 @@ impl Session {
         if !self.pins.any()
             && let Some(b) = self.backend.take()
         {
-            execute::release_backend(&self.shared, b);
+            self.let_go(b);
         }
+    }
+
+    /// Lets go of a backend the session holds nothing on: as it is when
+    /// the authority says it may be shared, else parked for this session
+    /// (see `crate::pool::parking`), else cleaned off the client's path.
+    fn let_go(&mut self, mut b: Leased) {
+        use crate::session_state::authority::{Release, release};
+        if release(b.marks, b.status) != Release::Share && b.park(self.owner) {
+            self.parked = true;
+        }
+        execute::release_backend(&self.shared, b);
+    }
+
+    /// The session starts over (it ends, or a reset or another login
+    /// begins a new one): a backend it parked is cleaned now, and later
+    /// ones are parked under a new token, so nothing of this session's is
+    /// ever taken back as it is by the next.
+    fn forget_parked(&mut self) {
+        if std::mem::take(&mut self.parked) {
+            crate::pool::parking::unpark_now(&self.group, self.owner);
+        }
+        self.owner = crate::pool::parking::owner_token();
+    }
+
+    /// The `parked` part of this session's next lease (see
+    /// [`crate::pool::scheduler::Need::Lease`]); the session asks once.
+    fn lease_parked(&mut self) -> Option<u64> {
+        std::mem::take(&mut self.parked).then_some(self.owner)
     }
 
     /// True when nothing but session mode or a warnings hold pins: losing
