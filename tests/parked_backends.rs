@@ -190,7 +190,9 @@ async fn a_quiet_session_leaves_a_clean_backend() {
 async fn a_reset_session_does_not_take_back_what_it_parked() {
     let db = MariaDb::shared();
     schema(db, "pk_reset");
-    let p = proxy(db, 1).await;
+    // Two backends: the statement after the reset may run on the other
+    // one, so the parked backend must be clean before the reset's OK.
+    let p = proxy(db, 2).await;
     let mut a = client(&p, "pk_reset").await;
     assert_eq!(
         value(&mut a, "SELECT g FROM v_lock").await.as_deref(),
@@ -207,6 +209,58 @@ async fn a_reset_session_does_not_take_back_what_it_parked() {
             .as_deref(),
         Some("1"),
         "after COM_RESET_CONNECTION the session took back its parked backend as it was"
+    );
+    a.quit().await;
+}
+
+/// A client's KILL QUERY needs a helper connection: with the budget full
+/// and the only idle backend parked for another session, the kill still
+/// gets through. (The helper cleans the parked backend at once; in a quiet
+/// test the sweep would also free it within 1–2 s, so this test does not
+/// tell the two apart — under steady load a parked backend never ages
+/// into the sweep, which is why the helper does it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_gets_a_helper_when_only_a_parked_backend_is_idle() {
+    let db = MariaDb::shared();
+    schema(db, "pk_kill");
+    let p = proxy(db, 2).await;
+    let mut a = client(&p, "pk_kill").await;
+    assert_eq!(
+        value(&mut a, "SELECT g FROM v_lock").await.as_deref(),
+        Some("1")
+    );
+    let mut sleeper = client(&p, "pk_kill").await;
+    let id = value(&mut sleeper, "SELECT CONNECTION_ID()")
+        .await
+        .expect("id");
+    let running = tokio::spawn(async move {
+        let started = Instant::now();
+        let r = sleeper.query("SELECT SLEEP(20)").await;
+        (r, started.elapsed())
+    });
+    // The sleeper holds the second backend once its statement runs.
+    let mut root = RawConn::connect(&db.addr(), "app", "secret", None, true).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while value(
+        &mut root,
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(20)'",
+    )
+    .await
+    .as_deref()
+        != Some("1")
+    {
+        assert!(Instant::now() < deadline, "the sleeper never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A connected (its parked backend is the only idle one) and issues the
+    // kill itself: its own statement cannot take its backend first, since
+    // the proxy runs KILL over a helper.
+    let r = a.query(&format!("KILL QUERY {id}")).await;
+    assert!(matches!(r, Response::Ok(_)), "KILL QUERY: {r:?}");
+    let (r, took) = running.await.expect("sleeper task");
+    assert!(
+        took < Duration::from_secs(15),
+        "the sleep was not interrupted ({took:?}): {r:?}"
     );
     a.quit().await;
 }

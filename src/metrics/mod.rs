@@ -208,11 +208,11 @@ impl Metrics {
                     overdue: counter(OVERDUE_ADMISSIONS_TOTAL, std::slice::from_ref(&gl)),
                     parked_reclaimed: counter(
                         PARKED_BACKENDS_TOTAL,
-                        &[gl.clone(), ("taken_by", "owner".into())],
+                        &[gl.clone(), ("outcome", "taken_back".into())],
                     ),
                     parked_unparked: counter(
                         PARKED_BACKENDS_TOTAL,
-                        &[gl.clone(), ("taken_by", "other".into())],
+                        &[gl.clone(), ("outcome", "cleaned".into())],
                     ),
                     idle: gauge(BACKEND_CONNECTIONS, &[gl.clone(), ("state", "idle".into())]),
                     busy: gauge(BACKEND_CONNECTIONS, &[gl.clone(), ("state", "busy".into())]),

@@ -75,9 +75,9 @@ pub const KICKUPS_TOTAL: &str = "myplex_kickups_total";
 /// Counter{group}: queued requests admitted past the in-flight limit after
 /// waiting half their queue timeout.
 pub const OVERDUE_ADMISSIONS_TOTAL: &str = "myplex_overdue_admissions_total";
-/// Counter{group, taken_by}: parked backends (idle, holding their session's
-/// leftovers) taken back by that session as they were (`owner`), or granted
-/// to another session after their cleanup (`other`).
+/// Counter{group, outcome}: parked backends (idle, holding their session's
+/// leftovers) taken back by that session as they were (`taken_back`), or
+/// granted to another session after their cleanup (`cleaned`).
 pub const PARKED_BACKENDS_TOTAL: &str = "myplex_parked_backends_total";
 /// Counter{group}: queued requests that hit `queue_timeout_ms`.
 pub const QUEUE_TIMEOUTS_TOTAL: &str = "myplex_queue_timeouts_total";

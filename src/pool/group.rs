@@ -136,7 +136,7 @@ impl Group {
     ) -> Result<Admitted, QueueTimeout> {
         loop {
             let adm = self.acquire_once(need, prio, tenant, deadline).await?;
-            if let Some(adm) = Self::unparked(adm, need).await {
+            if let Some(adm) = Self::unparked(adm, need, deadline).await {
                 return Ok(adm);
             }
         }
@@ -145,9 +145,10 @@ impl Group {
     /// What [`Self::acquire`] grants never carries another session's
     /// leftovers: a connection parked by the requester (`need`'s `parked`)
     /// is its own, taken as it is; one parked by anyone else is cleaned
-    /// here first (see `super::parking`). `None` when that cleanup failed
-    /// and no room for a new connection is left (the request starts over).
-    async fn unparked(mut adm: Admitted, need: Need) -> Option<Admitted> {
+    /// here first (see `super::parking`), within the request's `deadline`.
+    /// `None` when that cleanup failed and no room for a new connection is
+    /// left (the request starts over).
+    async fn unparked(mut adm: Admitted, need: Need, deadline: Instant) -> Option<Admitted> {
         let own = match need {
             Need::Lease { parked, .. } => parked,
             Need::Slot | Need::Continue => None,
@@ -163,7 +164,14 @@ impl Group {
             }
             Some(_) => {}
         }
-        if super::parking::clean(b).await {
+        // A connection the server closed is not asked; a cleanup the
+        // server does not answer in time costs the requester no more than
+        // its queue timeout.
+        if b.io.idle_is_healthy()
+            && tokio::time::timeout_at(deadline, super::parking::clean(b))
+                .await
+                .unwrap_or(false)
+        {
             return Some(adm);
         }
         tracing::debug!(

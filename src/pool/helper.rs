@@ -83,16 +83,30 @@ impl Helper {
 impl Pool {
     /// One idle connection for which `pick` holds, taken out of the first
     /// group that has one (it stays owned: dropping it closes it).
-    fn take_one_idle(&self, mut pick: impl FnMut(&BackendConn) -> bool) -> Option<Leased> {
+    fn take_one_idle(&self, pick: impl FnMut(&BackendConn) -> bool) -> Option<Leased> {
+        self.take_one(false, pick)
+    }
+
+    /// As [`Self::take_one_idle`], among parked connections (see
+    /// `super::parking`): to be cleaned or closed, never used as they are.
+    fn take_one_parked(&self, pick: impl FnMut(&BackendConn) -> bool) -> Option<Leased> {
+        self.take_one(true, pick)
+    }
+
+    fn take_one(&self, parked: bool, mut pick: impl FnMut(&BackendConn) -> bool) -> Option<Leased> {
         self.groups.iter().find_map(|g| {
             let mut found = false;
-            g.take_idle_where(|c| {
+            let mut once = |c: &BackendConn| {
                 let this = !found && pick(c);
                 found |= this;
                 this
-            })
-            .into_iter()
-            .next()
+            };
+            let taken = if parked {
+                g.take_parked_where(&mut once)
+            } else {
+                g.take_idle_where(&mut once)
+            };
+            taken.into_iter().next()
         })
     }
 
@@ -188,9 +202,28 @@ impl Pool {
                     source: Source::Opened,
                 });
             }
+            // Full, and a session parked one of this pool: clean it (a
+            // connection that fails is closed, making room).
+            if let Some(mut conn) = self.take_one_parked(|c| c.pool == key) {
+                if conn.io.idle_is_healthy()
+                    && tokio::time::timeout_at(deadline, super::parking::clean(&mut conn))
+                        .await
+                        .unwrap_or(false)
+                {
+                    return Some(Helper {
+                        conn,
+                        source: Source::Idle,
+                    });
+                }
+                continue;
+            }
             // Full, and only other pools' connections are idle: close one
             // (as a lease would) to make room, and try again at once.
-            if !evicted_once && let Some(conn) = self.take_one_idle(|c| c.pool != key) {
+            if !evicted_once
+                && let Some(conn) = self
+                    .take_one_idle(|c| c.pool != key)
+                    .or_else(|| self.take_one_parked(|c| c.pool != key))
+            {
                 evicted_once = true;
                 drop(conn);
                 continue;

@@ -572,12 +572,15 @@ impl Pool {
     /// Closes idle connections past `idle_timeout` (above the minimum) and
     /// ones the server closed; keeps `min_idle` connections per group open.
     async fn maintain(self: &Arc<Self>) {
+        // First, before anything here waits on the server.
+        for g in &self.groups {
+            parking::sweep(g);
+        }
         self.tenants.roll();
         self.lift_full_hold();
         self.learn_ceiling().await;
         let t = self.timings.load_full();
         for g in &self.groups {
-            parking::sweep(g);
             let now = Instant::now();
             let snap = g.snapshot();
             let mut keep = snap.idle.saturating_sub(0);

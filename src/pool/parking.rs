@@ -87,36 +87,52 @@ pub fn baseline() -> TrackedState {
     TrackedState::for_collation(u16::from(crate::backend::connect::BACKEND_COLLATION))
 }
 
-/// Cleans `parked` connections in the background and returns them idle (a
-/// connection whose cleanup fails is closed).
-fn clean_in_background(parked: Vec<Leased>) {
-    for mut b in parked {
-        tokio::spawn(async move {
-            if clean(&mut b).await {
-                b.return_idle();
-            } else {
-                tracing::debug!(
-                    backend = b.id.0,
-                    "closing a parked backend that failed cleanup"
-                );
-            }
-        });
+/// How long a cleanup off any client's path may take before the
+/// connection is closed instead.
+const CLEAN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Cleans `b` and returns it idle, or closes it (the server closed it,
+/// did not answer within [`CLEAN_TIMEOUT`], or refused the cleanup).
+async fn clean_or_close(mut b: Leased) {
+    if b.io.idle_is_healthy()
+        && tokio::time::timeout(CLEAN_TIMEOUT, clean(&mut b))
+            .await
+            .unwrap_or(false)
+    {
+        b.return_idle();
+    } else {
+        tracing::debug!(
+            backend = b.id.0,
+            "closing a parked backend that failed cleanup"
+        );
     }
 }
 
 /// Cleans the connections of `group` parked longer than [`PARK_HOLD`]
-/// (their session went quiet or ended).
+/// (their session went quiet or ended), in the background.
 pub fn sweep(group: &Arc<Group>) {
     let now = tokio::time::Instant::now();
-    clean_in_background(
-        group.take_parked_where(|c| now.saturating_duration_since(c.last_used) >= PARK_HOLD),
-    );
+    for b in group.take_parked_where(|c| now.saturating_duration_since(c.last_used) >= PARK_HOLD) {
+        tokio::spawn(clean_or_close(b));
+    }
 }
 
-/// Cleans the connection session `owner` parked in `group`, if it is still
-/// idle there (the session ends, or starts over as another login).
+/// Cleans the connections session `owner` parked in `group` that are still
+/// idle there, in the background (the session ends).
 pub fn unpark_now(group: &Arc<Group>, owner: u64) {
-    clean_in_background(group.take_parked_where(|c| c.parked_for == Some(owner)));
+    for b in group.take_parked_where(|c| c.parked_for == Some(owner)) {
+        tokio::spawn(clean_or_close(b));
+    }
+}
+
+/// As [`unpark_now`], finished before it returns: the session starts over
+/// (COM_RESET_CONNECTION, COM_CHANGE_USER) and its client, once answered,
+/// must find nothing of the old session on any backend (a lock a view
+/// took is free).
+pub async fn unpark_own(group: &Arc<Group>, owner: u64) {
+    for b in group.take_parked_where(|c| c.parked_for == Some(owner)) {
+        clean_or_close(b).await;
+    }
 }
 
 /// A new owner token: unique in the process (never reused, unlike

@@ -605,7 +605,19 @@ impl<B: Pooled> GroupState<B> {
         match need {
             Need::Slot | Need::Continue => Some(Grant::Slot),
             Need::Lease { pool, parked } => {
-                if let Some(i) = self.pick_idle(pool, parked) {
+                let pick = self.pick_idle(pool, parked);
+                let anothers = pick.is_some_and(|i| {
+                    let t = self.idle[i].parked_for();
+                    t.is_some() && t != parked
+                });
+                // Only another session's parked connection is idle: a new
+                // one within the share first (that session may come back
+                // for it; cleaning it costs the taker round trips).
+                if anothers && self.owned < self.limits.max_owned + self.borrowed() {
+                    self.owned += 1;
+                    return Some(Grant::Open);
+                }
+                if let Some(i) = pick {
                     let b = self.idle.remove(i);
                     self.idle_low = self.idle_low.min(self.idle.len());
                     match b.parked_for() {
@@ -634,7 +646,8 @@ impl<B: Pooled> GroupState<B> {
     /// The idle connection of credential pool `pool` a lease takes: the one
     /// the session parked (`parked`), else the most recently used clean
     /// one, else the most recently used parked one of another session
-    /// (cleaning it costs a round trip, less than a dial).
+    /// (taken when the share has no room for a new one: cleaning it costs
+    /// round trips, less than a dial).
     fn pick_idle(&self, pool: usize, parked: Option<u64>) -> Option<usize> {
         let (mut clean, mut dirty) = (None, None);
         for (i, b) in self.idle.iter().enumerate().rev() {
@@ -1804,5 +1817,37 @@ mod tests {
         assert_eq!(take(None), Tagged(4, Some(9)));
         assert_eq!((g.counters.reclaimed, g.counters.unparked), (1, 1));
         assert_eq!(g.snapshot().owned, 4);
+    }
+
+    #[test]
+    fn another_sessions_parked_backend_waits_while_the_share_has_room() {
+        let t = Instant::now();
+        let mut g: GroupState<Tagged> = GroupState::new(Limits {
+            cap: 8,
+            adaptive: false,
+            stall_cap: Duration::from_millis(500),
+            max_owned: 2,
+            kickup: Duration::from_millis(1000),
+        });
+        let lease = Need::Lease {
+            pool: 0,
+            parked: None,
+        };
+        let Admission::Now(Grant::Open, first) = g.request(lease, Priority::Low, t) else {
+            panic!("expected an immediate open");
+        };
+        g.complete(first, Some(Tagged(1, Some(9))), t);
+        // Room in the share: a new connection, the parked one stays for
+        // its session.
+        assert!(matches!(
+            g.request(lease, Priority::Low, t),
+            Admission::Now(Grant::Open, _)
+        ));
+        // The share is full: the parked one is granted (to be cleaned).
+        assert!(matches!(
+            g.request(lease, Priority::Low, t),
+            Admission::Now(Grant::Backend(Tagged(1, Some(9))), _)
+        ));
+        assert_eq!(g.counters.unparked, 1);
     }
 }

@@ -78,7 +78,7 @@ impl Session {
         let mut seq = pkt.last_seq.wrapping_add(1);
         // Whatever the outcome, what the session parked is not the next
         // login's to take back as it is.
-        self.forget_parked();
+        self.start_over_parked().await;
         if self.failed_change_user >= MAX_FAILURES {
             return self
                 .change_user_failed(seq, errors::server_unknown_command(), None)

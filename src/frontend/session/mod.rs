@@ -473,7 +473,7 @@ impl Session {
                 Ok(())
             }
             Ok(Some(e)) => {
-                adm.slot.finish(Some(backend));
+                self.finish(adm.slot, backend);
                 Err(e)
             }
             Err(e) => Err(errors::backend_lost(&e.to_string())),
@@ -848,7 +848,7 @@ impl Session {
 
     async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
         self.let_go_reset().await;
-        self.forget_parked();
+        self.start_over_parked().await;
         // The server keeps the schema and the multi-statements option.
         let schema = self.state.schema.take();
         let multi = self.state.multi_statements;
@@ -984,15 +984,22 @@ impl Session {
         execute::release_backend(&self.shared, b);
     }
 
-    /// The session starts over (it ends, or a reset or another login
-    /// begins a new one): a backend it parked is cleaned now, and later
-    /// ones are parked under a new token, so nothing of this session's is
-    /// ever taken back as it is by the next.
+    /// The session ends: a backend it parked that is still idle is cleaned
+    /// (in the background), and the token is retired.
     fn forget_parked(&mut self) {
-        if std::mem::take(&mut self.parked) {
-            crate::pool::parking::unpark_now(&self.group, self.owner);
-        }
+        self.parked = false;
+        crate::pool::parking::unpark_now(&self.group, self.owner);
         self.owner = crate::pool::parking::owner_token();
+    }
+
+    /// The session starts over (a reset, or another login on the same
+    /// connection): a backend it parked is cleaned before the client is
+    /// answered, and later ones are parked under a new token, so nothing
+    /// of the old session is taken back as it is by the new one.
+    async fn start_over_parked(&mut self) {
+        self.parked = false;
+        let old = std::mem::replace(&mut self.owner, crate::pool::parking::owner_token());
+        crate::pool::parking::unpark_own(&self.group, old).await;
     }
 
     /// The `parked` part of this session's next lease (see
