@@ -305,15 +305,17 @@ async fn data_variables_follow_the_session() {
     assert_eq!(a_sees, set, "a's settings after the move");
     b.query_drop("COMMIT").await.expect("commit");
 
-    // USE on one backend, then a move to the backend that still has the
-    // database character set a set before.
+    // USE on one backend, then a move to another one. A new client takes
+    // a's backend (b's own, left after its COMMIT, may be parked for b and
+    // would be b's first choice: see `pool::parking`).
     a.query_drop("USE test").await.expect("use");
     let (_, t3) = read_data_vars(&mut a).await;
-    occupy(&mut b).await;
-    let (_, tb) = read_data_vars(&mut b).await;
-    assert_eq!(tb, t3, "b got a's backend");
+    let mut c = conn(&p).await;
+    occupy(&mut c).await;
+    let (_, tc) = read_data_vars(&mut c).await;
+    assert_eq!(tc, t3, "c got a's backend");
     let (a_sees, t4) = read_data_vars(&mut a).await;
     assert_ne!(t4, t3, "a moved");
     assert_eq!(a_sees, used, "after USE and a move");
-    b.query_drop("COMMIT").await.expect("commit");
+    c.query_drop("COMMIT").await.expect("commit");
 }
