@@ -1779,16 +1779,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_lease_takes_its_own_parked_backend_then_a_clean_one_then_anothers() {
-        let t = Instant::now();
-        let mut g: GroupState<Tagged> = GroupState::new(Limits {
+    fn tagged_group(max_owned: usize) -> GroupState<Tagged> {
+        GroupState::new(Limits {
             cap: 8,
             adaptive: false,
             stall_cap: Duration::from_millis(500),
-            max_owned: 4,
+            max_owned,
             kickup: Duration::from_millis(1000),
-        });
+        })
+    }
+
+    #[test]
+    fn a_lease_takes_its_own_parked_backend_then_a_clean_one_then_anothers() {
+        let t = Instant::now();
+        let mut g = tagged_group(4);
         let lease = |parked| Need::Lease { pool: 0, parked };
         let ids: Vec<u64> = (0..4)
             .map(|_| match g.request(lease(None), Priority::Low, t) {
@@ -1822,13 +1826,7 @@ mod tests {
     #[test]
     fn another_sessions_parked_backend_waits_while_the_share_has_room() {
         let t = Instant::now();
-        let mut g: GroupState<Tagged> = GroupState::new(Limits {
-            cap: 8,
-            adaptive: false,
-            stall_cap: Duration::from_millis(500),
-            max_owned: 2,
-            kickup: Duration::from_millis(1000),
-        });
+        let mut g = tagged_group(2);
         let lease = Need::Lease {
             pool: 0,
             parked: None,

@@ -12,6 +12,7 @@ use super::{End, Session};
 use crate::backend::{BackendConn, BackendError, InternalReply};
 use crate::frontend::relay::{ClientView, Outcome, RelayError, relay};
 use crate::pool::group::{Leased, SlotGuard};
+use crate::pool::parking;
 use crate::pool::scheduler::Need;
 use crate::protocol::command::*;
 use crate::protocol::errors;
@@ -71,7 +72,7 @@ impl Session {
                 }
                 // Opened (or last reset) before a SET GLOBAL: its session
                 // values are the old globals. A reset re-reads them.
-                if healthy && b.reset(&baseline()).await.is_ok() {
+                if healthy && b.reset(&parking::baseline()).await.is_ok() {
                     b.globals_epoch = epoch;
                     return Ok(b);
                 }
@@ -131,10 +132,9 @@ impl Session {
             slot.finish(Some(backend));
         } else {
             let mut backend = backend;
-            if backend.park(self.owner) {
+            if self.park(&mut backend) {
                 // Back idle in the same step; its cleanup waits for
                 // another taker (see `crate::pool::parking`).
-                self.parked = true;
                 slot.finish(Some(backend));
             } else {
                 slot.finish(None);
@@ -253,7 +253,7 @@ impl Session {
             if plan.clear_schema {
                 let params = self.shared.pool.params(backend.pool);
                 let cleared = match &params {
-                    Some(p) => backend.clear_schema(p, &baseline()).await,
+                    Some(p) => backend.clear_schema(p, &parking::baseline()).await,
                     None => Err(BackendError::Protocol("unknown pool key".into())),
                 };
                 if let Err(e) = cleared {
@@ -874,7 +874,7 @@ impl Session {
             } else if out.warnings > 0 || out.error.is_some() {
                 self.inv.user_vars_unverified = true;
             } else {
-                match count_user_variables(backend).await {
+                match parking::count_user_variables(backend).await {
                     Some(0) => {
                         self.inv.user_vars.clear();
                         self.inv.user_vars_unverified = false;
@@ -1137,7 +1137,7 @@ pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
     }
     let shared = shared.clone();
     tokio::spawn(async move {
-        if crate::pool::parking::clean(&mut b).await {
+        if parking::clean(&mut b).await {
             shared.metrics.backend_cleanup(verdict == Release::Reset);
             b.return_idle();
         } else {
@@ -1147,16 +1147,6 @@ pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
             );
         }
     });
-}
-
-/// How many user variables with a value the backend's session holds (see
-/// `crate::pool::parking::count_user_variables`).
-pub(super) async fn count_user_variables(b: &mut Leased) -> Option<usize> {
-    crate::pool::parking::count_user_variables(b).await
-}
-
-fn baseline() -> TrackedState {
-    crate::pool::parking::baseline()
 }
 
 /// `SELECT LAST_INSERT_ID()` as a COM_QUERY payload, written as is behind

@@ -191,7 +191,9 @@ impl Drop for Session {
         if let Ok(mut m) = self.shared.sessions.lock() {
             m.remove(&self.id);
         }
-        self.forget_parked();
+        // What the session parked that is still idle is cleaned in the
+        // background (its token dies with it).
+        crate::pool::parking::unpark_now(&self.group, self.owner);
         // A backend held only by session mode or for diagnostics is in a
         // known, replayable state: it goes back to the pool (through the
         // authority's release gate). Anything else (a transaction, user
@@ -898,7 +900,7 @@ impl Session {
                 self.pins.remove(PinReason::Diagnostics);
                 if recount
                     && let Some(b) = self.backend.as_mut()
-                    && execute::count_user_variables(b).await == Some(0)
+                    && crate::pool::parking::count_user_variables(b).await == Some(0)
                 {
                     self.inv.user_vars_unverified = false;
                     self.sync_inventory_pins();
@@ -977,19 +979,16 @@ impl Session {
     /// the authority says it may be shared, else parked for this session
     /// (see `crate::pool::parking`), else cleaned off the client's path.
     fn let_go(&mut self, mut b: Leased) {
-        use crate::session_state::authority::{Release, release};
-        if release(b.marks, b.status) != Release::Share && b.park(self.owner) {
-            self.parked = true;
-        }
+        self.park(&mut b);
         execute::release_backend(&self.shared, b);
     }
 
-    /// The session ends: a backend it parked that is still idle is cleaned
-    /// (in the background), and the token is retired.
-    fn forget_parked(&mut self) {
-        self.parked = false;
-        crate::pool::parking::unpark_now(&self.group, self.owner);
-        self.owner = crate::pool::parking::owner_token();
+    /// Tags `b` as parked for this session when its verdict allows it
+    /// (see [`Leased::park`]) and remembers to ask for it back.
+    fn park(&mut self, b: &mut Leased) -> bool {
+        let parked = b.park(self.owner);
+        self.parked |= parked;
+        parked
     }
 
     /// The session starts over (a reset, or another login on the same
