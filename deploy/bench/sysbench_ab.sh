@@ -29,6 +29,8 @@
 #   MYPLEX_TOML  extra lines for myplex's [pool]    []
 #   MYPLEX_TOML_<name>  extra [pool] lines for the myplex target <name> only []
 #   OUT          output directory                   [bench-results/sysbench-<UTC timestamp>]
+#   STATUS_VARS  server status counters reported per transaction, per point
+#                (written to OUT/server-per-trx.txt) [Questions Com_stmt_prepare ...]
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$HERE/../.." && pwd)
@@ -154,7 +156,25 @@ EOF
 done
 
 questions() { mariadb_sql "$W/db" "SHOW GLOBAL STATUS LIKE 'Questions'" | awk '{ print $2 }'; }
+STATUS_VARS=${STATUS_VARS:-Questions Com_stmt_prepare Com_stmt_execute Com_stmt_close Com_set_option Com_select Com_begin Com_commit Connections Innodb_buffer_pool_reads Innodb_rows_read Handler_read_key Innodb_row_lock_waits Threads_created}
+# The server's global status as "name value" lines.
+server_status() { mariadb_sql "$W/db" "SHOW GLOBAL STATUS" >"$1"; }
+# Per transaction: each of STATUS_VARS's deltas between two status files
+# over the point's transactions (the whole run's, warm-up included).
+per_trx() {
+    awk -v vars="$STATUS_VARS" -v trx="$3" '
+        FNR == NR { a[$1] = $2; next }
+        { b[$1] = $2 }
+        END {
+            n = split(vars, v, " ")
+            for (i = 1; i <= n; i++)
+                printf " %s=%.2f", v[i], (trx > 0 ? (b[v[i]] - a[v[i]]) / trx : 0)
+            print ""
+        }' "$1" "$2"
+}
 cpu_ticks() { [[ -n ${1:-} ]] && awk '{ print $14 + $15 }' "/proc/$1/stat" || echo 0; }
+# The machine's idle + iowait ticks, summed over its CPUs.
+idle_ticks() { awk '/^cpu / { print $5 + $6 }' /proc/stat; }
 
 printf '%-8s %-6s %-24s %9s %9s %7s %10s\n' round clients target tps p95_ms errors cpu_us/stmt | tee "$OUT/summary.txt"
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -162,12 +182,24 @@ for ((r = 1; r <= ROUNDS; r++)); do
         for t in $TARGETS; do
             f="$OUT/r$r-c$c-${t%%=*}.txt"
             f=${f//:/_}
-            q0=$(questions) c0=$(cpu_ticks "${PID[$t]:-}")
             sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-port="${PORT[$t]}" \
                 --db-ps-mode="$PS_MODE" --threads="$c" --time=$((TIME + WARMUP)) --report-checkpoints="$WARMUP" \
                 --rand-type=uniform --report-interval=0 --mysql-ignore-errors=1213,1205,1317 \
-                run >"$f" 2>&1 || true
-            q1=$(questions) c1=$(cpu_ticks "${PID[$t]:-}")
+                run >"$f" 2>&1 &
+            sb=$!
+            # The counters cover the measured window (after the warm-up
+            # checkpoint), as the last report does: sysbench's clock starts
+            # once its threads have started.
+            for ((i = 0; i < 600; i++)); do
+                grep -q 'Threads started' "$f" 2>/dev/null || ! kill -0 "$sb" 2>/dev/null && break
+                sleep 0.1
+            done
+            sleep "$WARMUP"
+            server_status "$W/s0"
+            q0=$(questions) c0=$(cpu_ticks "${PID[$t]:-}") d0=$(cpu_ticks "$DB_PID") i0=$(idle_ticks) t0=$(date +%s.%N)
+            wait "$sb" || true
+            q1=$(questions) c1=$(cpu_ticks "${PID[$t]:-}") d1=$(cpu_ticks "$DB_PID") i1=$(idle_ticks) t1=$(date +%s.%N)
+            server_status "$W/s1"
             # The last report is the measured window's.
             tps=$(awk '/transactions:/ { gsub(/\(/, "", $3); v = $3 } END { print v }' "$f")
             p95=$(awk '/95th percentile:/ { v = $3 } END { print v }' "$f")
@@ -179,6 +211,14 @@ for ((r = 1; r <= ROUNDS; r++)); do
             fi
             printf '%-8s %-6s %-24s %9s %9s %7s %10s\n' "$r" "$c" "${t%%=*}" "${tps:-FAIL}" "${p95:--}" \
                 "${errs:--}" "$cpu" | tee -a "$OUT/summary.txt"
+            # The measured window's transactions (the last report's).
+            all=$(awk '/transactions:/ { n = $2 } END { print n + 0 }' "$f")
+            # CPU per transaction (µs) of the server and the proxy, and the
+            # machine's idle share, over the measured window.
+            cpus=$(awk -v s=$((d1 - d0)) -v p=$((c1 - c0)) -v i=$((i1 - i0)) -v n="$all" \
+                -v hz="$(getconf CLK_TCK)" -v secs="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" -v ncpu="$(nproc)" \
+                'BEGIN { if (n < 1) n = 1; printf " server_us=%.0f proxy_us=%.0f idle=%.0f%%", s / hz * 1e6 / n, p / hz * 1e6 / n, 100 * i / hz / secs / ncpu }')
+            printf 'r%s c%s %s:%s%s\n' "$r" "$c" "${t%%=*}" "$cpus" "$(per_trx "$W/s0" "$W/s1" "$all")" >>"$OUT/server-per-trx.txt"
         done
     done
 done

@@ -312,8 +312,15 @@ pub struct PoolConfig {
     /// 0 = each group's base share is 4 × (1 + oversubscribe), and with the
     /// adaptive limit groups borrow beyond it up to a ceiling learnt from
     /// the server: (`@@max_connections` − `reserved_server_connections`) /
-    /// `proxies_per_server`.
+    /// `proxies_per_server`, at most `max_learnt_backend_connections`.
     pub max_backend_connections: usize,
+    /// With `max_backend_connections = 0`: the most the learnt ceiling may
+    /// be (0 = no bound but the server's). A server past a few hundred busy
+    /// connections does less, not more: at 4,096 I/O-bound sysbench clients
+    /// a pool that grew towards the server's 8,392 connections stopped
+    /// (0 TPS for 50 s, as direct clients did), one held at 512 kept
+    /// serving (docs/benchmarks.md).
+    pub max_learnt_backend_connections: usize,
     /// With `max_backend_connections = 0`: server connections left for
     /// administrators and other clients.
     pub reserved_server_connections: usize,
@@ -380,11 +387,12 @@ impl Default for PoolConfig {
             max_backend_connections: 0,
             reserved_server_connections: 10,
             proxies_per_server: 1,
+            max_learnt_backend_connections: 512,
             stall_limit_ms: 500,
             high_prio_mode: HighPrioMode::Transactions,
             high_prio_tickets: u32::MAX,
             prio_kickup_ms: 1000,
-            queue_timeout_ms: 10_000,
+            queue_timeout_ms: 120_000,
             max_client_connections: 10_000,
             idle_timeout_s: 60,
             min_idle_per_group: 0,

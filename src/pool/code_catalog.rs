@@ -149,6 +149,15 @@ pub struct Reader {
     last_full: Option<Instant>,
 }
 
+impl Reader {
+    /// Every part is read again now and then, whatever the counters say:
+    /// objects written as files into the datadir, or restored, move none.
+    fn full_due(&self) -> bool {
+        self.last_full
+            .is_none_or(|t| t.elapsed() >= self.interval * FULL_READING_EVERY)
+    }
+}
+
 type Fingerprint = Vec<Vec<Option<String>>>;
 
 struct Writes {
@@ -328,13 +337,16 @@ impl CodeCatalog {
     /// the last reading's (nothing changed), `Ok(Err(why))` when the
     /// reading cannot be trusted to be complete. `may_confirm`: unchanged
     /// counters may confirm the installed set (else the tables' part is
-    /// read again).
+    /// read again). `full`: every part is read whatever the counters say
+    /// (objects written as files into the datadir, or restored, move no
+    /// counter: see [`Reader::full_due`]).
     async fn read(
         &self,
         c: &mut BackendConn,
         reader: &mut Reader,
         needs_global: bool,
         may_confirm: bool,
+        full: bool,
     ) -> Result<Result<Option<CodeNames>, String>, BackendError> {
         if needs_global {
             let n = c
@@ -356,11 +368,6 @@ impl CodeCatalog {
                     .and_then(|n| n.as_deref())
                     .is_some_and(|n| ROUTINE_COUNTERS.iter().any(|c| n.eq_ignore_ascii_case(c)))
             });
-        // Objects written as files into the datadir, or restored, move no
-        // counter: everything is read again now and then.
-        let full = reader
-            .last_full
-            .is_none_or(|t| t.elapsed() >= reader.interval * FULL_READING_EVERY);
         // A DDL statement through this proxy (a view, a trigger, a table
         // with a sequence default) cannot change a procedure without moving
         // a routine counter: the procedures are read again only when one
@@ -479,9 +486,21 @@ impl CodeCatalog {
             // A reading that takes longer than an interval (a DDL statement
             // holding information_schema, a stalled server) cannot vouch for
             // the set meanwhile: unknown until it ends; past `limit` it is
-            // given up (its connection closed).
+            // given up (its connection closed). The periodic full reading
+            // is not part of it while a set is installed: the counters
+            // alone confirm that set (below), so a full reading slowed by
+            // load (it opens every table's definition) does not make every
+            // statement look like stored code meanwhile — which, resetting
+            // every backend, made the server slower still.
+            let full_due = reader.full_due();
             let read = {
-                let reading = self.read(&mut helper.conn, reader, needs_global, may_confirm);
+                let reading = self.read(
+                    &mut helper.conn,
+                    reader,
+                    needs_global,
+                    may_confirm,
+                    full_due && !may_confirm,
+                );
                 tokio::pin!(reading);
                 match tokio::time::timeout(interval, &mut reading).await {
                     Ok(r) => Ok(r),
@@ -491,6 +510,41 @@ impl CodeCatalog {
                     }
                 }
             };
+            // Confirmed by the counters, and the full reading is due: it
+            // runs within `limit`, the confirmed set in force meanwhile; one
+            // that fails leaves that set to the staleness rule and is tried
+            // again a full period later.
+            if full_due && matches!(read, Ok(Ok(Ok(None)))) && self.install(generation, None) {
+                let (generation, _) = self.generation();
+                let full = self.read(&mut helper.conn, reader, false, true, true);
+                match tokio::time::timeout(limit, full).await {
+                    Ok(Ok(Ok(names))) => {
+                        helper.give_back(true);
+                        if !self.install(generation, names) {
+                            reader.tables_fingerprint = None;
+                            reader.routines_fingerprint = None;
+                        }
+                    }
+                    Ok(Ok(Err(incomplete))) => {
+                        helper.give_back(true);
+                        *reader = Reader {
+                            interval,
+                            ..Reader::default()
+                        };
+                        self.forget(incomplete);
+                        return Outcome::Unknown;
+                    }
+                    failed => {
+                        helper.give_back(false);
+                        reader.last_full = Some(Instant::now());
+                        self.note_error(match failed {
+                            Ok(Err(e)) => e.to_string(),
+                            _ => "the full catalog reading timed out".into(),
+                        });
+                    }
+                }
+                return Outcome::Known;
+            }
             helper.give_back(matches!(read, Ok(Ok(_))));
             match read {
                 Ok(Ok(Ok(Some(names)))) => {

@@ -127,9 +127,12 @@ fn budget_for(p: &PoolConfig, n: usize, max_connections: usize) -> (usize, usize
     if max_connections == 0 {
         return (default, default, elastic::Source::Default);
     }
-    let ceiling = (max_connections.saturating_sub(p.reserved_server_connections)
-        / p.proxies_per_server.max(1))
-    .max(n);
+    let mut ceiling =
+        max_connections.saturating_sub(p.reserved_server_connections) / p.proxies_per_server.max(1);
+    if p.max_learnt_backend_connections > 0 {
+        ceiling = ceiling.min(p.max_learnt_backend_connections);
+    }
+    let ceiling = ceiling.max(n);
     (ceiling, default.min(ceiling), elastic::Source::Server)
 }
 
@@ -617,5 +620,40 @@ impl Pool {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_learnt_ceiling_is_bounded_unless_the_bound_is_off() {
+        let mut p = PoolConfig {
+            max_backend_connections: 0,
+            reserved_server_connections: 10,
+            max_learnt_backend_connections: 512,
+            ..PoolConfig::default()
+        };
+        let (ceiling, bases, source) = budget_for(&p, 2, 8_392);
+        assert_eq!((ceiling, source), (512, elastic::Source::Server));
+        assert_eq!(bases, p.effective_max_backend_connections().min(512));
+        // A smaller server's own limit is below the bound: it wins.
+        assert_eq!(budget_for(&p, 2, 100).0, 90);
+        // Shared by two proxies: each gets half of the server's, bounded.
+        p.proxies_per_server = 2;
+        assert_eq!(budget_for(&p, 2, 610).0, 300);
+        assert_eq!(budget_for(&p, 2, 8_392).0, 512);
+        // 0 = no bound but the server's.
+        p.proxies_per_server = 1;
+        p.max_learnt_backend_connections = 0;
+        assert_eq!(budget_for(&p, 2, 8_392).0, 8_382);
+        // A configured cap is a cap, whatever the bound.
+        p.max_backend_connections = 1_000;
+        p.max_learnt_backend_connections = 512;
+        assert_eq!(
+            budget_for(&p, 2, 8_392),
+            (1_000, 1_000, elastic::Source::Configured)
+        );
     }
 }
