@@ -72,6 +72,10 @@ const MAX_ROWS: usize = 200_000;
 /// fingerprint says nothing changed (objects written as files into the
 /// datadir, or restored, move no counter).
 pub const FULL_READING_EVERY: u32 = 10;
+/// Periodic full readings that may fail in a row (each retried at the next
+/// interval) before the set is unknown: the counters confirm it meanwhile,
+/// but objects that move no counter are learnt only by a full reading.
+const FULL_FAILURES_TOLERATED: u32 = 3;
 
 /// The server's counts of statements that can change the set (executed
 /// anywhere: any client, stored code, prepared, replication), cheap to read
@@ -147,6 +151,8 @@ pub struct Reader {
     triggers: Vec<TriggerRow>,
     procs: Vec<ProcRow>,
     last_full: Option<Instant>,
+    /// Periodic full readings that failed since the last good one.
+    full_failures: u32,
 }
 
 impl Reader {
@@ -520,9 +526,13 @@ impl CodeCatalog {
                 match tokio::time::timeout(limit, full).await {
                     Ok(Ok(Ok(names))) => {
                         helper.give_back(true);
+                        reader.full_failures = 0;
                         if !self.install(generation, names) {
+                            // Raced a DDL statement: unknown until the
+                            // reading it asked for.
                             reader.tables_fingerprint = None;
                             reader.routines_fingerprint = None;
+                            return Outcome::Unknown;
                         }
                     }
                     Ok(Ok(Err(incomplete))) => {
@@ -536,11 +546,23 @@ impl CodeCatalog {
                     }
                     failed => {
                         helper.give_back(false);
-                        reader.last_full = Some(Instant::now());
-                        self.note_error(match failed {
+                        let why = match failed {
                             Ok(Err(e)) => e.to_string(),
                             _ => "the full catalog reading timed out".into(),
-                        });
+                        };
+                        // Tried again at the next interval; past a few in a
+                        // row the set cannot vouch for objects that move no
+                        // counter: unknown, read afresh.
+                        reader.full_failures += 1;
+                        if reader.full_failures >= FULL_FAILURES_TOLERATED {
+                            *reader = Reader {
+                                interval,
+                                ..Reader::default()
+                            };
+                            self.forget(format!("the full catalog reading failed: {why}"));
+                            return Outcome::Failed;
+                        }
+                        self.note_error(why);
                     }
                 }
                 return Outcome::Known;

@@ -130,7 +130,8 @@ fn budget_for(p: &PoolConfig, n: usize, max_connections: usize) -> (usize, usize
     let mut ceiling =
         max_connections.saturating_sub(p.reserved_server_connections) / p.proxies_per_server.max(1);
     if p.max_learnt_backend_connections > 0 {
-        ceiling = ceiling.min(p.max_learnt_backend_connections);
+        // Never below the groups' bases: the bound limits borrowing only.
+        ceiling = ceiling.min(p.max_learnt_backend_connections.max(default));
     }
     let ceiling = ceiling.max(n);
     (ceiling, default.min(ceiling), elastic::Source::Server)
@@ -648,6 +649,12 @@ mod tests {
         p.proxies_per_server = 1;
         p.max_learnt_backend_connections = 0;
         assert_eq!(budget_for(&p, 2, 8_392).0, 8_382);
+        // The bound never cuts the groups' bases (many CPUs).
+        p.oversubscribe = 127;
+        let base = p.effective_max_backend_connections();
+        assert!(base > 16, "{base}");
+        p.max_learnt_backend_connections = 16;
+        assert_eq!(budget_for(&p, 2, 8_392).0, base);
         // A configured cap is a cap, whatever the bound.
         p.max_backend_connections = 1_000;
         p.max_learnt_backend_connections = 512;
