@@ -77,7 +77,15 @@ async fn waiting_statements_borrow_backends_up_to_the_server_ceiling_and_give_th
             n
         }));
     }
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // At least 4 s of load, and until the pool grew past twice its base
+    // (the adaptive limit must first learn that the sleeps stall, which a
+    // machine busy with other tests slows down), within 20 s.
+    let t1 = Instant::now();
+    while t1.elapsed() < Duration::from_secs(4)
+        || (most.load(Ordering::Relaxed) <= 2 * BASE && t1.elapsed() < Duration::from_secs(20))
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let status = p.http_get("/status").await.1;
     let metrics = p.http_get("/metrics").await.1;
     stop.store(true, Ordering::Relaxed);
