@@ -155,7 +155,8 @@ EOF
     wait_for_port "${PORT[$t]}" "${PID[$t]:-$DB_PID}" "$t" "$lf" 30
 done
 
-questions() { mariadb_sql "$W/db" "SHOW GLOBAL STATUS LIKE 'Questions'" | awk '{ print $2 }'; }
+# One counter out of a status file.
+status_of() { awk -v n="$2" '$1 == n { print $2 }' "$1"; }
 STATUS_VARS=${STATUS_VARS:-Questions Com_stmt_prepare Com_stmt_execute Com_stmt_close Com_set_option Com_select Com_begin Com_commit Connections Innodb_buffer_pool_reads Innodb_rows_read Handler_read_key Innodb_row_lock_waits Threads_created}
 # The server's global status as "name value" lines.
 server_status() { mariadb_sql "$W/db" "SHOW GLOBAL STATUS" >"$1"; }
@@ -196,10 +197,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
             done
             sleep "$WARMUP"
             server_status "$W/s0"
-            q0=$(questions) c0=$(cpu_ticks "${PID[$t]:-}") d0=$(cpu_ticks "$DB_PID") i0=$(idle_ticks) t0=$(date +%s.%N)
+            q0=$(status_of "$W/s0" Questions) c0=$(cpu_ticks "${PID[$t]:-}") d0=$(cpu_ticks "$DB_PID") i0=$(idle_ticks) t0=$(date +%s.%N)
             wait "$sb" || true
-            q1=$(questions) c1=$(cpu_ticks "${PID[$t]:-}") d1=$(cpu_ticks "$DB_PID") i1=$(idle_ticks) t1=$(date +%s.%N)
+            c1=$(cpu_ticks "${PID[$t]:-}") d1=$(cpu_ticks "$DB_PID") i1=$(idle_ticks) t1=$(date +%s.%N)
             server_status "$W/s1"
+            q1=$(status_of "$W/s1" Questions)
             # The last report is the measured window's.
             tps=$(awk '/transactions:/ { gsub(/\(/, "", $3); v = $3 } END { print v }' "$f")
             p95=$(awk '/95th percentile:/ { v = $3 } END { print v }' "$f")

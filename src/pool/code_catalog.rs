@@ -162,6 +162,22 @@ impl Reader {
         self.last_full
             .is_none_or(|t| t.elapsed() >= self.interval * FULL_READING_EVERY)
     }
+
+    /// Forgets everything read (the interval stays): the next reading
+    /// reads every part.
+    fn restart(&mut self) {
+        *self = Reader {
+            interval: self.interval,
+            ..Reader::default()
+        };
+    }
+
+    /// Forgets the counters the parts were read at (the parts stay until
+    /// read again): the next reading cannot confirm by them.
+    fn forget_fingerprints(&mut self) {
+        self.tables_fingerprint = None;
+        self.routines_fingerprint = None;
+    }
 }
 
 type Fingerprint = Vec<Vec<Option<String>>>;
@@ -454,6 +470,7 @@ impl CodeCatalog {
         }
         if full {
             reader.last_full = Some(Instant::now());
+            reader.full_failures = 0;
         }
         Ok(Ok(Some(CodeNames::build_with(
             &reader.views,
@@ -518,29 +535,24 @@ impl CodeCatalog {
             };
             // Confirmed by the counters, and the full reading is due: it
             // runs within `limit`, the confirmed set in force meanwhile; one
-            // that fails leaves that set to the staleness rule and is tried
-            // again a full period later.
+            // that fails is tried again at the next interval, and
+            // [`FULL_FAILURES_TOLERATED`] in a row make the set unknown.
             if full_due && matches!(read, Ok(Ok(Ok(None)))) && self.install(generation, None) {
                 let (generation, _) = self.generation();
                 let full = self.read(&mut helper.conn, reader, false, true, true);
                 match tokio::time::timeout(limit, full).await {
                     Ok(Ok(Ok(names))) => {
                         helper.give_back(true);
-                        reader.full_failures = 0;
                         if !self.install(generation, names) {
                             // Raced a DDL statement: unknown until the
                             // reading it asked for.
-                            reader.tables_fingerprint = None;
-                            reader.routines_fingerprint = None;
+                            reader.forget_fingerprints();
                             return Outcome::Unknown;
                         }
                     }
                     Ok(Ok(Err(incomplete))) => {
                         helper.give_back(true);
-                        *reader = Reader {
-                            interval,
-                            ..Reader::default()
-                        };
+                        reader.restart();
                         self.forget(incomplete);
                         return Outcome::Unknown;
                     }
@@ -555,10 +567,7 @@ impl CodeCatalog {
                         // counter: unknown, read afresh.
                         reader.full_failures += 1;
                         if reader.full_failures >= FULL_FAILURES_TOLERATED {
-                            *reader = Reader {
-                                interval,
-                                ..Reader::default()
-                            };
+                            reader.restart();
                             self.forget(format!("the full catalog reading failed: {why}"));
                             return Outcome::Failed;
                         }
@@ -576,8 +585,7 @@ impl CodeCatalog {
                     // Raced a DDL statement: what was read is not kept, and
                     // neither are the counters it was read at (the next
                     // reading reads every part again).
-                    reader.tables_fingerprint = None;
-                    reader.routines_fingerprint = None;
+                    reader.forget_fingerprints();
                 }
                 Ok(Ok(Ok(None))) => {
                     if self.install(generation, None) {
@@ -585,10 +593,7 @@ impl CodeCatalog {
                     }
                 }
                 Ok(Ok(Err(incomplete))) => {
-                    *reader = Reader {
-                        interval,
-                        ..Reader::default()
-                    };
+                    reader.restart();
                     self.forget(incomplete);
                     return Outcome::Unknown;
                 }

@@ -127,13 +127,14 @@ fn budget_for(p: &PoolConfig, n: usize, max_connections: usize) -> (usize, usize
     if max_connections == 0 {
         return (default, default, elastic::Source::Default);
     }
-    let mut ceiling =
+    let learnt =
         max_connections.saturating_sub(p.reserved_server_connections) / p.proxies_per_server.max(1);
-    if p.max_learnt_backend_connections > 0 {
-        // Never below the groups' bases: the bound limits borrowing only.
-        ceiling = ceiling.min(p.max_learnt_backend_connections.max(default));
-    }
-    let ceiling = ceiling.max(n);
+    // Never below the groups' bases: the bound limits borrowing only.
+    let bound = match p.max_learnt_backend_connections {
+        0 => usize::MAX,
+        b => b.max(default),
+    };
+    let ceiling = learnt.min(bound).max(n);
     (ceiling, default.min(ceiling), elastic::Source::Server)
 }
 
