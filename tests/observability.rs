@@ -268,11 +268,20 @@ async fn adaptive_limit_rises_under_a_sleep_heavy_load() {
     const RUN: Duration = Duration::from_secs(3);
     let db = MariaDb::shared();
     let p = Proxy::builder(db).groups(1).max_backend(16).start().await;
-    let mut tasks = Vec::new();
+    // Every client connects (its driver's own first statements are quick
+    // ones) before any sleep starts, and the limit's interval holding those
+    // closes first: an interval mixing them with sleeps would have a mean
+    // far under 50 ms, and the baseline is the lowest interval mean.
+    let mut conns = Vec::new();
     for _ in 0..CLIENTS {
-        let url = p.app_url();
+        let mut c = Conn::from_url(p.app_url()).await.expect("connect");
+        c.query_drop("SELECT 1").await.expect("select");
+        conns.push(c);
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut tasks = Vec::new();
+    for mut c in conns {
         tasks.push(tokio::spawn(async move {
-            let mut c = Conn::from_url(url).await.expect("connect");
             let (t0, mut n) = (Instant::now(), 0u32);
             while t0.elapsed() < RUN {
                 c.query_drop("SELECT SLEEP(0.05)").await.expect("sleep");
