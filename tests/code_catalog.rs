@@ -298,3 +298,80 @@ async fn objects_created_by_dynamic_sql_or_a_procedure_count_at_once() {
     a1.quit().await;
     lock_does_not_reach_the_next_client(&p, "cc_dyn", "SELECT g FROM vx", "cc_dyn_x").await;
 }
+
+/// Sends `signal` (`-STOP`, `-CONT`) to the server's process.
+fn signal_server(db: &MariaDb, signal: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([signal, &db.pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill {signal} {}", db.pid);
+}
+
+/// Continues a stopped server whatever the test does.
+struct Resume<'a>(&'a MariaDb);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        signal_server(self.0, "-CONT");
+    }
+}
+
+/// A server that answers late (here: stopped) leaves the set read last in
+/// force, as one that cannot be reached does, until the last good reading
+/// is 10 intervals old; then the set is unknown until a reading succeeds.
+/// Forgetting it after one slow interval made every statement naming a
+/// table look like stored code on a loaded server, and the resets that
+/// followed loaded it more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_answering_late_keeps_the_set_until_it_is_stale() {
+    // Its own server: the test stops it.
+    let db = MariaDb::start();
+    // 200 ms intervals: stale 2 s after the last good reading. Backends
+    // to spare: while the server is stopped a reading waits in its query
+    // on an idle one, or dials one whose handshake never comes (the code
+    // before this test forgot the set after one interval in the first
+    // case, and never in the second).
+    let p = Proxy::builder(&db)
+        .groups(1)
+        .max_backend(4)
+        .with(|c| c.pool.code_catalog_refresh_ms = 200)
+        .start()
+        .await;
+    read_again(&p, readings(&p).await, 2, Duration::from_secs(10)).await;
+
+    // 1 s stopped (5 intervals; a reading is out and unanswered): known.
+    signal_server(&db, "-STOP");
+    let resume = Resume(&db);
+    let t0 = Instant::now();
+    let mut seen = Vec::new();
+    while t0.elapsed() < Duration::from_secs(1) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        seen.push(catalog(&p).await);
+    }
+    drop(resume);
+    assert!(
+        seen.iter().all(|c| c["state"] == "known"),
+        "the set was forgotten while the server answered late: {seen:?}"
+    );
+    read_again(&p, readings(&p).await, 1, Duration::from_secs(10)).await;
+
+    // Stopped past 10 intervals: unknown, then known once it answers.
+    signal_server(&db, "-STOP");
+    let resume = Resume(&db);
+    let t0 = Instant::now();
+    let went = loop {
+        let c = catalog(&p).await;
+        if c["state"] == "unknown" {
+            break t0.elapsed();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(6), "never unknown: {c}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        went >= Duration::from_millis(1500),
+        "unknown after {went:?}, before the set was 10 intervals old"
+    );
+    drop(resume);
+    read_again(&p, readings(&p).await, 1, Duration::from_secs(10)).await;
+}

@@ -97,7 +97,7 @@ sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-port="$DB_PORT" --threads=4 p
     die "sysbench prepare: $(tail -n 5 "$W/prepare.log")"
 
 # --- the targets --------------------------------------------------------------------
-declare -A PORT=() PID=()
+declare -A PORT=() PID=() ADMIN=()
 for t in $TARGETS; do
     lf=$W/db/error.log
     case $t in
@@ -130,6 +130,7 @@ EOF
         cp "$bin" "$W/$name.bin"
         PORT[$t]=$(pick_port 0)
         admin=$(pick_port 0 "${PORT[$t]}")
+        ADMIN[$t]=$admin
         cat >"$OUT/$name.toml" <<EOF
 listen = "127.0.0.1:${PORT[$t]}"
 admin_listen = "127.0.0.1:$admin"
@@ -173,6 +174,13 @@ per_trx() {
             print ""
         }' "$1" "$2"
 }
+# A myplex target's /status and /metrics at the start (0) and end (1) of the
+# measured window, next to the point's sysbench output.
+proxy_snapshot() {
+    [[ -n ${ADMIN[$1]:-} ]] || return 0
+    curl -s -m 5 "http://127.0.0.1:${ADMIN[$1]}/status" >"$2-status-$3.json" || true
+    curl -s -m 5 "http://127.0.0.1:${ADMIN[$1]}/metrics" >"$2-metrics-$3.txt" || true
+}
 cpu_ticks() { [[ -n ${1:-} ]] && awk '{ print $14 + $15 }' "/proc/$1/stat" || echo 0; }
 # The machine's idle + iowait ticks, summed over its CPUs.
 idle_ticks() { awk '/^cpu / { print $5 + $6 }' /proc/stat; }
@@ -197,10 +205,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
             done
             sleep "$WARMUP"
             server_status "$W/s0"
+            proxy_snapshot "$t" "${f%.txt}" 0
             q0=$(status_of "$W/s0" Questions) c0=$(cpu_ticks "${PID[$t]:-}") d0=$(cpu_ticks "$DB_PID") i0=$(idle_ticks) t0=$(date +%s.%N)
             wait "$sb" || true
             c1=$(cpu_ticks "${PID[$t]:-}") d1=$(cpu_ticks "$DB_PID") i1=$(idle_ticks) t1=$(date +%s.%N)
             server_status "$W/s1"
+            proxy_snapshot "$t" "${f%.txt}" 1
             q1=$(status_of "$W/s1" Questions)
             # The last report is the measured window's.
             tps=$(awk '/transactions:/ { gsub(/\(/, "", $3); v = $3 } END { print v }' "$f")

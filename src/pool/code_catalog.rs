@@ -6,7 +6,7 @@
 //! decides what a match means. The set is *unknown* (every statement that
 //! may name a table is treated as running stored code) when:
 //! - it has not been read yet, or the last good reading is older than
-//!   [`STALE_AFTER_REFRESHES`] intervals (the server cannot be asked);
+//!   [`STALE_AFTER_REFRESHES`] intervals (the server cannot be asked, or answers too slowly);
 //! - a statement that may change it (a DDL verb with VIEW, TRIGGER or
 //!   RENAME) has been sent through this proxy and the catalog was not read
 //!   again after its reply: from before the statement is sent, so a client
@@ -24,8 +24,9 @@
 //! way a client's lease does, in group 0's high-priority queue (see
 //! `reading_connection`; one opened for it is closed after it, so the
 //! pool is left as it was found);
-//! when none is granted within a reading's time limit it is skipped, and
-//! after [`STALE_AFTER_REFRESHES`] skipped intervals the set is unknown. Each reading asks the server's
+//! when none is granted within a reading's time limit it is skipped; a
+//! skipped, failed or slow reading leaves the set in force until the last
+//! good one is [`STALE_AFTER_REFRESHES`] intervals old, then it is unknown. Each reading asks the server's
 //! statement counters first (no table opened) and reads again only the
 //! part they say changed: views, triggers and sequence defaults on table
 //! DDL, procedures on routine DDL; column defaults (which open every
@@ -348,11 +349,18 @@ impl CodeCatalog {
             .unwrap_or((u64::MAX, 1))
     }
 
-    fn stale(&self, limit: Duration) -> bool {
+    /// How much longer the installed set may be trusted without a new
+    /// good reading (it is stale `window` after the last one); zero when
+    /// none is installed or it is stale already.
+    fn trusted_for(&self, window: Duration) -> Duration {
+        if self.names().is_none() {
+            return Duration::ZERO;
+        }
         self.writes
             .lock()
-            .map(|w| w.last_good.is_none_or(|t| t.elapsed() > limit))
-            .unwrap_or(true)
+            .ok()
+            .and_then(|w| w.last_good)
+            .map_or(Duration::ZERO, |t| window.saturating_sub(t.elapsed()))
     }
 
     /// Reads the catalog once on `c`: `Ok(Ok(None))` when the counters are
@@ -506,33 +514,28 @@ impl CodeCatalog {
                 self.note_error("no backend connection came free for the reading".into());
                 return Outcome::Failed;
             };
-            // A reading that takes longer than an interval (a DDL statement
-            // holding information_schema, a stalled server) cannot vouch for
-            // the set meanwhile: unknown until it ends; past `limit` it is
-            // given up (its connection closed). The periodic full reading
-            // is not part of it while a set is installed: the counters
-            // alone confirm that set (below), so a full reading slowed by
-            // load (it opens every table's definition) does not make every
-            // statement look like stored code meanwhile — which, resetting
-            // every backend, made the server slower still.
+            // A slow reading (a loaded server answers every query late)
+            // leaves the installed set in force, as a skipped one does,
+            // until it is stale (see `run`); past `limit` it is given up
+            // (its connection closed). Forgetting the set after one slow
+            // interval made every statement look like stored code, and the
+            // resets that followed loaded the server more, so that the next
+            // reading was slow too (22 s unknown in a minute at 2,048
+            // I/O-bound clients). The periodic full reading is not part of
+            // it while a set is installed: the counters alone confirm that
+            // set (below).
             let full_due = reader.full_due();
-            let read = {
-                let reading = self.read(
+            let read = tokio::time::timeout(
+                limit,
+                self.read(
                     &mut helper.conn,
                     reader,
                     needs_global,
                     may_confirm,
                     full_due && !may_confirm,
-                );
-                tokio::pin!(reading);
-                match tokio::time::timeout(interval, &mut reading).await {
-                    Ok(r) => Ok(r),
-                    Err(_) => {
-                        self.forget("the catalog reading takes longer than an interval".into());
-                        tokio::time::timeout(limit.saturating_sub(interval), &mut reading).await
-                    }
-                }
-            };
+                ),
+            )
+            .await;
             // Confirmed by the counters, and the full reading is due: it
             // runs within `limit`, the confirmed set in force meanwhile; one
             // that fails is tried again at the next interval, and
@@ -696,14 +699,32 @@ impl CodeCatalog {
             let limit = Duration::from_millis(cfg.backend.connect_timeout_ms)
                 .max(Duration::from_secs(2))
                 .max(refresh * 2);
-            tokio::select! {
-                _ = shutdown.wait() => return,
-                o = self.refresh(&pool, &mut reader, !sees_for_all(&cfg), refresh, limit) => last = o,
+            // The one place a set goes stale: while no reading succeeds
+            // (none can get a connection, the server refuses or fails them,
+            // or answers late), the set read last stays in force until it
+            // is [`STALE_AFTER_REFRESHES`] intervals old, then it is unknown
+            // until a reading succeeds.
+            {
+                let refreshing =
+                    self.refresh(&pool, &mut reader, !sees_for_all(&cfg), refresh, limit);
+                tokio::pin!(refreshing);
+                loop {
+                    let trusted = self.trusted_for(refresh * STALE_AFTER_REFRESHES);
+                    tokio::select! {
+                        _ = shutdown.wait() => return,
+                        o = &mut refreshing => {
+                            last = o;
+                            break;
+                        }
+                        _ = tokio::time::sleep(trusted), if self.names().is_some() => {
+                            self.forget(format!(
+                                "no catalog reading succeeded for {STALE_AFTER_REFRESHES} intervals (the server cannot be reached, refuses the reading or answers too slowly)"
+                            ));
+                        }
+                    }
+                }
             }
             drop(pool);
-            if self.stale(refresh * STALE_AFTER_REFRESHES) && self.names().is_some() {
-                self.forget("the catalog could not be read".into());
-            }
         }
     }
 }
