@@ -118,12 +118,15 @@ impl Pool {
     ///    used in the last [`WARM`] (the least recently used), borrowed;
     /// 2. else one of its own within the budget, closed after the reading;
     /// 3. else a lease of the most recent flavour of that credential pool
-    ///    (the one its clients use; key 0 when none) taken in group 0's
-    ///    high-priority queue (its own lane: one turn, not behind every
-    ///    waiting statement), so that under full load it gets the next
-    ///    connection that comes back instead of closing one (a lease of the
-    ///    same key never evicts). Its execution slot is freed at once,
-    ///    without a latency sample: the reading is not a client's statement.
+    ///    (the one its clients use; key 0 when none) asked for in group 0
+    ///    at [`super::scheduler::Priority::Internal`]: ahead of every queued statement and
+    ///    past the in-flight limit, so that under full load it gets the
+    ///    next connection that comes back instead of closing one (a lease
+    ///    of the same key never evicts). In the client's high-priority
+    ///    queue it waited behind the limit: at 2,048 I/O-bound clients no
+    ///    reading got a connection within 5 s for 40 s in a row. Its
+    ///    execution slot is freed at once, without a latency sample: the
+    ///    reading is not a client's statement.
     ///
     /// `None` when nothing was granted before `deadline`.
     pub async fn reading_connection(self: &Arc<Self>, deadline: Instant) -> Option<Helper> {
@@ -158,7 +161,7 @@ impl Pool {
                     pool: key,
                     parked: None,
                 },
-                Priority::High,
+                Priority::Internal,
                 &tenant,
                 deadline,
             )

@@ -44,6 +44,11 @@ pub enum Priority {
     High,
     /// Everything else.
     Low,
+    /// The proxy's own short work that must make progress under any load
+    /// (the code catalog's reading): ahead of both queues and past the
+    /// in-flight limit, granted as soon as what it needs can be had (a
+    /// backend coming back). Never a client's statement.
+    Internal,
 }
 
 /// The queue a statement goes to (design §6.1, `high_prio_mode`): in
@@ -240,6 +245,8 @@ pub struct GroupState<B> {
     gave_back: Option<(Duration, u64)>,
     high: FairQueue<Waiter<B>>,
     low: FairQueue<Waiter<B>>,
+    /// [`Priority::Internal`] requests, first come first served.
+    internal: std::collections::VecDeque<Waiter<B>>,
     /// The user of requests made without one ([`Self::request`]).
     anyone: Arc<Tenant>,
     dispatched_since_tick: u64,
@@ -294,6 +301,7 @@ impl<B: Pooled> GroupState<B> {
             gave_back: None,
             high: FairQueue::default(),
             low: FairQueue::default(),
+            internal: std::collections::VecDeque::new(),
             anyone: Tenant::new(0, "", TenantLimits::default()),
             dispatched_since_tick: 0,
             next_id: 1,
@@ -747,12 +755,33 @@ impl<B: Pooled> GroupState<B> {
             return Admission::Now(grant, id);
         }
         let lease_ok = self.lease_ok();
+        if prio == Priority::Internal {
+            if self.internal.is_empty()
+                && Self::runnable(need, tenant, lease_ok)
+                && let Some(grant) = self.admit(need, id, tenant, now)
+            {
+                self.observe();
+                return Admission::Now(grant, id);
+            }
+            let (tx, rx) = oneshot::channel();
+            self.internal.push_back(Waiter {
+                id,
+                need,
+                since: now,
+                overdue_at: None,
+                tenant: tenant.clone(),
+                tx,
+            });
+            return Admission::Queued(id, rx);
+        }
         let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
         // In steps of lanes, not of waiters: with thousands of clients
         // queued for a backend, a scan per request was the scheduler's cost.
         let ahead = match prio {
             Priority::High => self.high.any_runnable(run),
-            Priority::Low => self.high.any_runnable(run) || self.low.any_runnable(run),
+            Priority::Low | Priority::Internal => {
+                self.high.any_runnable(run) || self.low.any_runnable(run)
+            }
         };
         if !ahead
             && self.has_room()
@@ -761,7 +790,9 @@ impl<B: Pooled> GroupState<B> {
         {
             match prio {
                 Priority::High => self.high.charge(tenant.index, tenant.weight()),
-                Priority::Low => self.low.charge(tenant.index, tenant.weight()),
+                Priority::Low | Priority::Internal => {
+                    self.low.charge(tenant.index, tenant.weight())
+                }
             }
             self.observe();
             return Admission::Now(grant, id);
@@ -778,7 +809,7 @@ impl<B: Pooled> GroupState<B> {
         let (lane, weight, light) = (tenant.index, tenant.weight(), need == Need::Slot);
         match prio {
             Priority::High => self.high.push(lane, weight, light, w),
-            Priority::Low => self.low.push(lane, weight, light, w),
+            Priority::Low | Priority::Internal => self.low.push(lane, weight, light, w),
         }
         self.observe();
         Admission::Queued(id, rx)
@@ -788,6 +819,7 @@ impl<B: Pooled> GroupState<B> {
     /// each queue shared between users by weight. Call after anything that
     /// frees a slot or a backend.
     pub fn dispatch(&mut self, now: Instant) {
+        self.dispatch_internal(now);
         while self.has_room() {
             let lease_ok = self.lease_ok();
             let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
@@ -811,6 +843,26 @@ impl<B: Pooled> GroupState<B> {
             let Some(w) = q.take(lane, pos) else { break };
             if let Err(grant) = w.tx.send(grant) {
                 // The waiter went away between queueing and now.
+                self.undo_for(w.id, grant, &w.tenant);
+            }
+        }
+    }
+
+    /// Grants [`Priority::Internal`] requests, in order, while what they
+    /// need can be had: past the in-flight limit and ahead of the queues.
+    fn dispatch_internal(&mut self, now: Instant) {
+        while let Some(w) = self.internal.front() {
+            if !Self::runnable(w.need, &w.tenant, self.lease_ok()) {
+                return;
+            }
+            let (need, id, tenant) = (w.need, w.id, w.tenant.clone());
+            let Some(grant) = self.admit(need, id, &tenant, now) else {
+                return;
+            };
+            let Some(w) = self.internal.pop_front() else {
+                return;
+            };
+            if let Err(grant) = w.tx.send(grant) {
                 self.undo_for(w.id, grant, &w.tenant);
             }
         }
@@ -846,6 +898,10 @@ impl<B: Pooled> GroupState<B> {
     /// Removes a queued waiter (it timed out or its client left). Returns
     /// false when it was no longer queued (it has been granted).
     pub fn cancel(&mut self, id: u64) -> bool {
+        if let Some(i) = self.internal.iter().position(|w| w.id == id) {
+            self.internal.remove(i);
+            return true;
+        }
         self.high.remove_where(|w| w.id == id).is_some()
             || self.low.remove_where(|w| w.id == id).is_some()
     }
@@ -1198,6 +1254,43 @@ mod tests {
         assert!(matches!(slot_rx.try_recv(), Ok(Grant::Slot)));
         g.complete(slot_id, None, Instant::now());
         assert!(matches!(lease_rx.try_recv(), Ok(Grant::Open)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_internal_request_takes_the_next_backend_past_the_limit_and_the_queues() {
+        let mut g = group(1, 1);
+        let t = Instant::now();
+        let (first, first_id) = match g.request(LEASE, Priority::Low, t) {
+            Admission::Now(grant, id) => (grant, id),
+            Admission::Queued(..) => panic!("queued"),
+        };
+        assert!(matches!(first, Grant::Open));
+        // The limit is full and the only backend is out: statements queue.
+        let (_, mut high_rx) = queued(g.request(LEASE, Priority::High, t));
+        let (_, mut low_rx) = queued(g.request(LEASE, Priority::Low, t));
+        let (internal_id, mut internal_rx) = queued(g.request(LEASE, Priority::Internal, t));
+        let (gone_id, _) = queued(g.request(LEASE, Priority::Internal, t));
+        assert!(
+            g.cancel(gone_id),
+            "a queued internal request can be cancelled"
+        );
+        // A statement ending (its slot free, its backend kept) grants
+        // nothing to a request that needs a backend.
+        g.complete(first_id, None, t);
+        assert!(internal_rx.try_recv().is_err());
+        // The backend coming back goes to the internal request, ahead of
+        // the queued statements; it holds the one slot past the limit.
+        g.return_idle(Conn(0, 1), t);
+        assert!(matches!(
+            internal_rx.try_recv(),
+            Ok(Grant::Backend(Conn(0, 1)))
+        ));
+        assert!(high_rx.try_recv().is_err() && low_rx.try_recv().is_err());
+        assert_eq!(g.snapshot().in_flight, 1);
+        // Given back, it goes on to the statements, high queue first.
+        g.complete(internal_id, Some(Conn(0, 1)), t);
+        assert!(matches!(high_rx.try_recv(), Ok(Grant::Backend(Conn(0, 1)))));
+        assert!(low_rx.try_recv().is_err());
     }
 
     #[tokio::test(start_paused = true)]
