@@ -119,6 +119,11 @@ impl Group {
         self.lock().snapshot()
     }
 
+    /// Idle connections that no session parked (usable as they are).
+    pub fn clean_idle(&self) -> usize {
+        self.lock().clean_idle()
+    }
+
     /// Applies reloaded limits.
     pub fn set_limits(&self, limits: Limits) {
         self.lock().set_limits(limits, Instant::now());

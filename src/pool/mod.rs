@@ -609,7 +609,9 @@ impl Pool {
                 );
             }
             drop(expired);
-            let idle = g.snapshot().idle;
+            // Parked connections are cleaned or taken back by their
+            // sessions, not handed out as they are: they are not idle here.
+            let idle = g.clean_idle();
             for _ in idle..min {
                 let Some(res) = g.reserve_open() else { break };
                 let deadline = Instant::now() + Duration::from_secs(5);

@@ -516,6 +516,14 @@ impl<B: Pooled> GroupState<B> {
         self.idle_low = self.idle.len();
     }
 
+    /// Idle connections that no session parked (usable as they are).
+    pub fn clean_idle(&self) -> usize {
+        self.idle
+            .iter()
+            .filter(|b| b.parked_for().is_none())
+            .count()
+    }
+
     /// Current view.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
@@ -1898,6 +1906,8 @@ mod tests {
         g.complete(ids[1], Some(Tagged(2, Some(7))), t);
         g.complete(ids[2], Some(Tagged(3, None)), t);
         g.complete(ids[3], Some(Tagged(4, Some(9))), t);
+        // Maintenance's minimum of idle connections counts the clean ones.
+        assert_eq!((g.snapshot().idle, g.clean_idle()), (4, 2));
         let mut take = |parked| match g.request(lease(parked), Priority::Low, t) {
             Admission::Now(Grant::Backend(b), _) => b,
             _ => panic!("expected an idle backend"),
