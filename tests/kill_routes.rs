@@ -6,9 +6,13 @@
 //! running on a pooled backend, whose server thread id the attacker reads
 //! from the process list — and the victim's statement must run to its end;
 //! the route is refused with ER_NOT_SUPPORTED_YET (1235). Ordinary dynamic
-//! SQL and stored code still work.
+//! SQL and stored code still work. And the route that must work does under
+//! load: a client's KILL of its own target gets a backend ahead of queued
+//! statements.
 
 mod common;
+
+use std::time::{Duration, Instant};
 
 use common::{MariaDb, Proxy};
 use mysql_async::prelude::*;
@@ -274,4 +278,80 @@ async fn no_route_kills_another_clients_backend_thread() {
     a.query_drop("EXECUTE k").await.expect("execute KILL");
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert!(target.query_drop("SELECT 1").await.is_err(), "target alive");
+}
+
+/// Under load a KILL gets the next backend that comes back, ahead of the
+/// queued statements: two backends, one running the sleep to be killed,
+/// the other handed from one short transaction to the next by clients
+/// that keep leases queued. A helper that looked for an idle connection
+/// never found one (each returning backend went to a queued lease at once)
+/// and the KILL waited out its deadline while the sleep ran on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_gets_the_next_backend_ahead_of_queued_leases() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .groups(1)
+        .max_backend(2)
+        .with(|c| {
+            c.pool.inflight = myplex::config::InflightMode::Fixed;
+            c.pool.oversubscribe = 1;
+            c.pool.queue_timeout_ms = 60_000;
+        })
+        .start()
+        .await;
+    let mut killer = Conn::from_url(p.app_url()).await.expect("killer login");
+    let mut sleeper = Conn::from_url(p.app_url()).await.expect("sleeper login");
+    let id: u32 = sleeper
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .expect("id")
+        .expect("row");
+    let sleep = tokio::spawn(async move {
+        let t0 = Instant::now();
+        let r: Result<Option<u32>, _> = sleeper.query_first("SELECT SLEEP(30)").await;
+        let killed = match r {
+            Ok(v) => v == Some(1),
+            Err(Error::Server(e)) if e.code == 1317 => true,
+            Err(e) => panic!("sleep: {e}"),
+        };
+        (killed, t0.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Eight clients keep the other backend busy with short transactions,
+    // so that leases always wait for it.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut load = Vec::new();
+    for _ in 0..8 {
+        let mut c = Conn::from_url(p.app_url()).await.expect("login");
+        let stop = stop.clone();
+        load.push(tokio::spawn(async move {
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                c.query_drop("BEGIN").await.expect("begin");
+                c.query_drop("DO SLEEP(0.02)").await.expect("sleep");
+                c.query_drop("COMMIT").await.expect("commit");
+                n += 1;
+            }
+            n
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let t0 = Instant::now();
+    killer
+        .query_drop(format!("KILL QUERY {id}"))
+        .await
+        .expect("kill");
+    let answered = t0.elapsed();
+    let (killed, took) = sleep.await.expect("sleeper");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut transactions = 0;
+    for l in load {
+        transactions += l.await.expect("load");
+    }
+    assert!(transactions > 10, "the load ran: {transactions}");
+    assert!(killed, "the sleep was interrupted");
+    assert!(
+        took < Duration::from_secs(10) && answered < Duration::from_secs(5),
+        "the KILL waited for a backend: answered after {answered:?}, the sleep took {took:?}"
+    );
 }

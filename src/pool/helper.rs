@@ -11,8 +11,12 @@
 //!    the pool afterwards, like any other);
 //! 3. else an idle connection of another credential pool is closed to make
 //!    room (as a lease does when its group is full);
-//! 4. else it waits, polling, until one of those is possible or the
-//!    deadline passes; then the interrupt is given up and counted.
+//! 4. else it takes the next connection that comes back, ahead of every
+//!    queued statement (a lease at `Priority::Internal` in group 0; when
+//!    it polled for an idle one instead, a loaded pool handed every
+//!    returning backend to a waiting lease first and the KILL waited out
+//!    its deadline); past the deadline the interrupt is given up and
+//!    counted.
 //!
 //! Owns choosing and returning helper connections; what is sent on them is
 //! the caller's.
@@ -24,10 +28,9 @@ use tokio::time::Instant;
 
 use super::Pool;
 use super::group::Leased;
+use super::scheduler::{Need, Priority};
 use crate::backend::BackendConn;
 
-/// How often a helper waiting for room looks again.
-const POLL: Duration = Duration::from_millis(10);
 /// An idle backend used by a session more recently than this is left to
 /// it: a client between two statements gets its own backend back (and its
 /// session status with it) instead of one opened because a background
@@ -119,7 +122,7 @@ impl Pool {
     /// 2. else one of its own within the budget, closed after the reading;
     /// 3. else a lease of the most recent flavour of that credential pool
     ///    (the one its clients use; key 0 when none) asked for in group 0
-    ///    at [`super::scheduler::Priority::Internal`]: ahead of every queued statement and
+    ///    at [`Priority::Internal`]: ahead of every queued statement and
     ///    past the in-flight limit, so that under full load it gets the
     ///    next connection that comes back instead of closing one (a lease
     ///    of the same key never evicts). In the client's high-priority
@@ -130,7 +133,6 @@ impl Pool {
     ///
     /// `None` when nothing was granted before `deadline`.
     pub async fn reading_connection(self: &Arc<Self>, deadline: Instant) -> Option<Helper> {
-        use super::scheduler::{Need, Priority};
         let of_backend_user = |key: usize| self.keys.get(key).is_some_and(|(c, _)| c == 0);
         if let Some(conn) = self.take_one_idle(|c| {
             of_backend_user(c.pool) && c.io.idle_is_healthy() && c.last_used.elapsed() >= WARM
@@ -153,6 +155,16 @@ impl Pool {
                 });
             }
         }
+        self.internal_lease(key, deadline).await
+    }
+
+    /// A connection of credential pool `key` leased in group 0 at
+    /// [`Priority::Internal`]: the next one that comes back, ahead of
+    /// every queued statement (a full pool under load hands every
+    /// returning backend to a waiting lease at once, so looking for an idle
+    /// one finds none). Its execution slot is freed at once, without a
+    /// latency sample: the proxy's own use is not a client's statement.
+    async fn internal_lease(self: &Arc<Self>, key: usize, deadline: Instant) -> Option<Helper> {
         let group = self.groups.first()?.clone();
         let tenant = self.tenants.for_user("", false);
         let adm = group
@@ -231,10 +243,8 @@ impl Pool {
                 drop(conn);
                 continue;
             }
-            if Instant::now() + POLL > deadline {
-                return None;
-            }
-            tokio::time::sleep(POLL).await;
+            // Every backend is out: the next one that comes back.
+            return self.internal_lease(key, deadline).await;
         }
     }
 }
