@@ -20,8 +20,8 @@
 //! Objects created outside this proxy are learnt within one interval: that
 //! window is the one case in which a statement is judged by an old set
 //! (docs/compatibility.md, "Views and triggers"). The reading borrows an
-//! idle connection of `backend.user`'s credential pool, or takes one the
-//! way a client's lease does, in group 0's high-priority queue (see
+//! idle connection of `backend.user`'s credential pool, or is granted the
+//! next one that comes back in group 0, ahead of every queue (see
 //! `reading_connection`; one opened for it is closed after it, so the
 //! pool is left as it was found);
 //! when none is granted within a reading's time limit it is skipped; a
@@ -316,8 +316,10 @@ impl CodeCatalog {
 
     /// Installs a reading begun at `generation` (`None`: the installed set
     /// is confirmed unchanged), unless a statement that may change the set
-    /// was sent (or answered) since or is still out.
-    fn install(&self, generation: u64, names: Option<CodeNames>) -> bool {
+    /// was sent (or answered) since or is still out. The set's age counts
+    /// from `read_at`, when the reading began (what it read may be that
+    /// old).
+    fn install_read_at(&self, generation: u64, names: Option<CodeNames>, read_at: Instant) -> bool {
         let Ok(mut w) = self.writes.lock() else {
             return false;
         };
@@ -336,7 +338,7 @@ impl CodeCatalog {
             None if self.names.load().is_none() => return false,
             None => {}
         }
-        w.last_good = Some(Instant::now());
+        w.last_good = Some(w.last_good.map_or(read_at, |t| t.max(read_at)));
         w.readings += 1;
         w.reason = None;
         true
@@ -525,6 +527,7 @@ impl CodeCatalog {
             // it while a set is installed: the counters alone confirm that
             // set (below).
             let full_due = reader.full_due();
+            let started = Instant::now();
             let read = tokio::time::timeout(
                 limit,
                 self.read(
@@ -540,13 +543,17 @@ impl CodeCatalog {
             // runs within `limit`, the confirmed set in force meanwhile; one
             // that fails is tried again at the next interval, and
             // [`FULL_FAILURES_TOLERATED`] in a row make the set unknown.
-            if full_due && matches!(read, Ok(Ok(Ok(None)))) && self.install(generation, None) {
+            if full_due
+                && matches!(read, Ok(Ok(Ok(None))))
+                && self.install_read_at(generation, None, started)
+            {
                 let (generation, _) = self.generation();
+                let full_started = Instant::now();
                 let full = self.read(&mut helper.conn, reader, false, true, true);
                 match tokio::time::timeout(limit, full).await {
                     Ok(Ok(Ok(names))) => {
                         helper.give_back(true);
-                        if !self.install(generation, names) {
+                        if !self.install_read_at(generation, names, full_started) {
                             // Raced a DDL statement: unknown until the
                             // reading it asked for.
                             reader.forget_fingerprints();
@@ -582,7 +589,7 @@ impl CodeCatalog {
             helper.give_back(matches!(read, Ok(Ok(_))));
             match read {
                 Ok(Ok(Ok(Some(names)))) => {
-                    if self.install(generation, Some(names)) {
+                    if self.install_read_at(generation, Some(names), started) {
                         return Outcome::Known;
                     }
                     // Raced a DDL statement: what was read is not kept, and
@@ -591,7 +598,7 @@ impl CodeCatalog {
                     reader.forget_fingerprints();
                 }
                 Ok(Ok(Ok(None))) => {
-                    if self.install(generation, None) {
+                    if self.install_read_at(generation, None, started) {
                         return Outcome::Known;
                     }
                 }
@@ -646,6 +653,34 @@ impl CodeCatalog {
         }
     }
 
+    /// Runs `fut` (a reading, or the wait for the next one) while watching
+    /// the set's age: the one place a set goes stale. While no reading
+    /// succeeds (none can get a connection, the server refuses or fails
+    /// them, or answers late) the set read last stays in force until it
+    /// is [`STALE_AFTER_REFRESHES`] intervals old (counted from the start
+    /// of the reading that vouched for it), then it is unknown until a
+    /// reading succeeds.
+    async fn watched<T>(&self, interval: Duration, fut: impl Future<Output = T>) -> T {
+        let window = interval * STALE_AFTER_REFRESHES;
+        tokio::pin!(fut);
+        loop {
+            let watching = self.names().is_some() && !interval.is_zero();
+            let trusted = self.trusted_for(window);
+            tokio::select! {
+                out = &mut fut => return out,
+                _ = tokio::time::sleep(trusted), if watching => {
+                    // A reading may have vouched for it meanwhile, or a
+                    // DDL statement made it unknown (with its own reason).
+                    if self.names().is_some() && self.trusted_for(window).is_zero() {
+                        self.forget(format!(
+                            "no catalog reading succeeded for {STALE_AFTER_REFRESHES} intervals (the server cannot be reached, refuses the reading or answers too slowly)"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
     fn note_error(&self, e: String) {
         tracing::debug!(error = %e, "could not read the view and trigger catalog");
         if let Ok(mut w) = self.writes.lock()
@@ -687,7 +722,7 @@ impl CodeCatalog {
                 };
                 tokio::select! {
                     _ = shutdown.wait() => return,
-                    _ = self.next_reading(wait, last == Outcome::Failed) => {}
+                    _ = self.watched(refresh, self.next_reading(wait, last == Outcome::Failed)) => {}
                 }
             }
             first = false;
@@ -699,30 +734,12 @@ impl CodeCatalog {
             let limit = Duration::from_millis(cfg.backend.connect_timeout_ms)
                 .max(Duration::from_secs(2))
                 .max(refresh * 2);
-            // The one place a set goes stale: while no reading succeeds
-            // (none can get a connection, the server refuses or fails them,
-            // or answers late), the set read last stays in force until it
-            // is [`STALE_AFTER_REFRESHES`] intervals old, then it is unknown
-            // until a reading succeeds.
-            {
-                let refreshing =
-                    self.refresh(&pool, &mut reader, !sees_for_all(&cfg), refresh, limit);
-                tokio::pin!(refreshing);
-                loop {
-                    let trusted = self.trusted_for(refresh * STALE_AFTER_REFRESHES);
-                    tokio::select! {
-                        _ = shutdown.wait() => return,
-                        o = &mut refreshing => {
-                            last = o;
-                            break;
-                        }
-                        _ = tokio::time::sleep(trusted), if self.names().is_some() => {
-                            self.forget(format!(
-                                "no catalog reading succeeded for {STALE_AFTER_REFRESHES} intervals (the server cannot be reached, refuses the reading or answers too slowly)"
-                            ));
-                        }
-                    }
-                }
+            tokio::select! {
+                _ = shutdown.wait() => return,
+                o = self.watched(
+                    refresh,
+                    self.refresh(&pool, &mut reader, !sees_for_all(&cfg), refresh, limit),
+                ) => last = o,
             }
             drop(pool);
         }
@@ -732,6 +749,12 @@ impl CodeCatalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl CodeCatalog {
+        fn install(&self, generation: u64, names: Option<CodeNames>) -> bool {
+            self.install_read_at(generation, names, Instant::now())
+        }
+    }
 
     fn names() -> CodeNames {
         CodeNames::build(

@@ -587,8 +587,10 @@ impl Pool {
         let t = self.timings.load_full();
         for g in &self.groups {
             let now = Instant::now();
-            let snap = g.snapshot();
-            let mut keep = snap.idle.saturating_sub(0);
+            // Parked connections are not idle here: cleaned or taken back
+            // by their sessions, never expired as idle nor handed out as
+            // they are.
+            let mut keep = g.clean_idle();
             let min = t.min_idle;
             // Dropping a Leased closes it and frees its place.
             let expired = g.take_idle_where(|c| {
@@ -609,8 +611,6 @@ impl Pool {
                 );
             }
             drop(expired);
-            // Parked connections are cleaned or taken back by their
-            // sessions, not handed out as they are: they are not idle here.
             let idle = g.clean_idle();
             for _ in idle..min {
                 let Some(res) = g.reserve_open() else { break };

@@ -45,9 +45,10 @@ pub enum Priority {
     /// Everything else.
     Low,
     /// The proxy's own short work that must make progress under any load
-    /// (the code catalog's reading): ahead of both queues and past the
-    /// in-flight limit, granted as soon as what it needs can be had (a
-    /// backend coming back). Never a client's statement.
+    /// (the code catalog's reading, a helper connection for a KILL): ahead
+    /// of both queues and past the in-flight limit, granted as soon as what
+    /// it needs can be had (a backend coming back). Never a client's
+    /// statement, and not counted as the clients' progress by stall ticks.
     Internal,
 }
 
@@ -766,7 +767,7 @@ impl<B: Pooled> GroupState<B> {
         if prio == Priority::Internal {
             if self.internal.is_empty()
                 && Self::runnable(need, tenant, lease_ok)
-                && let Some(grant) = self.admit(need, id, tenant, now)
+                && let Some(grant) = self.admit_internal(need, id, tenant, now)
             {
                 self.observe();
                 return Admission::Now(grant, id);
@@ -864,7 +865,7 @@ impl<B: Pooled> GroupState<B> {
                 return;
             }
             let (need, id, tenant) = (w.need, w.id, w.tenant.clone());
-            let Some(grant) = self.admit(need, id, &tenant, now) else {
+            let Some(grant) = self.admit_internal(need, id, &tenant, now) else {
                 return;
             };
             let Some(w) = self.internal.pop_front() else {
@@ -874,6 +875,21 @@ impl<B: Pooled> GroupState<B> {
                 self.undo_for(w.id, grant, &w.tenant);
             }
         }
+    }
+
+    /// Admits a [`Priority::Internal`] request. It is not progress of the
+    /// clients' statements: a stall tick still sees nothing dispatched and
+    /// keeps its extra slot.
+    fn admit_internal(
+        &mut self,
+        need: Need,
+        id: u64,
+        tenant: &Tenant,
+        now: Instant,
+    ) -> Option<Grant<B>> {
+        let grant = self.admit(need, id, tenant, now)?;
+        self.dispatched_since_tick = self.dispatched_since_tick.saturating_sub(1);
+        Some(grant)
     }
 
     /// Returns what grant `id` held (a waiter that vanished, or a cancelled
@@ -1299,6 +1315,30 @@ mod tests {
         g.complete(internal_id, Some(Conn(0, 1)), t);
         assert!(matches!(high_rx.try_recv(), Ok(Grant::Backend(Conn(0, 1)))));
         assert!(low_rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn an_internal_grant_is_not_progress_for_a_stall_tick() {
+        let mut g = group(1, 2);
+        let t = Instant::now();
+        assert!(matches!(
+            now_grant(g.request(LEASE, Priority::Low, t)),
+            Grant::Open
+        ));
+        g.tick(t);
+        let (_, _slot_rx) = queued(g.request(Need::Slot, Priority::Low, t));
+        // Past the full limit, in the room left in the share.
+        assert!(matches!(
+            now_grant(g.request(LEASE, Priority::Internal, t)),
+            Grant::Open
+        ));
+        g.tick(t);
+        let snap = g.snapshot();
+        assert_eq!(
+            (snap.extra, snap.counters.stalls),
+            (1, 1),
+            "nothing of the clients moved: the stall tick adds a slot"
+        );
     }
 
     #[tokio::test(start_paused = true)]
