@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::mariadb::{APP_USER, ROOT_PASSWORD};
 use common::{MariaDb, Proxy};
@@ -55,14 +55,7 @@ async fn kill_round(p: &Proxy, sleepers: usize, secs: u32) -> (usize, Duration) 
             .expect("row");
         ids.push(id);
         runs.push(tokio::spawn(async move {
-            let t0 = Instant::now();
-            let r: Result<Option<u32>, _> = c.query_first(format!("SELECT SLEEP({secs})")).await;
-            let killed = match r {
-                Ok(v) => v == Some(1),
-                Err(mysql_async::Error::Server(e)) if e.code == 1317 => true,
-                Err(e) => panic!("sleep: {e}"),
-            };
-            (killed, t0.elapsed())
+            common::load::sleep_until_killed(&mut c, secs).await
         }));
     }
     // Let every sleep reach the server.

@@ -306,16 +306,8 @@ async fn a_kill_gets_the_next_backend_ahead_of_queued_leases() {
         .await
         .expect("id")
         .expect("row");
-    let sleep = tokio::spawn(async move {
-        let t0 = Instant::now();
-        let r: Result<Option<u32>, _> = sleeper.query_first("SELECT SLEEP(30)").await;
-        let killed = match r {
-            Ok(v) => v == Some(1),
-            Err(Error::Server(e)) if e.code == 1317 => true,
-            Err(e) => panic!("sleep: {e}"),
-        };
-        (killed, t0.elapsed())
-    });
+    let sleep =
+        tokio::spawn(async move { common::load::sleep_until_killed(&mut sleeper, 30).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Eight clients keep the other backend busy with short transactions,
     // so that leases always wait for it.

@@ -765,44 +765,20 @@ impl<B: Pooled> GroupState<B> {
         }
         let lease_ok = self.lease_ok();
         if prio == Priority::Internal {
-            if self.internal.is_empty()
-                && Self::runnable(need, tenant, lease_ok)
-                && let Some(grant) = self.admit_internal(need, id, tenant, now)
-            {
-                self.observe();
-                return Admission::Now(grant, id);
-            }
-            let (tx, rx) = oneshot::channel();
-            self.internal.push_back(Waiter {
-                id,
-                need,
-                since: now,
-                overdue_at: None,
-                tenant: tenant.clone(),
-                tx,
-            });
-            return Admission::Queued(id, rx);
+            return self.request_internal(need, id, tenant, now, lease_ok);
         }
+        let high = prio == Priority::High;
         let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
         // In steps of lanes, not of waiters: with thousands of clients
         // queued for a backend, a scan per request was the scheduler's cost.
-        let ahead = match prio {
-            Priority::High => self.high.any_runnable(run),
-            Priority::Low | Priority::Internal => {
-                self.high.any_runnable(run) || self.low.any_runnable(run)
-            }
-        };
+        let ahead = self.high.any_runnable(run) || (!high && self.low.any_runnable(run));
         if !ahead
             && self.has_room()
             && Self::runnable(need, tenant, lease_ok)
             && let Some(grant) = self.admit(need, id, tenant, now)
         {
-            match prio {
-                Priority::High => self.high.charge(tenant.index, tenant.weight()),
-                Priority::Low | Priority::Internal => {
-                    self.low.charge(tenant.index, tenant.weight())
-                }
-            }
+            let q = if high { &mut self.high } else { &mut self.low };
+            q.charge(tenant.index, tenant.weight());
             self.observe();
             return Admission::Now(grant, id);
         }
@@ -816,11 +792,40 @@ impl<B: Pooled> GroupState<B> {
             tx,
         };
         let (lane, weight, light) = (tenant.index, tenant.weight(), need == Need::Slot);
-        match prio {
-            Priority::High => self.high.push(lane, weight, light, w),
-            Priority::Low | Priority::Internal => self.low.push(lane, weight, light, w),
-        }
+        let q = if high { &mut self.high } else { &mut self.low };
+        q.push(lane, weight, light, w);
         self.observe();
+        Admission::Queued(id, rx)
+    }
+
+    /// [`Self::request_until`] at [`Priority::Internal`]: granted now when
+    /// no other internal request waits and what it needs can be had
+    /// (whatever the limit and the queues), else queued first come first
+    /// served.
+    fn request_internal(
+        &mut self,
+        need: Need,
+        id: u64,
+        tenant: &Arc<Tenant>,
+        now: Instant,
+        lease_ok: bool,
+    ) -> Admission<B> {
+        if self.internal.is_empty()
+            && Self::runnable(need, tenant, lease_ok)
+            && let Some(grant) = self.admit_internal(need, id, tenant, now)
+        {
+            self.observe();
+            return Admission::Now(grant, id);
+        }
+        let (tx, rx) = oneshot::channel();
+        self.internal.push_back(Waiter {
+            id,
+            need,
+            since: now,
+            overdue_at: None,
+            tenant: tenant.clone(),
+            tx,
+        });
         Admission::Queued(id, rx)
     }
 
@@ -860,15 +865,14 @@ impl<B: Pooled> GroupState<B> {
     /// Grants [`Priority::Internal`] requests, in order, while what they
     /// need can be had: past the in-flight limit and ahead of the queues.
     fn dispatch_internal(&mut self, now: Instant) {
-        while let Some(w) = self.internal.front() {
-            if !Self::runnable(w.need, &w.tenant, self.lease_ok()) {
-                return;
-            }
-            let (need, id, tenant) = (w.need, w.id, w.tenant.clone());
-            let Some(grant) = self.admit_internal(need, id, &tenant, now) else {
-                return;
+        while let Some(w) = self.internal.pop_front() {
+            let grant = if Self::runnable(w.need, &w.tenant, self.lease_ok()) {
+                self.admit_internal(w.need, w.id, &w.tenant, now)
+            } else {
+                None
             };
-            let Some(w) = self.internal.pop_front() else {
+            let Some(grant) = grant else {
+                self.internal.push_front(w);
                 return;
             };
             if let Err(grant) = w.tx.send(grant) {

@@ -148,3 +148,17 @@ impl<T: Send + 'static> Samplers<T> {
         Sampled { server, owned_max }
     }
 }
+
+/// Runs `SELECT SLEEP(secs)` on `c`: whether a `KILL QUERY` interrupted it
+/// (error 1317, or SLEEP returning 1), and how long it took.
+pub async fn sleep_until_killed(c: &mut mysql_async::Conn, secs: u32) -> (bool, Duration) {
+    use mysql_async::prelude::Queryable;
+    let t0 = Instant::now();
+    let r: Result<Option<u32>, _> = c.query_first(format!("SELECT SLEEP({secs})")).await;
+    let killed = match r {
+        Ok(v) => v == Some(1),
+        Err(mysql_async::Error::Server(e)) if e.code == 1317 => true,
+        Err(e) => panic!("sleep: {e}"),
+    };
+    (killed, t0.elapsed())
+}
