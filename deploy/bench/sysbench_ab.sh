@@ -9,11 +9,14 @@
 #   TARGETS="direct myplex:new=target/release/myplex myplex:old=/tmp/old/myplex" \
 #     CLIENTS="256 1024" ROUNDS=2 deploy/bench/sysbench_ab.sh
 #
-# Targets: `direct`, `haproxy` (TCP pass-through, the cost of one hop), and
-# `myplex:NAME=BINARY` (a myplex with the defaults plus MYPLEX_TOML's pool
+# Targets: `direct`, `direct_tracked` (direct, with the session trackers
+# myplex turns on for its backends set as the server's defaults for the
+# point: what tracking costs the server), `haproxy` (TCP pass-through, the
+# cost of one hop), and `myplex:NAME=BINARY` (a myplex with the defaults plus MYPLEX_TOML's pool
 # lines). Prints, per point: TPS, p95 (ms), errors, and for a proxy its own
 # CPU time per statement (µs, user+system from /proc, over the server's
-# Questions in the same window); writes everything under OUT.
+# Questions in the same window); writes everything under OUT, with the
+# server's global status at the start and end of each measured window.
 #
 # Environment (defaults in brackets):
 #   TARGETS      targets, in alternation order      [direct haproxy myplex:myplex=target/release/myplex]
@@ -101,7 +104,7 @@ declare -A PORT=() PID=() ADMIN=()
 for t in $TARGETS; do
     lf=$W/db/error.log
     case $t in
-    direct) PORT[$t]=$DB_PORT ;;
+    direct | direct_tracked) PORT[$t]=$DB_PORT ;;
     haproxy)
         have haproxy || die "haproxy not installed (apt-get install haproxy)"
         PORT[$t]=$(pick_port 0)
@@ -191,7 +194,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
         for t in $TARGETS; do
             f="$OUT/r$r-c$c-${t%%=*}.txt"
             f=${f//:/_}
-            sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-port="${PORT[$t]}" \
+            [[ $t == direct_tracked ]] && mariadb_sql "$W/db" "SET GLOBAL session_track_schema=ON, \
+                session_track_state_change=ON, session_track_system_variables='*'" >/dev/null
+            # A target whose server stops committing (4,096 direct clients
+            # I/O-bound: the buffer pool livelocks) never lets sysbench end:
+            # it is stopped 3 minutes past its time and reported FAIL. The
+            # server is still busy with its statements after that: run such
+            # a point last, or alone.
+            timeout -s KILL $((TIME + WARMUP + 180)) \
+                sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-port="${PORT[$t]}" \
                 --db-ps-mode="$PS_MODE" --threads="$c" --time=$((TIME + WARMUP)) --report-checkpoints="$WARMUP" \
                 --rand-type=uniform --report-interval=0 --mysql-ignore-errors=1213,1205,1317 \
                 run >"$f" 2>&1 &
@@ -207,15 +218,21 @@ for ((r = 1; r <= ROUNDS; r++)); do
             server_status "$W/s0"
             proxy_snapshot "$t" "${f%.txt}" 0
             q0=$(status_of "$W/s0" Questions) c0=$(cpu_ticks "${PID[$t]:-}") d0=$(cpu_ticks "$DB_PID") i0=$(idle_ticks) t0=$(date +%s.%N)
-            wait "$sb" || true
+            rc=0
+            wait "$sb" || rc=$?
             c1=$(cpu_ticks "${PID[$t]:-}") d1=$(cpu_ticks "$DB_PID") i1=$(idle_ticks) t1=$(date +%s.%N)
             server_status "$W/s1"
             proxy_snapshot "$t" "${f%.txt}" 1
+            cp "$W/s0" "${f%.txt}-server-status-0.txt"
+            cp "$W/s1" "${f%.txt}-server-status-1.txt"
+            [[ $t == direct_tracked ]] && mariadb_sql "$W/db" "SET GLOBAL session_track_state_change=DEFAULT, \
+                session_track_system_variables=DEFAULT" >/dev/null
             q1=$(status_of "$W/s1" Questions)
             # The last report is the measured window's.
             tps=$(awk '/transactions:/ { gsub(/\(/, "", $3); v = $3 } END { print v }' "$f")
             p95=$(awk '/95th percentile:/ { v = $3 } END { print v }' "$f")
             errs=$(awk '/ignored errors:/ { v = $3 } END { print v }' "$f")
+            ((rc == 137)) && tps=STUCK
             cpu=-
             if [[ -n ${PID[$t]:-} ]] && ((q1 > q0)); then
                 cpu=$(awk -v t=$((c1 - c0)) -v q=$((q1 - q0)) -v hz="$(getconf CLK_TCK)" \
