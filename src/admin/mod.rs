@@ -16,6 +16,7 @@ pub fn refresh_gauges(shared: &Shared) {
         let s = g.snapshot();
         m.queue_high.set(s.high as f64);
         m.queue_low.set(s.low as f64);
+        m.queue_internal.set(s.internal as f64);
         m.in_flight.set(s.in_flight as f64);
         m.in_flight_limit.set((s.cap + s.extra) as f64);
         if let Some(a) = s.adaptive {

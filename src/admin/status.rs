@@ -51,6 +51,8 @@ pub struct Scheduler {
     stall_extra: usize,
     queue_high: usize,
     queue_low: usize,
+    /// The proxy's own requests waiting (catalog readings, KILL helpers).
+    queue_internal: usize,
     backends_owned: usize,
     /// The group's guaranteed base share.
     backends_max: usize,
@@ -144,6 +146,7 @@ pub fn status(shared: &Shared) -> Status {
                     stall_extra: s.extra,
                     queue_high: s.high,
                     queue_low: s.low,
+                    queue_internal: s.internal,
                     backends_owned: s.owned,
                     backends_max: s.max_owned,
                     backends_elastic: s.elastic,

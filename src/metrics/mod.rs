@@ -78,6 +78,8 @@ pub struct GroupMetrics {
     pub queue_high: Gauge,
     /// Low-priority queue length.
     pub queue_low: Gauge,
+    /// The proxy's own requests waiting (catalog readings, KILL helpers).
+    pub queue_internal: Gauge,
     /// In flight.
     pub in_flight: Gauge,
     /// In-flight limit.
@@ -193,6 +195,10 @@ impl Metrics {
                     queue_timeouts: counter(QUEUE_TIMEOUTS_TOTAL, std::slice::from_ref(&gl)),
                     queue_high: gauge(QUEUE_LENGTH, &[gl.clone(), ("priority", "high".into())]),
                     queue_low: gauge(QUEUE_LENGTH, &[gl.clone(), ("priority", "low".into())]),
+                    queue_internal: gauge(
+                        QUEUE_LENGTH,
+                        &[gl.clone(), ("priority", "internal".into())],
+                    ),
                     in_flight: gauge(IN_FLIGHT, std::slice::from_ref(&gl)),
                     in_flight_limit: gauge(IN_FLIGHT_LIMIT, std::slice::from_ref(&gl)),
                     adaptive: [

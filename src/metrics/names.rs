@@ -48,7 +48,8 @@ pub const STATEMENT_DURATION_SECONDS: &str = "myplex_statement_duration_seconds"
 pub const TRANSACTION_DURATION_SECONDS: &str = "myplex_transaction_duration_seconds";
 /// Histogram{group}: time spent waiting in a thread group queue, seconds.
 pub const QUEUE_WAIT_SECONDS: &str = "myplex_queue_wait_seconds";
-/// Gauge{group, priority}: requests waiting in the `high` / `low` queue.
+/// Gauge{group, priority}: requests waiting in the `high` / `low` queue, and
+/// the proxy's own (`internal`: catalog readings, KILL helpers).
 pub const QUEUE_LENGTH: &str = "myplex_queue_length";
 /// Gauge{group}: statements executing on backends.
 pub const IN_FLIGHT: &str = "myplex_in_flight";

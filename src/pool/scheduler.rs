@@ -185,6 +185,9 @@ pub struct Snapshot {
     pub high: usize,
     /// Low-priority queue length.
     pub low: usize,
+    /// The proxy's own requests waiting ([`Priority::Internal`]: catalog
+    /// readings, KILL helpers), not in `high` or `low`.
+    pub internal: usize,
     /// Idle backend connections.
     pub idle: usize,
     /// Backend connections owned (idle + busy + pinned + opening).
@@ -534,6 +537,7 @@ impl<B: Pooled> GroupState<B> {
             extra: self.extra,
             high: self.high.len(),
             low: self.low.len(),
+            internal: self.internal.len(),
             idle: self.idle.len(),
             owned: self.owned,
             max_owned: self.limits.max_owned,
@@ -1298,10 +1302,13 @@ mod tests {
         let (_, mut low_rx) = queued(g.request(LEASE, Priority::Low, t));
         let (internal_id, mut internal_rx) = queued(g.request(LEASE, Priority::Internal, t));
         let (gone_id, _) = queued(g.request(LEASE, Priority::Internal, t));
+        let snap = g.snapshot();
+        assert_eq!((snap.high, snap.low, snap.internal), (1, 1, 2));
         assert!(
             g.cancel(gone_id),
             "a queued internal request can be cancelled"
         );
+        assert_eq!(g.snapshot().internal, 1);
         // A statement ending (its slot free, its backend kept) grants
         // nothing to a request that needs a backend.
         g.complete(first_id, None, t);
@@ -1315,6 +1322,7 @@ mod tests {
         ));
         assert!(high_rx.try_recv().is_err() && low_rx.try_recv().is_err());
         assert_eq!(g.snapshot().in_flight, 1);
+        assert_eq!(g.snapshot().internal, 0);
         // Given back, it goes on to the statements, high queue first.
         g.complete(internal_id, Some(Conn(0, 1)), t);
         assert!(matches!(high_rx.try_recv(), Ok(Grant::Backend(Conn(0, 1)))));
