@@ -659,6 +659,31 @@ impl BackendConn {
     }
 }
 
+/// A connection over `stream` that never logged in: for the pool's own
+/// accounting tests (nothing is sent on it unless a test does).
+#[cfg(test)]
+pub(crate) fn unlogged(stream: crate::wire::stream::Stream, pool: usize) -> BackendConn {
+    let now = Instant::now();
+    BackendConn {
+        io: PacketIo::new(stream),
+        id: BackendId::next(),
+        thread_id: 0,
+        pool,
+        state: TrackedState::default(),
+        status: 0,
+        last_used: now,
+        opened: now,
+        stmts: Default::default(),
+        auth: (Vec::new(), Vec::new()),
+        caps: Caps::default(),
+        marks: Default::default(),
+        globals_epoch: 0,
+        login_role: None,
+        roles_epoch: 0,
+        parked_for: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

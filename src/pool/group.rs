@@ -139,33 +139,30 @@ impl Group {
         tenant: &Arc<Tenant>,
         deadline: Instant,
     ) -> Result<Admitted, QueueTimeout> {
-        loop {
-            let adm = self.acquire_once(need, prio, tenant, deadline).await?;
-            if let Some(adm) = Self::unparked(adm, need, deadline).await {
-                return Ok(adm);
-            }
-        }
+        let adm = self.acquire_once(need, prio, tenant, deadline).await?;
+        Ok(Self::unparked(adm, need, deadline).await)
     }
 
     /// What [`Self::acquire`] grants never carries another session's
     /// leftovers: a connection parked by the requester (`need`'s `parked`)
     /// is its own, taken as it is; one parked by anyone else is cleaned
     /// here first (see `super::parking`), within the request's `deadline`.
-    /// `None` when that cleanup failed and no room for a new connection is
-    /// left (the request starts over).
-    async fn unparked(mut adm: Admitted, need: Need, deadline: Instant) -> Option<Admitted> {
+    /// When that cleanup fails the connection is closed and its room
+    /// becomes the grant's permission to open a new one (the request keeps
+    /// its turn).
+    async fn unparked(mut adm: Admitted, need: Need, deadline: Instant) -> Admitted {
         let own = match need {
             Need::Lease { parked, .. } => parked,
             Need::Slot | Need::Continue => None,
         };
         let Some(b) = adm.backend.as_mut() else {
-            return Some(adm);
+            return adm;
         };
         match b.parked_for {
-            None => return Some(adm),
+            None => return adm,
             Some(t) if Some(t) == own => {
                 b.parked_for = None;
-                return Some(adm);
+                return adm;
             }
             Some(_) => {}
         }
@@ -177,15 +174,14 @@ impl Group {
                 .await
                 .unwrap_or(false)
         {
-            return Some(adm);
+            return adm;
         }
         tracing::debug!(
             backend = b.id.0,
             "closing a parked backend that failed cleanup"
         );
-        let b = adm.backend.take()?;
-        adm.open = Some(b.replace()?);
-        Some(adm)
+        adm.open = adm.backend.take().map(Leased::replace);
+        adm
     }
 
     /// One request in the queue (see [`Self::acquire`]).
@@ -480,24 +476,20 @@ impl Leased {
         self.conn.take().map(|c| *c)
     }
 
-    /// Closes this (dead) connection and reserves room for a new one in its
-    /// group for the same user, who keeps its lease. `None` when the group
-    /// has no room (the user's lease is given back).
-    pub fn replace(mut self) -> Option<OpenReservation> {
+    /// Closes this (dead) connection and hands its room in the group to a
+    /// reservation for a new one, for the same user, who keeps its lease.
+    /// The room is never free in between: closing first and reserving
+    /// after let a queued lease take the room on the way (the group
+    /// dispatches whenever a connection closes), and the session that only
+    /// wanted a fresh connection went to the back of the queue or failed.
+    pub fn replace(mut self) -> OpenReservation {
         let tenant = self.tenant.take();
-        let group = self.group.clone();
-        drop(self);
-        match group.reserve_open() {
-            Some(mut r) => {
-                r.tenant = tenant;
-                Some(r)
-            }
-            None => {
-                if let Some(t) = tenant {
-                    t.release_lease();
-                }
-                None
-            }
+        // Taken out, the connection closes here and `Drop` frees nothing.
+        drop(self.conn.take());
+        self.group.lock().count_replaced();
+        OpenReservation {
+            group: Some(self.group.clone()),
+            tenant,
         }
     }
 
@@ -694,6 +686,59 @@ mod tests {
         drop(a.open);
         assert_eq!(g.snapshot().owned, 0, "a failed dial frees the place");
         drop(a.slot);
+        assert_eq!(g.snapshot().in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replaced_connection_keeps_its_room_from_queued_leases() {
+        let g = Group::new(
+            0,
+            Limits {
+                cap: 2,
+                adaptive: false,
+                stall_cap: Duration::from_millis(500),
+                max_owned: 1,
+                kickup: Duration::from_secs(1),
+            },
+        );
+        let far = Instant::now() + Duration::from_secs(60);
+        let lease = Need::Lease {
+            pool: 0,
+            parked: None,
+        };
+        let first = g
+            .acquire(lease, Priority::Low, &user(), far)
+            .await
+            .expect("first lease");
+        let (sock, _peer) = tokio::net::UnixStream::pair().expect("socket pair");
+        let conn = crate::backend::conn::unlogged(crate::wire::stream::Stream::Unix(sock), 0);
+        let leased = first.open.expect("room to open one").fulfil(conn);
+        // A second lease waits: the group's only backend is out.
+        let g2 = g.clone();
+        let waiter = tokio::spawn(async move {
+            g2.acquire(lease, Priority::Low, &user(), far)
+                .await
+                .map(|a| a.open.is_some())
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(g.snapshot().low, 1);
+        let closed = g.snapshot().counters.closed;
+        // The connection is found dead: its room goes to its replacement,
+        // never to the queue on the way.
+        let replacement = leased.replace();
+        let s = g.snapshot();
+        assert_eq!(
+            (s.owned, s.low, s.counters.closed),
+            (1, 1, closed + 1),
+            "still owned, the waiter still queued, the dead one counted closed"
+        );
+        // The replacement's dial fails: now the room is the waiter's.
+        drop(replacement);
+        assert!(
+            waiter.await.expect("join").expect("granted"),
+            "the waiter may open a connection"
+        );
+        drop(first.slot);
         assert_eq!(g.snapshot().in_flight, 0);
     }
 

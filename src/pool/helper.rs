@@ -197,54 +197,58 @@ impl Pool {
     /// within the backend budget; `None` when none came free before
     /// `deadline` or the server could not be reached.
     pub async fn helper(self: &Arc<Self>, key: usize, deadline: Instant) -> Option<Helper> {
-        // One eviction per call: the room it makes may go to a queued
-        // lease first (then this one waits like anyone); evicting again
-        // and again would close a warm backend per turn, each replaced by a
-        // login and its prepares (seen: ~100 a second under load).
-        let mut evicted_once = false;
-        loop {
-            if let Some(conn) = self.take_one_idle(|c| c.pool == key && c.io.idle_is_healthy()) {
+        if let Some(conn) = self.take_one_idle(|c| c.pool == key && c.io.idle_is_healthy()) {
+            return Some(Helper {
+                conn,
+                source: Source::Idle,
+            });
+        }
+        if let Some(res) = self.groups.iter().find_map(|g| g.reserve_open()) {
+            return self.dial_helper(res, key, deadline).await;
+        }
+        // Full, and a session parked one of this pool: clean it. One that
+        // fails is closed and its room is the new connection's (handed on,
+        // never offered to the queue on the way: see `Leased::replace`).
+        if let Some(mut conn) = self.take_one_parked(|c| c.pool == key) {
+            if conn.io.idle_is_healthy()
+                && tokio::time::timeout_at(deadline, super::parking::clean(&mut conn))
+                    .await
+                    .unwrap_or(false)
+            {
                 return Some(Helper {
                     conn,
                     source: Source::Idle,
                 });
             }
-            if let Some(res) = self.groups.iter().find_map(|g| g.reserve_open()) {
-                // Dropping the reservation on failure frees the room.
-                let conn = self.dial(key, deadline).await.ok()?;
-                return Some(Helper {
-                    conn: res.fulfil(conn),
-                    source: Source::Opened,
-                });
-            }
-            // Full, and a session parked one of this pool: clean it (a
-            // connection that fails is closed, making room).
-            if let Some(mut conn) = self.take_one_parked(|c| c.pool == key) {
-                if conn.io.idle_is_healthy()
-                    && tokio::time::timeout_at(deadline, super::parking::clean(&mut conn))
-                        .await
-                        .unwrap_or(false)
-                {
-                    return Some(Helper {
-                        conn,
-                        source: Source::Idle,
-                    });
-                }
-                continue;
-            }
-            // Full, and only other pools' connections are idle: close one
-            // (as a lease would) to make room, and try again at once.
-            if !evicted_once
-                && let Some(conn) = self
-                    .take_one_idle(|c| c.pool != key)
-                    .or_else(|| self.take_one_parked(|c| c.pool != key))
-            {
-                evicted_once = true;
-                drop(conn);
-                continue;
-            }
-            // Every backend is out: the next one that comes back.
-            return self.internal_lease(key, deadline).await;
+            return self.dial_helper(conn.replace(), key, deadline).await;
         }
+        // Full, and only other pools' connections are idle: close one (as a
+        // lease would) and open ours in its room. Closing first and asking
+        // for room after let a queued lease take it, and the next call
+        // evicted again (a warm backend closed per turn, each replaced by
+        // a login and its prepares: seen ~100 a second under load).
+        if let Some(conn) = self
+            .take_one_idle(|c| c.pool != key)
+            .or_else(|| self.take_one_parked(|c| c.pool != key))
+        {
+            return self.dial_helper(conn.replace(), key, deadline).await;
+        }
+        // Every backend is out: the next one that comes back.
+        self.internal_lease(key, deadline).await
+    }
+
+    /// Dials a connection of pool key `key` into the room `res` holds
+    /// (dropping the reservation on failure frees the room).
+    async fn dial_helper(
+        self: &Arc<Self>,
+        res: super::group::OpenReservation,
+        key: usize,
+        deadline: Instant,
+    ) -> Option<Helper> {
+        let conn = self.dial(key, deadline).await.ok()?;
+        Some(Helper {
+            conn: res.fulfil(conn),
+            source: Source::Opened,
+        })
     }
 }

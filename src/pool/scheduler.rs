@@ -1001,6 +1001,13 @@ impl<B: Pooled> GroupState<B> {
         }
     }
 
+    /// A dead connection was closed and its room handed on to the opening
+    /// of its replacement (`Leased::replace`): counted as closed, still
+    /// owned, and no waiter is offered the room in between.
+    pub fn count_replaced(&mut self) {
+        self.counters.closed += 1;
+    }
+
     /// A backend connection owned by this group was closed (or failed to open).
     pub fn closed(&mut self, now: Instant) {
         self.counters.closed += 1;
