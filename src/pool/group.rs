@@ -139,8 +139,12 @@ impl Group {
         tenant: &Arc<Tenant>,
         deadline: Instant,
     ) -> Result<Admitted, QueueTimeout> {
-        let adm = self.acquire_once(need, prio, tenant, deadline).await?;
-        Ok(Self::unparked(adm, need, deadline).await)
+        loop {
+            let adm = self.acquire_once(need, prio, tenant, deadline).await?;
+            if let Some(adm) = Self::unparked(adm, need, deadline).await {
+                return Ok(adm);
+            }
+        }
     }
 
     /// What [`Self::acquire`] grants never carries another session's
@@ -149,20 +153,21 @@ impl Group {
     /// here first (see `super::parking`), within the request's `deadline`.
     /// When that cleanup fails the connection is closed and its room
     /// becomes the grant's permission to open a new one (the request keeps
-    /// its turn).
-    async fn unparked(mut adm: Admitted, need: Need, deadline: Instant) -> Admitted {
+    /// its turn); `None` when the group had to give that room up (see
+    /// [`Leased::replace`]): the request starts over.
+    async fn unparked(mut adm: Admitted, need: Need, deadline: Instant) -> Option<Admitted> {
         let own = match need {
             Need::Lease { parked, .. } => parked,
             Need::Slot | Need::Continue => None,
         };
         let Some(b) = adm.backend.as_mut() else {
-            return adm;
+            return Some(adm);
         };
         match b.parked_for {
-            None => return adm,
+            None => return Some(adm),
             Some(t) if Some(t) == own => {
                 b.parked_for = None;
-                return adm;
+                return Some(adm);
             }
             Some(_) => {}
         }
@@ -174,14 +179,14 @@ impl Group {
                 .await
                 .unwrap_or(false)
         {
-            return adm;
+            return Some(adm);
         }
         tracing::debug!(
             backend = b.id.0,
             "closing a parked backend that failed cleanup"
         );
-        adm.open = adm.backend.take().map(Leased::replace);
-        adm
+        adm.open = Some(adm.backend.take()?.replace()?);
+        Some(adm)
     }
 
     /// One request in the queue (see [`Self::acquire`]).
@@ -482,15 +487,23 @@ impl Leased {
     /// after let a queued lease take the room on the way (the group
     /// dispatches whenever a connection closes), and the session that only
     /// wanted a fresh connection went to the back of the queue or failed.
-    pub fn replace(mut self) -> OpenReservation {
+    /// `None` only when the group had to give the room up (its share
+    /// shrank, or the room was borrowed and is owed elsewhere) and has no
+    /// other (the user's lease is given back).
+    pub fn replace(mut self) -> Option<OpenReservation> {
         let tenant = self.tenant.take();
         // Taken out, the connection closes here and `Drop` frees nothing.
         drop(self.conn.take());
-        self.group.lock().count_replaced();
-        OpenReservation {
-            group: Some(self.group.clone()),
-            tenant,
+        if self.group.lock().replace_room() {
+            return Some(OpenReservation {
+                group: Some(self.group.clone()),
+                tenant,
+            });
         }
+        if let Some(t) = tenant {
+            t.release_lease();
+        }
+        None
     }
 
     /// True when the session-state authority lets anyone take this
@@ -725,7 +738,7 @@ mod tests {
         let closed = g.snapshot().counters.closed;
         // The connection is found dead: its room goes to its replacement,
         // never to the queue on the way.
-        let replacement = leased.replace();
+        let replacement = leased.replace().expect("the room is kept");
         let s = g.snapshot();
         assert_eq!(
             (s.owned, s.low, s.counters.closed),

@@ -220,7 +220,9 @@ impl Pool {
                     source: Source::Idle,
                 });
             }
-            return self.dial_helper(conn.replace(), key, deadline).await;
+            if let Some(res) = conn.replace() {
+                return self.dial_helper(res, key, deadline).await;
+            }
         }
         // Full, and only other pools' connections are idle: close one (as a
         // lease would) and open ours in its room. Closing first and asking
@@ -230,8 +232,9 @@ impl Pool {
         if let Some(conn) = self
             .take_one_idle(|c| c.pool != key)
             .or_else(|| self.take_one_parked(|c| c.pool != key))
+            && let Some(res) = conn.replace()
         {
-            return self.dial_helper(conn.replace(), key, deadline).await;
+            return self.dial_helper(res, key, deadline).await;
         }
         // Every backend is out: the next one that comes back.
         self.internal_lease(key, deadline).await

@@ -1001,11 +1001,18 @@ impl<B: Pooled> GroupState<B> {
         }
     }
 
-    /// A dead connection was closed and its room handed on to the opening
-    /// of its replacement (`Leased::replace`): counted as closed, still
-    /// owned, and no waiter is offered the room in between.
-    pub fn count_replaced(&mut self) {
+    /// A dead connection was closed (`Leased::replace`): true when its room
+    /// passes on to the opening of its replacement, still owned, no waiter
+    /// offered it in between. A room the group must give up (its share
+    /// shrank, or it is borrowed and owed to the common pool) is given up,
+    /// and the replacement gets room only as any new connection would.
+    pub fn replace_room(&mut self) -> bool {
         self.counters.closed += 1;
+        if !self.over() && !self.give_back_on_return() {
+            return true;
+        }
+        self.shrink();
+        self.grow()
     }
 
     /// A backend connection owned by this group was closed (or failed to open).
@@ -1293,6 +1300,28 @@ mod tests {
         assert!(matches!(slot_rx.try_recv(), Ok(Grant::Slot)));
         g.complete(slot_id, None, Instant::now());
         assert!(matches!(lease_rx.try_recv(), Ok(Grant::Open)));
+    }
+
+    #[test]
+    fn a_replaced_connection_keeps_its_room_unless_the_share_shrank() {
+        let mut g = group(2, 2);
+        assert!(g.try_reserve_open() && g.try_reserve_open());
+        assert!(g.replace_room(), "within the share: the room passes on");
+        let s = g.snapshot();
+        assert_eq!((s.owned, s.counters.closed), (2, 1));
+        // A reload shrank the share to one: the dead one's room is given up.
+        let mut limits = g.limits;
+        limits.max_owned = 1;
+        g.set_limits(limits, Instant::now());
+        assert!(
+            !g.replace_room(),
+            "over the share: no room for a replacement"
+        );
+        let s = g.snapshot();
+        assert_eq!((s.owned, s.counters.closed), (1, 2));
+        // Back within the share, a replacement keeps its room again.
+        assert!(g.replace_room());
+        assert_eq!(g.snapshot().owned, 1);
     }
 
     #[tokio::test(start_paused = true)]

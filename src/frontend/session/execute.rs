@@ -77,7 +77,7 @@ impl Session {
                     return Ok(b);
                 }
                 debug!(backend = b.id.0, "discarding dead idle backend connection");
-                Some(b.replace())
+                b.replace()
             }
             (None, open) => open,
         };
