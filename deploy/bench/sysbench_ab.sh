@@ -163,7 +163,8 @@ done
 status_of() { awk -v n="$2" '$1 == n { print $2 }' "$1"; }
 STATUS_VARS=${STATUS_VARS:-Questions Com_stmt_prepare Com_stmt_execute Com_stmt_close Com_set_option Com_select Com_begin Com_commit Connections Innodb_buffer_pool_reads Innodb_rows_read Handler_read_key Innodb_row_lock_waits Threads_created}
 # The server's global status as "name value" lines.
-server_status() { mariadb_sql "$W/db" "SHOW GLOBAL STATUS" >"$1"; }
+# Bounded: a livelocked server (a STUCK point, below) may never answer.
+server_status() { MARIADB_SQL_TIMEOUT=60 mariadb_sql "$W/db" "SHOW GLOBAL STATUS" >"$1" || true; }
 # Per transaction: each of STATUS_VARS's deltas between two status files
 # over the point's transactions (the whole run's, warm-up included).
 per_trx() {

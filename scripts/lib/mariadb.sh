@@ -189,9 +189,11 @@ mariadb_start() {
     done
 }
 
-# mariadb_sql DIR SQL: run SQL as root over the server's socket.
+# mariadb_sql DIR SQL: run SQL as root over the server's socket (given up after
+# MARIADB_SQL_TIMEOUT seconds when that is set).
 mariadb_sql() {
-    MYSQL_PWD=rootpw "$MARIADB_CLI" --no-defaults --protocol=SOCKET --socket="$1/sock" -uroot \
+    # shellcheck disable=SC2086 # MARIADB_SQL_TIMEOUT: seconds, optional
+    MYSQL_PWD=rootpw ${MARIADB_SQL_TIMEOUT:+timeout $MARIADB_SQL_TIMEOUT} "$MARIADB_CLI" --no-defaults --protocol=SOCKET --socket="$1/sock" -uroot \
         --connect-timeout=5 -N -B -e "$2"
 }
 
