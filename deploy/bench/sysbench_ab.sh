@@ -199,7 +199,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
                 session_track_state_change=ON, session_track_system_variables='*'" >/dev/null
             # A target whose server stops committing (4,096 direct clients
             # I/O-bound: the buffer pool livelocks) never lets sysbench end:
-            # it is stopped 3 minutes past its time and reported FAIL. The
+            # it is stopped 3 minutes past its time and reported STUCK. The
             # server is still busy with its statements after that: run such
             # a point last, or alone.
             timeout -s KILL $((TIME + WARMUP + 180)) \
