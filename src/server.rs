@@ -404,7 +404,7 @@ fn spawn_client(
     span: tracing::Span,
 ) {
     let Some(workers) = shared.workers.as_ref() else {
-        tokio::spawn(client(shared, socket, peer, id, count).instrument(span));
+        tokio::spawn(client(shared, socket, peer, id, count, span));
         return;
     };
     let group = shared.pool.group_for(id).id;
@@ -419,12 +419,14 @@ fn spawn_client(
         let shared = shared.clone();
         async move {
             match detached.attach() {
-                Ok(socket) => client(shared, socket, peer, id, count).await,
-                Err(e) => warn!(error = %e, "could not register a client socket on its worker"),
+                Ok(socket) => client(shared, socket, peer, id, count, span).await,
+                Err(e) => span.in_scope(|| {
+                    warn!(error = %e, "could not register a client socket on its worker")
+                }),
             }
         }
     };
-    workers.spawn(group, task.instrument(span));
+    workers.spawn(group, task);
 }
 
 /// The next proxy connection id: never 0, never one a live session holds
@@ -470,7 +472,40 @@ impl Drop for ClientCount {
     }
 }
 
-async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32, _count: ClientCount) {
+/// A client's connection: admission and login run inside its `span`; the
+/// session after them does not (entering a span on every poll costs the
+/// subscriber's bookkeeping on each statement's several polls), and the
+/// few events a session logs at `info` and above name the client
+/// themselves (`client.id`).
+async fn client(
+    shared: Arc<Shared>,
+    socket: Socket,
+    peer: Peer,
+    id: u32,
+    count: ClientCount,
+    span: tracing::Span,
+) {
+    let admitted = admit(shared, socket, peer, id).instrument(span.clone()).await;
+    let Some((mut session, ok_seq, schema)) = admitted else {
+        return;
+    };
+    let ended = session.run(ok_seq, schema).await;
+    let _count = count;
+    span.in_scope(|| match ended {
+        Ok(()) | Err(End::ClientGone) => debug!("client left"),
+        Err(e) => debug!(reason = %e, "session ended"),
+    });
+}
+
+/// Admission and login: the session that serves the client, with the
+/// sequence id of its login OK and the schema it asked for; `None` when
+/// the client was refused (and told why).
+async fn admit(
+    shared: Arc<Shared>,
+    socket: Socket,
+    peer: Peer,
+    id: u32,
+) -> Option<(Session, u8, Option<Vec<u8>>)> {
     // Only logged-in clients count toward max_client_connections; while
     // even the admin reserve is full, refuse before the handshake (cheap).
     let max = shared.config.load().pool.max_client_connections;
@@ -478,13 +513,13 @@ async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32, _count
         debug!("too many connections");
         shared.metrics.rejected("max_client_connections");
         refuse(socket, errors::too_many_connections()).await;
-        return;
+        return None;
     }
     // Accepted before a hand-over: no other process will serve it.
     if shared.shutdown.is_triggered() && !shared.shutdown.handed_over() {
         shared.metrics.rejected("shutdown");
         refuse(socket, errors::shutting_down()).await;
-        return;
+        return None;
     }
     shared.metrics.client_connections_total.increment(1);
     if let Socket::Tcp(tcp) = &socket {
@@ -500,7 +535,7 @@ async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32, _count
         _ = &mut pending.evicted => {
             debug!("handshake closed to make room for newer ones");
             shared.metrics.rejected("handshake_evicted");
-            return;
+            return None;
         }
     };
     drop(pending);
@@ -516,12 +551,12 @@ async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32, _count
                 handshake::HandshakeError::Wire(_) => "handshake_aborted",
             };
             shared.metrics.rejected(reason);
-            return;
+            return None;
         }
         Err(_) => {
             debug!("login timed out");
             shared.metrics.rejected("handshake_timeout");
-            return;
+            return None;
         }
     };
     let admin = login.user.admin;
@@ -532,7 +567,7 @@ async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32, _count
         errors::too_many_connections().write(&mut b);
         let send = login.io.send_packet(login.ok_seq, &b);
         let _ = tokio::time::timeout(Duration::from_secs(1), send).await;
-        return;
+        return None;
     };
     let configured = shared.users.load().find(&login.user.name).is_some();
     let tenant = shared.pool.tenants.for_user(&login.user.name, configured);
@@ -545,7 +580,7 @@ async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32, _count
             errors::user_too_many_connections(&login.user.name, limit).write(&mut b);
             let send = login.io.send_packet(login.ok_seq, &b);
             let _ = tokio::time::timeout(Duration::from_secs(1), send).await;
-            return;
+            return None;
         }
     };
     let write_timeout =
@@ -553,10 +588,11 @@ async fn client(shared: Arc<Shared>, socket: Socket, peer: Peer, id: u32, _count
     login.io.set_write_timeout(write_timeout);
     // A socket client is `localhost`: the loopback address matches that
     // name where a client's host is compared (KILL USER).
-    let (mut session, ok_seq, schema) =
-        Session::new(shared.clone(), login, slot, id, peer.address_key());
-    match session.run(ok_seq, schema).await {
-        Ok(()) | Err(End::ClientGone) => debug!("client left"),
-        Err(e) => debug!(reason = %e, "session ended"),
-    }
+    Some(Session::new(
+        shared.clone(),
+        login,
+        slot,
+        id,
+        peer.address_key(),
+    ))
 }

@@ -13,7 +13,11 @@ use super::scheduler::{Admission, Grant, GroupState, Limits, Need, Pooled, Prior
 use super::tenants::Tenant;
 use crate::backend::BackendConn;
 
-impl Pooled for BackendConn {
+/// Connections sit in the scheduler boxed: a grant is moved a few times
+/// per statement, and an unboxed connection is several hundred bytes.
+type Conn = Box<BackendConn>;
+
+impl Pooled for Conn {
     fn pool(&self) -> usize {
         self.pool
     }
@@ -26,7 +30,7 @@ impl Pooled for BackendConn {
 pub struct Group {
     /// Group number.
     pub id: usize,
-    state: Mutex<GroupState<BackendConn>>,
+    state: Mutex<GroupState<Conn>>,
 }
 
 /// Why waiting for a slot or backend failed.
@@ -108,7 +112,7 @@ impl Group {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, GroupState<BackendConn>> {
+    fn lock(&self) -> MutexGuard<'_, GroupState<Conn>> {
         // A panic while holding the lock cannot leave the plain-data state
         // half-updated in a way worse than refusing service, so keep going.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -219,7 +223,7 @@ impl Group {
 
     fn admitted(
         self: &Arc<Self>,
-        grant: Grant<BackendConn>,
+        grant: Grant<Conn>,
         id: u64,
         tenant: &Arc<Tenant>,
         waited: Duration,
@@ -239,7 +243,7 @@ impl Group {
                 slot,
                 backend: Some(Leased {
                     group: self.clone(),
-                    conn: Some(Box::new(b)),
+                    conn: Some(b),
                     tenant: Some(tenant.clone()),
                 }),
                 open: None,
@@ -294,8 +298,8 @@ impl Group {
         self.take_where(|c| c.parked_for.is_some() && pred(c))
     }
 
-    fn take_where(self: &Arc<Self>, pred: impl FnMut(&BackendConn) -> bool) -> Vec<Leased> {
-        let taken = self.lock().take_idle_where(pred);
+    fn take_where(self: &Arc<Self>, mut pred: impl FnMut(&BackendConn) -> bool) -> Vec<Leased> {
+        let taken = self.lock().take_idle_where(|c| pred(c));
         taken
             .into_iter()
             .map(|b| Leased::new(self.clone(), b))
@@ -314,7 +318,7 @@ struct Waiting<'a> {
     tenant: &'a Arc<Tenant>,
     /// A lease (subject to the user's backend cap).
     lease: bool,
-    rx: Option<oneshot::Receiver<Grant<BackendConn>>>,
+    rx: Option<oneshot::Receiver<Grant<Conn>>>,
 }
 
 impl Waiting<'_> {
@@ -322,7 +326,7 @@ impl Waiting<'_> {
         &mut self,
         deadline: Instant,
         start: Instant,
-    ) -> Result<Grant<BackendConn>, QueueTimeout> {
+    ) -> Result<Grant<Conn>, QueueTimeout> {
         let Some(rx) = self.rx.as_mut() else {
             return Err(self.timeout(start));
         };
@@ -464,21 +468,21 @@ pub struct Leased {
 }
 
 impl Leased {
-    fn new(group: Arc<Group>, conn: BackendConn) -> Self {
+    fn new(group: Arc<Group>, conn: Conn) -> Self {
         Self {
             group,
-            conn: Some(Box::new(conn)),
+            conn: Some(conn),
             tenant: None,
         }
     }
 
     /// Takes the connection out (it goes back to the group next) and gives
     /// the user's lease back first, so the user's own waiters can run.
-    fn take_conn(&mut self) -> Option<BackendConn> {
+    fn take_conn(&mut self) -> Option<Conn> {
         if let Some(t) = self.tenant.take() {
             t.release_lease();
         }
-        self.conn.take().map(|c| *c)
+        self.conn.take()
     }
 
     /// Closes this (dead) connection and hands its room in the group to a

@@ -434,6 +434,33 @@ impl PacketIo {
         )
     }
 
+    /// True when the peer's next bytes can be awaited on the socket
+    /// ([`Self::await_input`]): nothing is buffered, and none may wait
+    /// above the socket (TLS keeps decrypted records, compression inflated
+    /// ones).
+    pub fn can_await_input(&self) -> bool {
+        self.zlib.is_none() && self.rbuf.is_empty() && self.stream.awaits_on_socket()
+    }
+
+    /// Waits until the peer sent something or closed, and buffers what it
+    /// sent (cancel-safe: nothing is consumed; the read that follows finds
+    /// the bytes, or the close). A readiness left over from the last read
+    /// is checked against the socket, so an idle peer keeps this waiting.
+    /// Only meaningful when [`Self::can_await_input`].
+    pub async fn await_input(&mut self) -> Result<(), WireError> {
+        loop {
+            self.stream.readable().await?;
+            if self.rbuf.capacity() - self.rbuf.len() < HEADER_LEN {
+                self.rbuf.reserve(self.read_step);
+            }
+            match self.stream.try_read_buf(&mut self.rbuf) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// Releases buffer memory while the connection sits idle (nothing is
     /// buffered): idle clients then cost a few hundred bytes, not tens of KiB.
     pub fn release_idle_buffers(&mut self) {

@@ -106,7 +106,7 @@ impl Session {
                     .unwrap_or_else(errors::too_many_connections))
             }
             Err(e) => {
-                warn!(error = %e, "backend connection failed");
+                warn!(client.id = self.id, error = %e, "backend connection failed");
                 Err(match self.shared.pool.health.down() {
                     Some(d) => self.shared.pool.health.unreachable_err(&d),
                     None => errors::backend_unavailable(&e.to_string()),
@@ -695,7 +695,10 @@ impl Session {
                 // and stop what it runs (closing alone lets a long statement
                 // run to its end).
                 if matches!(e, crate::wire::WireError::WriteTimeout) {
-                    tracing::info!("client stopped reading its result; statement killed");
+                    tracing::info!(
+                        client.id = self.id,
+                        "client stopped reading its result; statement killed"
+                    );
                     self.shared.metrics.client_write_timeout();
                 }
                 abandon_backend(&self.shared, co);
