@@ -546,8 +546,14 @@ impl Session {
                     }
                 };
                 match step {
-                    // Input arrived while lingering: read it, buffers kept.
-                    Ok(None) => lingering = false,
+                    // Input arrived while lingering: read it, buffers kept
+                    // (at once when the whole command is already there).
+                    Ok(None) => {
+                        lingering = false;
+                        if let Some(r) = self.client.buffered_command(max, large::PREFIX) {
+                            break r;
+                        }
+                    }
                     Ok(Some(p)) => break Ok(p),
                     Err(e) => break Err(e),
                 }
