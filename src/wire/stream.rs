@@ -140,31 +140,10 @@ impl Stream {
         }
     }
 
-    /// True when every byte the peer sent is visible on the socket: a
-    /// plain stream (TLS keeps decrypted records of its own).
-    pub fn awaits_on_socket(&self) -> bool {
+    /// True on a plain stream, whose reads are cancel-safe by construction
+    /// (a TLS layer keeps records and state of its own: not relied on).
+    pub fn is_plain(&self) -> bool {
         matches!(self, Stream::Plain(_) | Stream::Unix(_))
-    }
-
-    /// Reads what the socket holds without waiting (a plain stream only;
-    /// `WouldBlock` otherwise): readiness is cleared when nothing is there.
-    pub fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> io::Result<usize> {
-        match self {
-            Stream::Plain(s) => s.try_read_buf(buf),
-            Stream::Unix(s) => s.try_read_buf(buf),
-            _ => Err(io::ErrorKind::WouldBlock.into()),
-        }
-    }
-
-    /// Waits until the peer sent something or closed, reading nothing
-    /// (cancel-safe); a stream that is not plain is never ready (see
-    /// [`Self::awaits_on_socket`]).
-    pub async fn readable(&self) -> io::Result<()> {
-        match self {
-            Stream::Plain(s) => s.readable().await,
-            Stream::Unix(s) => s.readable().await,
-            _ => std::future::pending().await,
-        }
     }
 
     /// Non-blocking read from the transport itself (under any TLS layer):
