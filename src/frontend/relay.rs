@@ -12,7 +12,7 @@ use bytes::BytesMut;
 
 use crate::protocol::caps::Caps;
 use crate::protocol::framing::{self, HEADER_LEN};
-use crate::protocol::packets::{ErrPacket, OkPacket, status};
+use crate::protocol::packets::{EOF_HEADER, ERR_HEADER, ErrPacket, OkPacket, status};
 use crate::protocol::response::{Class, Shape, Tracker, end_status};
 use crate::protocol::session_track::ClientTrackers;
 
@@ -467,6 +467,21 @@ pub async fn relay(
                     }
                 })?;
         }
+        // The bulk of a result set: the rows buffered behind this one go
+        // over in one copy (each still a row by the tracker's rule: a whole
+        // single-chunk packet that is no EOF, OK or ERR in disguise).
+        if class == Class::Row && status_rewrite.is_none() && !last.continues() {
+            let room = FLUSH_AT.saturating_sub(client.wbuf.len());
+            let (n, rows) = copy_rows(&mut client.wbuf, backend.buffered_bytes(), &mut seq, room);
+            if rows > 0 {
+                backend.consume(n);
+                out.packets += rows;
+                out.rows_sent += rows;
+                if let Some(r) = out.rows.as_mut() {
+                    *r += rows;
+                }
+            }
+        }
         if client.wbuf.len() >= FLUSH_AT && held.is_none() {
             out.bytes += client.wbuf.len() as u64;
             client.flush().await.map_err(RelayError::Client)?;
@@ -542,6 +557,42 @@ fn copy_eof(client: &mut PacketIo, chunk: &[u8], seq: &mut u8, view: &ClientView
     }
 }
 
+/// Copies the run of plain rows at the start of `buf` to `wbuf` with the
+/// client's sequence ids, in one copy, as long as the copied bytes stay
+/// within `room`; returns the bytes taken from `buf` and the rows. A plain
+/// row is a whole packet of one chunk whose first byte is neither an EOF
+/// nor an ERR header (what [`Tracker::next`] answers `Row` for, without
+/// changing state, while rows stream); anything else ends the run.
+fn copy_rows(wbuf: &mut BytesMut, buf: &[u8], seq: &mut u8, room: usize) -> (usize, u64) {
+    let mut end = 0;
+    let mut rows = 0u64;
+    while let Some(h) = buf.get(end..).and_then(framing::parse_header) {
+        let next = end + HEADER_LEN + h.len;
+        if h.continues() || next > buf.len() || next > room {
+            break;
+        }
+        match buf.get(end + HEADER_LEN) {
+            Some(&(EOF_HEADER | ERR_HEADER)) | None => break,
+            Some(_) => {}
+        }
+        end = next;
+        rows += 1;
+    }
+    if rows == 0 {
+        return (0, 0);
+    }
+    let start = wbuf.len();
+    wbuf.extend_from_slice(&buf[..end]);
+    let mut at = start;
+    while at < wbuf.len() {
+        let len = wbuf[at] as usize | (wbuf[at + 1] as usize) << 8 | (wbuf[at + 2] as usize) << 16;
+        wbuf[at + HEADER_LEN - 1] = *seq;
+        *seq = seq.wrapping_add(1);
+        at += HEADER_LEN + len;
+    }
+    (end, rows)
+}
+
 /// Copies one chunk (header included) with the client's sequence id.
 fn copy_chunk(client: &mut PacketIo, chunk: &[u8], seq: &mut u8) {
     let start = client.wbuf.len();
@@ -549,4 +600,62 @@ fn copy_chunk(client: &mut PacketIo, chunk: &[u8], seq: &mut u8) {
     client.wbuf[start + HEADER_LEN - 1] = *seq;
     *seq = seq.wrapping_add(1);
     debug_assert!(framing::parse_header(chunk).is_some());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let mut b = BytesMut::new();
+        framing::write_packet(&mut b, seq, payload);
+        b.to_vec()
+    }
+
+    #[test]
+    fn a_run_of_rows_is_copied_whole_with_the_clients_sequence_ids() {
+        let mut buf = Vec::new();
+        buf.extend(packet(7, b"\x01a"));
+        buf.extend(packet(8, b"\xfb"));
+        buf.extend(packet(9, b"\x03abc"));
+        let rows_end = buf.len();
+        buf.extend(packet(10, b"\xfe\x00\x00\x02\x00"));
+        let mut wbuf = BytesMut::from(&b"xy"[..]);
+        let mut seq = 3;
+        let (n, rows) = copy_rows(&mut wbuf, &buf, &mut seq, 1 << 16);
+        assert_eq!((n, rows), (rows_end, 3), "the EOF ends the run");
+        assert_eq!(seq, 6);
+        let mut expect = b"xy".to_vec();
+        expect.extend(packet(3, b"\x01a"));
+        expect.extend(packet(4, b"\xfb"));
+        expect.extend(packet(5, b"\x03abc"));
+        assert_eq!(&wbuf[..], &expect[..]);
+    }
+
+    #[test]
+    fn a_run_stops_at_an_error_a_partial_packet_a_continued_chunk_and_the_room() {
+        let row = packet(1, b"\x01a");
+        let err = packet(2, b"\xff\x15\x04#HY000x");
+        let mut seq = 0;
+        let mut w = BytesMut::new();
+        let mut buf = row.clone();
+        buf.extend(&err);
+        assert_eq!(copy_rows(&mut w, &buf, &mut seq, 1 << 16), (row.len(), 1));
+        // A packet not wholly buffered, and one that continues.
+        let mut w = BytesMut::new();
+        let mut buf = row.clone();
+        buf.extend(&row[..row.len() - 1]);
+        assert_eq!(copy_rows(&mut w, &buf, &mut seq, 1 << 16), (row.len(), 1));
+        let mut big = vec![0xff, 0xff, 0xff, 0];
+        big.push(1);
+        assert_eq!(copy_rows(&mut BytesMut::new(), &big, &mut seq, 1 << 16), (0, 0));
+        // Room for one row only; none at all copies nothing.
+        let mut buf = row.clone();
+        buf.extend(&row);
+        assert_eq!(copy_rows(&mut BytesMut::new(), &buf, &mut seq, row.len() + 1), (row.len(), 1));
+        let before = seq;
+        assert_eq!(copy_rows(&mut BytesMut::new(), &buf, &mut seq, 0), (0, 0));
+        assert_eq!(seq, before, "nothing copied, no sequence id spent");
+        assert_eq!(copy_rows(&mut BytesMut::new(), &[], &mut seq, 1 << 16), (0, 0));
+    }
 }

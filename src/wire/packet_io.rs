@@ -239,6 +239,18 @@ impl PacketIo {
         &self.rbuf[..HEADER_LEN + h.len]
     }
 
+    /// Everything buffered: whole chunks, then perhaps the start of one.
+    pub fn buffered_bytes(&self) -> &[u8] {
+        &self.rbuf
+    }
+
+    /// Drops the first `n` buffered bytes (whole chunks the caller passed
+    /// on, see [`Self::buffered_bytes`]).
+    pub fn consume(&mut self, n: usize) {
+        self.rbuf.advance(n);
+        self.shrink_read_buffer();
+    }
+
     /// Drops the chunk described by `h` from the read buffer.
     pub fn consume_chunk(&mut self, h: ChunkHeader) {
         self.rbuf.advance(HEADER_LEN + h.len);
