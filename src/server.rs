@@ -420,9 +420,9 @@ fn spawn_client(
         async move {
             match detached.attach() {
                 Ok(socket) => client(shared, socket, peer, id, count, span).await,
-                Err(e) => span.in_scope(|| {
-                    warn!(error = %e, "could not register a client socket on its worker")
-                }),
+                Err(e) => span.in_scope(
+                    || warn!(error = %e, "could not register a client socket on its worker"),
+                ),
             }
         }
     };
@@ -485,7 +485,9 @@ async fn client(
     count: ClientCount,
     span: tracing::Span,
 ) {
-    let admitted = admit(shared, socket, peer, id).instrument(span.clone()).await;
+    let admitted = admit(shared, socket, peer, id)
+        .instrument(span.clone())
+        .await;
     let Some((mut session, ok_seq, schema)) = admitted else {
         return;
     };

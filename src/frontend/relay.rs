@@ -648,14 +648,23 @@ mod tests {
         assert_eq!(copy_rows(&mut w, &buf, &mut seq, 1 << 16), (row.len(), 1));
         let mut big = vec![0xff, 0xff, 0xff, 0];
         big.push(1);
-        assert_eq!(copy_rows(&mut BytesMut::new(), &big, &mut seq, 1 << 16), (0, 0));
+        assert_eq!(
+            copy_rows(&mut BytesMut::new(), &big, &mut seq, 1 << 16),
+            (0, 0)
+        );
         // Room for one row only; none at all copies nothing.
         let mut buf = row.clone();
         buf.extend(&row);
-        assert_eq!(copy_rows(&mut BytesMut::new(), &buf, &mut seq, row.len() + 1), (row.len(), 1));
+        assert_eq!(
+            copy_rows(&mut BytesMut::new(), &buf, &mut seq, row.len() + 1),
+            (row.len(), 1)
+        );
         let before = seq;
         assert_eq!(copy_rows(&mut BytesMut::new(), &buf, &mut seq, 0), (0, 0));
         assert_eq!(seq, before, "nothing copied, no sequence id spent");
-        assert_eq!(copy_rows(&mut BytesMut::new(), &[], &mut seq, 1 << 16), (0, 0));
+        assert_eq!(
+            copy_rows(&mut BytesMut::new(), &[], &mut seq, 1 << 16),
+            (0, 0)
+        );
     }
 }

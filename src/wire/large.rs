@@ -136,26 +136,6 @@ impl PacketIo {
         }))
     }
 
-    /// A command (sequence id 0) already wholly buffered in one chunk, read
-    /// as [`Self::read_command`] reads it, without waiting; `None` when
-    /// reading it would have to wait (nothing is consumed then).
-    pub fn buffered_command(
-        &mut self,
-        max_len: usize,
-        prefix: usize,
-    ) -> Option<Result<Incoming, WireError>> {
-        let h = self.buffered_chunk()?;
-        if h.continues() {
-            return None;
-        }
-        let read = std::pin::pin!(self.read_command(max_len, Some(0), prefix));
-        match read.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
-            std::task::Poll::Ready(r) => Some(r),
-            // Not reached: a whole single chunk needs no read.
-            std::task::Poll::Pending => None,
-        }
-    }
-
     /// Moves the rest of a large packet to `sink` in pieces of at most
     /// [`PIECE`] bytes (no buffer ever holds a whole chunk); returns the
     /// sequence id of its last chunk.
@@ -302,34 +282,6 @@ mod tests {
 
     fn payload(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i % 251) as u8).collect()
-    }
-
-    /// The linger wait of an idle session (`await_input`) buffers what
-    /// arrived without consuming it; a command wholly there is then taken
-    /// without waiting, and one that is not is left whole for the read
-    /// that waits for it.
-    #[tokio::test]
-    async fn awaited_input_is_buffered_and_a_whole_command_taken_at_once() {
-        let (mut client, proxy_in) = pair().await;
-        let mut rx = PacketIo::new(Stream::Plain(proxy_in)).with_read_step(4096);
-        assert!(rx.can_await_input());
-        assert!(rx.buffered_command(1 << 20, 64).is_none());
-        let second = framed(b"\x03SELECT 2");
-        let mut wire = framed(b"\x03SELECT 1");
-        wire.extend_from_slice(&second[..6]);
-        client.write_all(&wire).await.expect("write");
-        // Wait until every byte is buffered (a read may return part).
-        while rx.buffered() < wire.len() {
-            rx.await_input().await.expect("input");
-        }
-        let first = rx.buffered_command(1 << 20, 64).expect("whole").expect("read");
-        assert!(matches!(first, Incoming::Whole(ref p) if p.payload[..] == b"\x03SELECT 1"[..]));
-        assert!(!rx.can_await_input(), "the next command's start is buffered");
-        assert!(rx.buffered_command(1 << 20, 64).is_none(), "half a command waits");
-        assert_eq!(rx.buffered(), 6, "nothing of it was consumed");
-        client.write_all(&second[6..]).await.expect("write");
-        let rest = rx.read_command(1 << 20, Some(0), 64).await.expect("read");
-        assert!(matches!(rest, Incoming::Whole(ref p) if p.payload[..] == b"\x03SELECT 2"[..]));
     }
 
     #[tokio::test]

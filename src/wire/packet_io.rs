@@ -446,29 +446,6 @@ impl PacketIo {
         )
     }
 
-    /// True when the peer's next bytes can be awaited apart from reading a
-    /// command ([`Self::await_input`]): a plain stream without compression
-    /// (whose frames hold bytes of their own) and nothing buffered.
-    pub fn can_await_input(&self) -> bool {
-        self.zlib.is_none() && self.rbuf.is_empty() && self.stream.is_plain()
-    }
-
-    /// Waits until the peer sent something or closed, and buffers what it
-    /// sent (cancel-safe: nothing is consumed; the read that follows finds
-    /// the bytes, or the close). Only meaningful when
-    /// [`Self::can_await_input`]; the buffer it reads into is the one kept
-    /// while lingering.
-    pub async fn await_input(&mut self) -> Result<(), WireError> {
-        if self.rbuf.capacity() - self.rbuf.len() < HEADER_LEN {
-            self.rbuf.reserve(self.read_step);
-        }
-        // A plain read (not a readiness check and a `try_read`): a short
-        // read clears the socket's readiness, so the next wait does not
-        // start with a read that finds nothing.
-        self.stream.read_buf(&mut self.rbuf).await?;
-        Ok(())
-    }
-
     /// Releases buffer memory while the connection sits idle (nothing is
     /// buffered): idle clients then cost a few hundred bytes, not tens of KiB.
     pub fn release_idle_buffers(&mut self) {

@@ -140,12 +140,6 @@ impl Stream {
         }
     }
 
-    /// True on a plain stream, whose reads are cancel-safe by construction
-    /// (a TLS layer keeps records and state of its own: not relied on).
-    pub fn is_plain(&self) -> bool {
-        matches!(self, Stream::Plain(_) | Stream::Unix(_))
-    }
-
     /// Non-blocking read from the transport itself (under any TLS layer):
     /// what an idle connection's health probe uses. `None` once closed.
     pub fn try_read_transport(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {

@@ -40,9 +40,6 @@ use crate::wire::{PacketIo, WireError};
 
 /// Schemas verified at login are trusted this long.
 const KNOWN_SCHEMA_TTL: Duration = Duration::from_secs(30);
-/// How long a session waiting for its client's next command keeps its
-/// read and write buffers before giving them back.
-const BUFFER_LINGER: Duration = Duration::from_secs(1);
 
 /// Why a session ended.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +93,10 @@ pub struct Session {
     tickets: u32,
     /// Prepared statements by client statement id.
     stmts: crate::id_map::IdMap<u32, statements::ClientStmt>,
+    /// False only when no client statement holds a cursor or long data
+    /// (set where one starts to; a scan that finds none clears it), so the
+    /// per-statement pin check need not scan the statements.
+    stmts_held: bool,
     /// Last client statement id issued.
     next_stmt: u32,
     /// KILL statements the client prepared (carried out by the proxy).
@@ -279,6 +280,7 @@ impl Session {
             tickets,
             shared,
             stmts: Default::default(),
+            stmts_held: false,
             next_stmt: 0,
             kills: kill::PreparedKills::default(),
             last_prepared: None,
@@ -503,59 +505,19 @@ impl Session {
                 Box::pin(self.release_diagnostics_hold()).await?;
             }
             let wake = self.handle.wake.clone();
-            // The buffers stay through a short pause (a busy client's next
-            // command comes within its round trip: no allocation, warm
-            // memory) and are given back once the session has been quiet
-            // for BUFFER_LINGER (idle sessions stay small). Lingering waits
-            // for the client's bytes without reading them, so stopping it
-            // never cuts a command in two.
-            let since = Instant::now();
-            let idle_until = self.wait_timeout().map(|d| since + d);
-            let linger_until = since + BUFFER_LINGER;
-            let mut lingering = self.client.can_await_input();
-            if !lingering {
-                self.client.release_idle_buffers();
-            }
-            let pkt = loop {
-                let timer = match idle_until {
-                    Some(t) if lingering => Some(t.min(linger_until)),
-                    Some(t) => Some(t),
-                    None => lingering.then_some(linger_until),
-                };
-                let step = tokio::select! {
-                    biased;
-                    r = async {
-                        if lingering {
-                            return self.client.await_input().await.map(|()| None);
-                        }
-                        self.client.read_command(max, Some(0), large::PREFIX).await.map(Some)
-                    } => r,
-                    _ = shutdown.wait(), if !held => return Err(End::Shutdown),
-                    _ = wake.notified() => None.ok_or(WireError::Closed),
-                    _ = tokio::time::sleep_until(timer.unwrap_or(since)), if timer.is_some() => {
-                        if lingering && idle_until.is_none_or(|t| t > linger_until) {
-                            self.client.release_idle_buffers();
-                            lingering = false;
-                            continue;
-                        }
-                        self.reset_on_close();
-                        return Err(End::WaitTimeout);
-                    }
-                    r = idle::held_backend_stirs(&mut self.backend) => {
-                        return Err(Box::pin(self.held_backend_ended(r)).await);
-                    }
-                };
-                match step {
-                    // Input arrived while lingering: read it, buffers kept
-                    // (at once when the whole command is already there).
-                    Ok(None) => {
-                        lingering = false;
-                        if let Some(r) = self.client.buffered_command(max, large::PREFIX) {
-                            break r;
-                        }
-                    }
-                    Ok(Some(p)) => break Ok(p),
-                    Err(e) => break Err(e),
+            self.client.release_idle_buffers();
+            let idle = self.wait_timeout();
+            let pkt = tokio::select! {
+                biased;
+                r = self.client.read_command(max, Some(0), large::PREFIX) => r,
+                _ = shutdown.wait(), if !held => return Err(End::Shutdown),
+                _ = wake.notified() => None.ok_or(WireError::Closed),
+                _ = tokio::time::sleep(idle.unwrap_or_default()), if idle.is_some() => {
+                    self.reset_on_close();
+                    return Err(End::WaitTimeout);
+                }
+                r = idle::held_backend_stirs(&mut self.backend) => {
+                    return Err(Box::pin(self.held_backend_ended(r)).await);
                 }
             };
             if self

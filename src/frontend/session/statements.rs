@@ -151,9 +151,14 @@ impl Session {
     /// The cursor and long-data pins follow what the statements hold.
     pub(super) fn sync_stmt_pins(&mut self) {
         let (mut cursor, mut long_data) = (false, false);
-        for h in self.stmts.values().filter_map(|s| s.held.as_ref()) {
-            cursor |= h.cursor;
-            long_data |= h.long_data;
+        if self.stmts_held {
+            let mut any = false;
+            for h in self.stmts.values().filter_map(|s| s.held.as_ref()) {
+                any = true;
+                cursor |= h.cursor;
+                long_data |= h.long_data;
+            }
+            self.stmts_held = any;
         }
         for (on, r) in [
             (cursor, PinReason::Cursor),
@@ -176,8 +181,10 @@ impl Session {
     }
 
     pub(super) fn forget_all_held(&mut self) {
-        for s in self.stmts.values_mut() {
-            s.held = None;
+        if self.stmts_held {
+            for s in self.stmts.values_mut() {
+                s.held = None;
+            }
         }
         self.sync_stmt_pins();
     }
@@ -185,9 +192,10 @@ impl Session {
     /// Another client statement keeps its cursor or long data on backend
     /// statement `id`.
     fn occupied(&self, id: u32, except: u32) -> bool {
-        self.stmts
-            .iter()
-            .any(|(cid, s)| *cid != except && s.held.as_ref().is_some_and(|h| h.backend_id == id))
+        self.stmts_held
+            && self.stmts.iter().any(|(cid, s)| {
+                *cid != except && s.held.as_ref().is_some_and(|h| h.backend_id == id)
+            })
     }
 
     /// The backend failed after the client got its answer: the statements'
@@ -648,6 +656,7 @@ impl Session {
                 }
                 if let Some(cs) = self.stmts.get_mut(&client_id) {
                     cs.held = Some(h);
+                    self.stmts_held = true;
                 }
             } else {
                 // Any other failure after long data: reset the statement
@@ -719,6 +728,7 @@ impl Session {
             match cs.held.as_mut() {
                 Some(h) => h.long_data = true,
                 None => {
+                    self.stmts_held = true;
                     cs.held = Some(Held {
                         backend_id: route.id,
                         private: route.private,
