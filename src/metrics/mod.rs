@@ -137,6 +137,8 @@ pub struct Metrics {
     /// Per group; the proxy's `/status` windows are theirs merged.
     pub groups: Vec<GroupMetrics>,
     dynamic: Mutex<HashMap<Key, Counter>>,
+    /// `myplex_pins_total` by reason, as first used.
+    pins: Mutex<Vec<(&'static str, Counter)>>,
 }
 
 fn key(name: &'static str, labels: &[(&'static str, String)]) -> Key {
@@ -245,6 +247,7 @@ impl Metrics {
             digest_evictions: counter(DIGEST_EVICTIONS_TOTAL, &[]),
             groups,
             dynamic: Mutex::new(HashMap::new()),
+            pins: Mutex::new(Vec::new()),
             handle,
             recorder,
         }
@@ -337,8 +340,21 @@ impl Metrics {
 
     /// A session became pinned for `reason`.
     pub fn pinned(&self, reason: &'static str) {
-        self.dynamic_counter(PINS_TOTAL, &[("reason", reason.into())])
-            .increment(1);
+        // Every transaction pins: its counter is found in a short list of
+        // the reasons seen so far, not built and hashed as a new key.
+        let Ok(mut seen) = self.pins.lock() else {
+            return;
+        };
+        let c = match seen.iter().find(|(r, _)| *r == reason) {
+            Some((_, c)) => c.clone(),
+            None => {
+                let c = self.dynamic_counter(PINS_TOTAL, &[("reason", reason.into())]);
+                seen.push((reason, c.clone()));
+                c
+            }
+        };
+        drop(seen);
+        c.increment(1);
     }
 
     /// A backend connection was cleaned before going back to the pool.
