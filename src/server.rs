@@ -16,7 +16,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::backend::{self, BackendParams, ServerInfo};
 use crate::config::Config;
-use crate::frontend::admission::{Admission, Bounds};
+use crate::frontend::admission::{Admission, Bounds, LoggedInGuard};
 use crate::frontend::auth::Credential;
 use crate::frontend::handshake;
 use crate::frontend::session::{End, Session};
@@ -485,29 +485,34 @@ async fn client(
     count: ClientCount,
     span: tracing::Span,
 ) {
-    let admitted = admit(shared, socket, peer, id)
+    let admitted = admit(&shared, socket, peer, id)
         .instrument(span.clone())
         .await;
-    let Some((mut session, ok_seq, schema)) = admitted else {
+    // The logged-in guard counts the client against max_client_connections
+    // until its session ends.
+    let Some((logged_in, mut session, ok_seq, schema)) = admitted else {
         return;
     };
     let ended = session.run(ok_seq, schema).await;
-    let _count = count;
+    drop(session);
+    drop(logged_in);
+    drop(count);
     span.in_scope(|| match ended {
         Ok(()) | Err(End::ClientGone) => debug!("client left"),
         Err(e) => debug!(reason = %e, "session ended"),
     });
 }
 
-/// Admission and login: the session that serves the client, with the
+/// Admission and login: the client's place among the logged-in ones
+/// (held while the session runs), the session that serves it, the
 /// sequence id of its login OK and the schema it asked for; `None` when
 /// the client was refused (and told why).
-async fn admit(
-    shared: Arc<Shared>,
+async fn admit<'a>(
+    shared: &'a Arc<Shared>,
     socket: Socket,
     peer: Peer,
     id: u32,
-) -> Option<(Session, u8, Option<Vec<u8>>)> {
+) -> Option<(LoggedInGuard<'a>, Session, u8, Option<Vec<u8>>)> {
     // Only logged-in clients count toward max_client_connections; while
     // even the admin reserve is full, refuse before the handshake (cheap).
     let max = shared.config.load().pool.max_client_connections;
@@ -562,7 +567,7 @@ async fn admit(
         }
     };
     let admin = login.user.admin;
-    let Some(_logged_in) = shared.admission.log_in(max, admin) else {
+    let Some(logged_in) = shared.admission.log_in(max, admin) else {
         debug!("too many connections");
         shared.metrics.rejected("max_client_connections");
         let mut b = BytesMut::new();
@@ -590,11 +595,7 @@ async fn admit(
     login.io.set_write_timeout(write_timeout);
     // A socket client is `localhost`: the loopback address matches that
     // name where a client's host is compared (KILL USER).
-    Some(Session::new(
-        shared.clone(),
-        login,
-        slot,
-        id,
-        peer.address_key(),
-    ))
+    let (session, ok_seq, schema) =
+        Session::new(shared.clone(), login, slot, id, peer.address_key());
+    Some((logged_in, session, ok_seq, schema))
 }
