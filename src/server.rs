@@ -538,7 +538,7 @@ async fn admit<'a>(
     let login = tokio::select! {
         // Boxed: the login's state is freed once the session runs (an idle
         // session's future stays small).
-        r = tokio::time::timeout(timeout, Box::pin(handshake::login(&shared, io, id, peer))) => r,
+        r = tokio::time::timeout(timeout, Box::pin(handshake::login(shared, io, id, peer))) => r,
         _ = &mut pending.evicted => {
             debug!("handshake closed to make room for newer ones");
             shared.metrics.rejected("handshake_evicted");
