@@ -584,11 +584,10 @@ fn copy_rows(wbuf: &mut BytesMut, buf: &[u8], seq: &mut u8, room: usize) -> (usi
     let start = wbuf.len();
     wbuf.extend_from_slice(&buf[..end]);
     let mut at = start;
-    while at < wbuf.len() {
-        let len = wbuf[at] as usize | (wbuf[at + 1] as usize) << 8 | (wbuf[at + 2] as usize) << 16;
+    while let Some(h) = framing::parse_header(&wbuf[at..]) {
         wbuf[at + HEADER_LEN - 1] = *seq;
         *seq = seq.wrapping_add(1);
-        at += HEADER_LEN + len;
+        at += HEADER_LEN + h.len;
     }
     (end, rows)
 }

@@ -137,8 +137,9 @@ pub struct Metrics {
     /// Per group; the proxy's `/status` windows are theirs merged.
     pub groups: Vec<GroupMetrics>,
     dynamic: Mutex<HashMap<Key, Counter>>,
-    /// `myplex_pins_total` by reason, as first used.
-    pins: Mutex<Vec<(&'static str, Counter)>>,
+    /// One-label counters with static values, by (name, value), as first
+    /// used (see `static_counter`).
+    static_counters: Mutex<Vec<((&'static str, &'static str), Counter)>>,
 }
 
 fn key(name: &'static str, labels: &[(&'static str, String)]) -> Key {
@@ -247,7 +248,7 @@ impl Metrics {
             digest_evictions: counter(DIGEST_EVICTIONS_TOTAL, &[]),
             groups,
             dynamic: Mutex::new(HashMap::new()),
-            pins: Mutex::new(Vec::new()),
+            static_counters: Mutex::new(Vec::new()),
             handle,
             recorder,
         }
@@ -280,6 +281,26 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// A counter with one label whose value is fixed text, for events of
+    /// every transaction: found in a short list of those used so far (a
+    /// compare of static strings), not built and hashed as a new [`Key`].
+    fn static_counter(
+        &self,
+        name: &'static str,
+        label: &'static str,
+        value: &'static str,
+    ) -> Counter {
+        let Ok(mut seen) = self.static_counters.lock() else {
+            return Counter::noop();
+        };
+        if let Some((_, c)) = seen.iter().find(|(k, _)| *k == (name, value)) {
+            return c.clone();
+        }
+        let c = self.dynamic_counter(name, &[(label, value.into())]);
+        seen.push(((name, value), c.clone()));
+        c
     }
 
     fn dynamic_counter(&self, name: &'static str, labels: &[(&'static str, String)]) -> Counter {
@@ -340,27 +361,14 @@ impl Metrics {
 
     /// A session became pinned for `reason`.
     pub fn pinned(&self, reason: &'static str) {
-        // Every transaction pins: its counter is found in a short list of
-        // the reasons seen so far, not built and hashed as a new key.
-        let Ok(mut seen) = self.pins.lock() else {
-            return;
-        };
-        let c = match seen.iter().find(|(r, _)| *r == reason) {
-            Some((_, c)) => c.clone(),
-            None => {
-                let c = self.dynamic_counter(PINS_TOTAL, &[("reason", reason.into())]);
-                seen.push((reason, c.clone()));
-                c
-            }
-        };
-        drop(seen);
-        c.increment(1);
+        self.static_counter(PINS_TOTAL, "reason", reason)
+            .increment(1);
     }
 
     /// A backend connection was cleaned before going back to the pool.
     pub fn backend_cleanup(&self, reset: bool) {
         let action = if reset { "reset" } else { "clear_diagnostics" };
-        self.dynamic_counter(BACKEND_CLEANUPS_TOTAL, &[("action", action.into())])
+        self.static_counter(BACKEND_CLEANUPS_TOTAL, "action", action)
             .increment(1);
     }
 
