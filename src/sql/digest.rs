@@ -54,18 +54,54 @@ pub fn digest(sql: &[u8], opts: LexOptions) -> Digest {
 /// (cleared first) and returns its hash. With a reused `out`, allocates
 /// nothing once `out` is large enough.
 pub fn digest_into(sql: &[u8], opts: LexOptions, out: &mut Vec<u8>) -> u64 {
-    out.clear();
-    let mut n = Normalizer {
-        out,
-        last: Stack::default(),
-    };
-    let mut lexer = Lexer::new(sql, opts).peekable();
-    while let Some(t) = lexer.next() {
-        let next = lexer.peek().copied();
-        n.token(sql, &t, next.as_ref());
+    let mut b = Builder::new(std::mem::take(out));
+    for t in Lexer::new(sql, opts) {
+        b.push(sql, t);
     }
-    n.finish();
-    hash64(out)
+    let (text, hash) = b.finish(sql);
+    *out = text;
+    hash
+}
+
+/// A digest built from tokens pushed one at a time, in the order the
+/// lexer gives them: the analysis (`super::analyze_with_digest`) builds it
+/// on the same pass over the text, so a statement is lexed once. Keeps one
+/// token back (an introducer or a typed literal is known by its next
+/// token).
+pub struct Builder {
+    n: Normalizer,
+    pending: Option<Token>,
+}
+
+impl Builder {
+    /// A builder writing into `out` (cleared first; its capacity is kept).
+    pub fn new(mut out: Vec<u8>) -> Self {
+        out.clear();
+        Self {
+            n: Normalizer {
+                out,
+                last: Stack::default(),
+            },
+            pending: None,
+        }
+    }
+
+    /// The next token of `sql`.
+    pub fn push(&mut self, sql: &[u8], t: Token) {
+        if let Some(p) = self.pending.replace(t) {
+            self.n.token(sql, &p, Some(&t));
+        }
+    }
+
+    /// The digest text and its hash, once every token was pushed.
+    pub fn finish(mut self, sql: &[u8]) -> (Vec<u8>, u64) {
+        if let Some(p) = self.pending.take() {
+            self.n.token(sql, &p, None);
+        }
+        self.n.finish();
+        let hash = hash64(&self.n.out);
+        (self.n.out, hash)
+    }
 }
 
 /// What an emitted token was, for the reductions.
@@ -155,8 +191,8 @@ impl Stack {
     }
 }
 
-struct Normalizer<'o> {
-    out: &'o mut Vec<u8>,
+struct Normalizer {
+    out: Vec<u8>,
     last: Stack,
 }
 
@@ -229,7 +265,7 @@ fn is_typed_literal(word: &[u8], next: Option<&Token>) -> bool {
             .any(|k| k.eq_ignore_ascii_case(word))
 }
 
-impl Normalizer<'_> {
+impl Normalizer {
     /// Appends one token's text (after a space) and remembers it.
     fn emit(&mut self, t: Tok, text: &[u8]) {
         let at = self.start();

@@ -272,3 +272,46 @@ fn arbitrary_bytes_digest_without_panicking() {
         }
     }
 }
+
+/// The digest built on the analysis's pass over the text is the one the
+/// digest's own lexing gives, also where the analysis stops reading early
+/// (a statement that changes sql_mode, an unterminated string or comment,
+/// stored-program bodies, text past a KILL) and under both quote modes.
+#[test]
+fn the_analysis_pass_builds_the_same_digest() {
+    let queries = [
+        "select * from t where id = 1",
+        "SELECT c FROM sbtest1 WHERE id BETWEEN 5 AND 104 ORDER BY c",
+        "insert into t (a, b) values (1, 'x'), (2, 'y'), (3, NULL);",
+        "set sql_mode = 'ANSI_QUOTES'; select \"a\" from t; select 'b'",
+        "select 'unterminated",
+        "select 1 /* open comment",
+        "create procedure p() begin declare x int default 5; select x; end",
+        "begin not atomic select 1; select _utf8mb4'x'; end",
+        "kill 5; select date '2020-01-01', -5, a - 1",
+        "select @a := 1, @@session.sql_mode, `q``x`, x'41' from dual;;;",
+        "",
+        "  ;  ",
+        "select \"a\"\"b\" from t where x in (1, 2, 3) and y in ((1, 2), (3, 4))",
+    ];
+    for q in queries {
+        for opts in [
+            LexOptions::default(),
+            LexOptions {
+                ansi_quotes: true,
+                no_backslash_escapes: true,
+            },
+        ] {
+            let alone = digest(q.as_bytes(), opts);
+            let (analysis, text, hash) =
+                crate::sql::analyze_with_digest(q.as_bytes(), opts, b"old text".to_vec());
+            assert_eq!(analysis, crate::sql::analyze(q.as_bytes(), opts), "{q}");
+            assert_eq!(
+                String::from_utf8_lossy(&text),
+                String::from_utf8_lossy(&alone.text),
+                "{q}"
+            );
+            assert_eq!(hash, alone.hash, "{q}");
+        }
+    }
+}

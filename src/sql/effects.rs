@@ -319,7 +319,23 @@ pub const MAX_STATEMENTS: usize = 1 << 16;
 /// the length of `sql`; allocates only the statement list and the effects
 /// it finds.
 pub fn analyze(sql: &[u8], opts: LexOptions) -> Analysis {
+    read_statements(&mut Reader::new(sql, opts))
+}
+
+/// [`analyze`], and the text's digest (`super::digest`) built on the same
+/// pass over the text: written into `out` (cleared first, handed back with
+/// its hash), the same digest `digest::digest_into` gives.
+pub fn analyze_with_digest(sql: &[u8], opts: LexOptions, out: Vec<u8>) -> (Analysis, Vec<u8>, u64) {
     let mut r = Reader::new(sql, opts);
+    r.build_digest(out);
+    let analysis = read_statements(&mut r);
+    let (text, hash) = r.finish_digest().unwrap_or_default();
+    (analysis, text, hash)
+}
+
+/// The statements of the text `r` reads.
+fn read_statements(r: &mut Reader<'_>) -> Analysis {
+    let sql = r.sql;
     let mut statements = Vec::new();
     let mut incomplete = false;
     // Everything from here on is whitespace and `;`.
@@ -348,7 +364,7 @@ pub fn analyze(sql: &[u8], opts: LexOptions) -> Analysis {
             Some(t) if t.is_symbol(sql, b";") => t.start,
             Some(_) => {
                 r.begin_statement();
-                let kind = statement::top(&mut r);
+                let kind = statement::top(r);
                 r.drain_statement();
                 let end = r.terminator.unwrap_or(sql.len());
                 let mut span = trim(sql, segment, end);

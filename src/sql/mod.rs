@@ -38,7 +38,7 @@ mod tests;
 pub use diagnostics::{DiagnosticsUse, keeps_diagnostics};
 pub use effects::{
     Analysis, Effect, Func, FuncKind, KillTarget, Kind, MAX_STATEMENTS, Scope, Statement,
-    TableName, analyze,
+    TableName, analyze, analyze_with_digest,
 };
 pub use keywords::is_keyword;
 pub use lexer::LexOptions;

@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 
 use super::blocks::Body;
+use super::digest::Builder as DigestBuilder;
 use super::effects::Effect;
 use super::lexer::{LexOptions, Lexer, Token, TokenKind, unquote};
 use super::observe::Observer;
@@ -27,21 +28,26 @@ const NO_TOKEN: Token = Token {
     in_exec: false,
 };
 
-/// A lexer with a fixed-size lookahead ring.
+/// A lexer with a fixed-size lookahead ring; each token it lexes also goes
+/// to the digest, when one is being built (the text is lexed once).
 struct Cursor<'a> {
+    sql: &'a [u8],
     lexer: Lexer<'a>,
     ring: [Token; LOOKAHEAD],
     head: usize,
     len: usize,
+    digest: Option<DigestBuilder>,
 }
 
 impl<'a> Cursor<'a> {
     fn new(sql: &'a [u8], opts: LexOptions) -> Self {
         Self {
+            sql,
             lexer: Lexer::new(sql, opts),
             ring: [NO_TOKEN; LOOKAHEAD],
             head: 0,
             len: 0,
+            digest: None,
         }
     }
 
@@ -53,6 +59,9 @@ impl<'a> Cursor<'a> {
         }
         while self.len <= k {
             let t = self.lexer.next()?;
+            if let Some(d) = &mut self.digest {
+                d.push(self.sql, t);
+            }
             self.ring[(self.head + self.len) % LOOKAHEAD] = t;
             self.len += 1;
         }
@@ -118,6 +127,22 @@ impl<'a> Reader<'a> {
     /// True once the lexer met an unterminated construct.
     pub(super) fn lexer_incomplete(&self) -> bool {
         self.cur.lexer.incomplete()
+    }
+
+    /// Builds the text's digest on this pass, into `out` (see
+    /// [`Self::finish_digest`]).
+    pub(super) fn build_digest(&mut self, out: Vec<u8>) {
+        self.cur.digest = Some(DigestBuilder::new(out));
+    }
+
+    /// The digest text and hash, the tokens the analysis did not read
+    /// included; `None` unless [`Self::build_digest`] was called.
+    pub(super) fn finish_digest(&mut self) -> Option<(Vec<u8>, u64)> {
+        let mut d = self.cur.digest.take()?;
+        for t in self.cur.lexer.by_ref() {
+            d.push(self.sql, t);
+        }
+        Some(d.finish(self.sql))
     }
 
     /// The next raw token, whatever statement it belongs to.

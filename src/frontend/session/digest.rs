@@ -77,7 +77,12 @@ impl Session {
         let (digest, text) = match (&entry, payload.first()) {
             (Some(e), _) => e.digest(lex, &mut scratch),
             (None, Some(&COM_QUERY)) => {
-                let hash = crate::sql::digest::digest_into(&payload[1..], lex, &mut scratch);
+                // Built with the query's analysis when it ran; otherwise
+                // (answered without a backend) lexed now.
+                let hash = match self.query_digest.take() {
+                    Some(hash) => hash,
+                    None => crate::sql::digest::digest_into(&payload[1..], lex, &mut scratch),
+                };
                 (hash, &scratch[..])
             }
             _ => {

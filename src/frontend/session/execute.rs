@@ -422,7 +422,7 @@ impl Session {
         }
         let mut analysis = match &executing {
             Some(e) => e.analysis(lex),
-            None => std::borrow::Cow::Owned(command_analysis(payload, &lex)),
+            None => std::borrow::Cow::Owned(self.command_analysis(payload, lex)),
         };
         // A statement that changes globals: its reply reaches the client
         // only once the new defaults are known (see `follow_up`).
@@ -1276,6 +1276,25 @@ fn relex_after_mode_change(
         statements,
         incomplete: false,
     })
+}
+
+impl Session {
+    /// [`command_analysis`]; a query whose digest is counted gets it on the
+    /// same pass over its text (see `digest::record_digest`).
+    fn command_analysis(&mut self, payload: &[u8], lex: crate::sql::LexOptions) -> Analysis {
+        match payload.split_first() {
+            Some((&COM_QUERY, sql))
+                if std::mem::take(&mut self.digest_pass) && self.digest_lex == Some(lex) =>
+            {
+                let buf = std::mem::take(&mut self.digest_buf);
+                let (analysis, text, hash) = crate::sql::analyze_with_digest(sql, lex, buf);
+                self.digest_buf = text;
+                self.query_digest = Some(hash);
+                analysis
+            }
+            _ => command_analysis(payload, &lex),
+        }
+    }
 }
 
 /// What the command's text does, for the authority. Queries are lexed;

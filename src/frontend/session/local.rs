@@ -161,10 +161,17 @@ fn alias(sql: &[u8], at: usize, with_as: bool) -> Option<(&[u8], usize)> {
 /// the column type, so the server's own function is left in place.
 pub fn replace_connection_id(sql: &[u8], id: u32, opts: crate::sql::LexOptions) -> Option<Vec<u8>> {
     const NEEDLE: &[u8] = b"connection_id";
-    if !sql
-        .windows(NEEDLE.len())
-        .any(|w| w.eq_ignore_ascii_case(NEEDLE))
-    {
+    // Checked around each `_` (rare in queries): cheaper than comparing
+    // the needle at every offset.
+    let under = NEEDLE.iter().position(|&c| c == b'_').unwrap_or(0);
+    let mentions = sql.iter().enumerate().any(|(i, &c)| {
+        c == b'_'
+            && i >= under
+            && sql
+                .get(i - under..i - under + NEEDLE.len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(NEEDLE))
+    });
+    if !mentions {
         return None;
     }
     use crate::sql::{Effect, FuncKind, Kind};

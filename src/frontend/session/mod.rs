@@ -177,6 +177,15 @@ pub struct Session {
     stmt_figures: Option<digest::Figures>,
     /// Scratch space for digest texts (reused; see [`digest`]).
     digest_buf: Vec<u8>,
+    /// The lex options the current command's digest is read with, when it
+    /// is counted in the digest table.
+    digest_lex: Option<crate::sql::LexOptions>,
+    /// The current COM_QUERY goes to a backend as the client sent it: its
+    /// analysis builds the digest on the same pass (see `query_digest`).
+    digest_pass: bool,
+    /// The current COM_QUERY's digest hash, built with its analysis (its
+    /// text is in `digest_buf`): the text is lexed once.
+    query_digest: Option<u64>,
     /// What this session's last plain `BEGIN` answered ([`begin`]).
     begin_learnt: [Option<begin::Learnt>; 2],
     /// A `BEGIN` the client was answered, not yet sent: it goes ahead of
@@ -307,6 +316,9 @@ impl Session {
             streamed: false,
             stmt_figures: None,
             digest_buf: Vec::new(),
+            digest_lex: None,
+            digest_pass: false,
+            query_digest: None,
             begin_learnt: [None, None],
             pending_begin: false,
             swallowed: None,
@@ -610,6 +622,9 @@ impl Session {
         // The digest is read with the lex options the statement ran under.
         let digest_lex = (digest::counted(cmd) && self.shared.config.load().digests.enabled)
             .then(|| crate::session_state::authority::lex_options(&self.state, self.status));
+        self.digest_lex = digest_lex;
+        self.digest_pass = false;
+        self.query_digest = None;
         self.prime_row_count = None;
         self.row_count_now = None;
         let quit = self.dispatch(&pkt).await;
@@ -748,6 +763,7 @@ impl Session {
                     } else if text.is_some() {
                         self.forward(&pkt.with_query(sql), Shape::Query).await?;
                     } else {
+                        self.digest_pass = true;
                         self.forward(pkt, Shape::Query).await?;
                     }
                 }
