@@ -360,3 +360,72 @@ async fn session_mode_is_direct() {
     .await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// FOUND_ROWS() (issue 16, item 13, the class beyond `SELECT FOUND_ROWS()`
+/// alone): B's read right after A's SELECT on the same backend is B's own
+/// (0 after its login, what its own SELECTs found), never A's — in an
+/// expression, with FROM DUAL, as a prepared statement, or feeding data;
+/// a value the proxy can neither write in nor set on the backend is
+/// refused (1235, naming `pool.mode`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn found_rows_never_another_clients() {
+    let db = MariaDb::shared();
+    setup(db, "rc_t6");
+    let p = proxy(db).await;
+    // (A fresh connection's FOUND_ROWS() is whatever the server thread
+    // last counted, direct too: B counts rows of its own first.)
+    let steps: &[Step] = &[
+        (A, Op::Thread),
+        (B, Op::Q("SELECT id FROM rc_t6 WHERE id = 1")),
+        (A, Op::Q("SELECT id FROM rc_t6")),
+        (B, Op::Q("SELECT FOUND_ROWS() + 0")),
+        (B, Op::Q("SELECT id FROM rc_t6 WHERE id = 0")),
+        (A, Op::Q("SELECT id FROM rc_t6")),
+        (B, Op::Q("SELECT FOUND_ROWS() FROM DUAL")),
+        (B, Op::Q("SELECT id FROM rc_t6 WHERE id < 3")),
+        (A, Op::Q("SELECT id FROM rc_t6")),
+        (B, Op::P("SELECT FOUND_ROWS()")),
+        (B, Op::Thread),
+        (B, Op::Q("SELECT id FROM rc_t6 WHERE id = 1")),
+        (A, Op::Q("SELECT id FROM rc_t6")),
+        (B, Op::Q("SELECT FOUND_ROWS() + 0, ROW_COUNT()")),
+        (B, Op::Q("SELECT id FROM rc_t6 WHERE id < 3")),
+        (A, Op::Q("SELECT id FROM rc_t6")),
+        (B, Op::P("SELECT FOUND_ROWS() AS n")),
+        (B, Op::Q("SELECT id FROM rc_t6 WHERE id < 3")),
+        (A, Op::Q("SELECT id FROM rc_t6")),
+        (B, Op::Q("SET @f = FOUND_ROWS()")),
+        (B, Op::Q("SELECT @f")),
+        (B, Op::Q("SET @f = NULL")),
+        (B, Op::Q("SELECT id FROM rc_t6 WHERE id = 0")),
+        (A, Op::Q("SELECT id FROM rc_t6")),
+        (B, Op::P("SELECT FOUND_ROWS() + 0")),
+    ];
+    let mut failures = Vec::new();
+    for caps in [BASE_CAPS | DEPRECATE_EOF, BASE_CAPS] {
+        failures.extend(compare(&p.addr.to_string(), &db.addr(), caps, steps).await);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // B's own 2 in an expression, with A's SELECT in between: the proxy
+    // cannot set 2 on a shared backend, and never answers A's 3.
+    let caps = BASE_CAPS | DEPRECATE_EOF;
+    let addr = p.addr.to_string();
+    let mut a = login(&addr, caps).await;
+    let mut b = login(&addr, caps).await;
+    b.query_multi("SELECT id FROM rc_t6 WHERE id < 3").await;
+    a.query_multi("SELECT id FROM rc_t6").await;
+    let mut r = b.query_multi("SELECT FOUND_ROWS() + 0").await;
+    assert_eq!(r.len(), 1, "{r:?}");
+    let e = r.remove(0).err();
+    assert_eq!(e.code, 1235, "{e:?}");
+    assert!(e.message.contains("pool.mode"), "{e:?}");
+    // Inside a transaction the backend is the client's own: exact.
+    b.query_ok("BEGIN").await;
+    b.query_multi("SELECT id FROM rc_t6 WHERE id < 3").await;
+    let r = b.query_one("SELECT FOUND_ROWS() + 0").await;
+    assert_eq!(r, "2");
+    b.query_ok("COMMIT").await;
+    a.quit().await;
+    b.quit().await;
+}

@@ -371,22 +371,30 @@ impl Session {
 }
 
 impl Session {
-    /// Answers COM_STMT_EXECUTE of a prepared `SELECT ROW_COUNT()` (no
-    /// parameters, no cursor) with the binary result set the server would
-    /// send; `def` is the column definition its prepare reply carried (the
-    /// server sends the same at execute). `known`: for a client with
-    /// cache-metadata, the hash of the definitions it has for the
-    /// statement (they are then left out, as the server does). `Ok(None)`
-    /// when the count is not known (the statement then goes to a backend);
-    /// else the hash of the definitions the client now has.
-    pub(super) async fn answer_row_count_binary(
+    /// Answers COM_STMT_EXECUTE of a prepared `SELECT ROW_COUNT()` or
+    /// `SELECT FOUND_ROWS()` (`what`; no parameters, no cursor) with the
+    /// binary result set the server would send; `def` is the column
+    /// definition its prepare reply carried (the server sends the same at
+    /// execute). `known`: for a client with cache-metadata, the hash of the
+    /// definitions it has for the statement (they are then left out, as
+    /// the server does). `Ok(None)` when the count is not known (the
+    /// statement then goes to a backend); else the hash of the definitions
+    /// the client now has.
+    pub(super) async fn answer_count_binary(
         &mut self,
         seq: u8,
+        what: Local,
         def: &[u8],
         known: Option<u64>,
     ) -> Result<Option<Option<u64>>, End> {
-        let Some(value) = self.row_count else {
-            return Ok(None);
+        // Both are a LONGLONG: eight bytes, little-endian.
+        let value = match what {
+            Local::RowCount => match self.row_count {
+                Some(v) => v.to_le_bytes(),
+                None => return Ok(None),
+            },
+            Local::FoundRows => self.found_rows.to_le_bytes(),
+            Local::ConnectionId => return Ok(None),
         };
         let cached = self.caps.cache_metadata();
         let hash =
@@ -406,7 +414,7 @@ impl Session {
         }
         // A binary row: header, NULL bitmap (offset 2), the LONGLONG.
         b.extend_from_slice(&[0, 0]);
-        b.extend_from_slice(&value.to_le_bytes());
+        b.extend_from_slice(&value);
         self.finish_one_row(seq, &b).await?;
         Ok(Some(hash))
     }

@@ -120,9 +120,10 @@ pub struct Session {
     /// What ROW_COUNT() returns after the client's previous command, when
     /// the proxy knows it (see [`row_count`]).
     row_count: Option<i64>,
-    /// The count to set on the next backend checked out for this command
-    /// before its statement runs (see [`row_count::Plan::Prime`]).
-    prime_row_count: Option<i64>,
+    /// The counts (ROW_COUNT(), FOUND_ROWS()) to set on the next backend
+    /// checked out for this command before its statement runs (see
+    /// [`row_count::Plan::Prime`]).
+    prime_row_count: Option<row_count::Prime>,
     /// What the command being served leaves as ROW_COUNT(), as far as the
     /// paths that answered it said (see [`row_count::after_command`]).
     row_count_now: Option<i64>,

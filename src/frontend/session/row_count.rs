@@ -1,12 +1,19 @@
-//! ROW_COUNT() under transaction pooling. The server's ROW_COUNT() is the
-//! count its connection's previous statement left; after a statement the
-//! proxy released the backend, so another client's statement may run there
+//! ROW_COUNT() and FOUND_ROWS() under transaction pooling. The server's
+//! ROW_COUNT() is the count its connection's previous statement left, and
+//! FOUND_ROWS() the rows its last SELECT found; after a statement the proxy
+//! released the backend, so another client's statement may run there
 //! before this client's next one. This module owns what the client's own
-//! previous statement left (tracked from what the proxy relayed, as the
-//! server sets it) and what a statement that reads it needs so that it
+//! previous statement left (ROW_COUNT() tracked from what the proxy
+//! relayed, as the server sets it; FOUND_ROWS() is the session's
+//! `found_rows`) and what a statement that reads either needs so that it
 //! never reads another client's count: run on the session's held backend,
 //! the known value written in as a literal, the shared backend first set to
 //! the known value, or a refusal.
+//!
+//! FOUND_ROWS() (measured on MariaDB 10.11): a SELECT sets it (to the rows
+//! it sent, without SQL_CALC_FOUND_ROWS); INSERT, UPDATE, DO and SET leave
+//! it. `SELECT 1` leaves it at 1, `SELECT 1 FROM DUAL WHERE 0` at 0: the
+//! two values a backend can be set to without reading a table.
 //!
 //! Measured on MariaDB 10.11: after a command answered with an OK packet
 //! ROW_COUNT() is that OK's affected rows (INSERT, UPDATE with and without
@@ -60,6 +67,8 @@ pub fn after_command(cmd: Option<u8>, before: Option<i64>, now: Option<i64>) -> 
 pub struct Reads {
     /// The ROW_COUNT() calls the text shows.
     pub calls: Vec<Range<usize>>,
+    /// The FOUND_ROWS() calls the text shows.
+    pub found_rows: Vec<Range<usize>>,
     /// The calls' values go only into data (SET, INSERT, UPDATE, DELETE,
     /// REPLACE, DO, SELECT … INTO, CALL arguments), never into a result
     /// set's column definitions or a stored definition: a literal there is
@@ -72,11 +81,11 @@ pub struct Reads {
 }
 
 /// Cheap first look: only a text with one of these words can read the
-/// previous statement's count in a way the proxy can see.
+/// previous statement's counts in a way the proxy can see.
 pub fn may_read(sql: &[u8]) -> bool {
-    const WORDS: [&[u8]; 3] = [b"row_count", b"call", b"execute"];
+    const WORDS: [&[u8]; 4] = [b"row_count", b"found_rows", b"call", b"execute"];
     sql.iter().enumerate().any(|(i, c)| {
-        matches!(c.to_ascii_lowercase(), b'r' | b'c' | b'e')
+        matches!(c.to_ascii_lowercase(), b'r' | b'f' | b'c' | b'e')
             && WORDS.iter().any(|w| {
                 sql.get(i..i + w.len())
                     .is_some_and(|s| s.eq_ignore_ascii_case(w))
@@ -90,24 +99,28 @@ pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions) -> Option<Reads>
     let Some(st) = analysis.statements.first() else {
         return analysis.incomplete.then(|| Reads {
             calls: Vec::new(),
+            found_rows: Vec::new(),
             values_only: false,
             hidden: true,
         });
     };
-    let calls: Vec<_> = st
-        .effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Function(f) if f.kind == FuncKind::RowCount => Some(f.span.clone()),
-            _ => None,
-        })
-        .collect();
+    let calls_of = |kind: FuncKind| -> Vec<Range<usize>> {
+        st.effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Function(f) if f.kind == kind => Some(f.span.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let calls = calls_of(FuncKind::RowCount);
+    let found_rows = calls_of(FuncKind::FoundRows);
     let hidden = analysis.incomplete
         || matches!(
             st.kind,
             Kind::Call | Kind::Execute | Kind::ExecuteImmediate | Kind::Compound
         );
-    if calls.is_empty() && !hidden {
+    if calls.is_empty() && found_rows.is_empty() && !hidden {
         return None;
     }
     let text = sql.get(st.span.clone()).unwrap_or_default();
@@ -127,6 +140,7 @@ pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions) -> Option<Reads>
         };
     Some(Reads {
         calls,
+        found_rows,
         values_only,
         hidden,
     })
@@ -147,60 +161,150 @@ fn top_level_word(text: &[u8], word: &[u8], opts: LexOptions) -> bool {
     false
 }
 
-/// What to do with a statement that reads the count, on a backend the
+/// What the client's own previous statement left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Known {
+    /// ROW_COUNT() (`None`: not known).
+    pub row_count: Option<i64>,
+    /// FOUND_ROWS().
+    pub found_rows: u64,
+}
+
+/// A statement that sets a backend's counts without reading a table (the
+/// diagnostics area stays as it is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prime {
+    /// `DO 0`: ROW_COUNT() 0, FOUND_ROWS() left as it was.
+    Zero,
+    /// `SELECT 1`: ROW_COUNT() -1, FOUND_ROWS() 1.
+    OneRow,
+    /// `SELECT 1 FROM DUAL WHERE 0`: ROW_COUNT() -1, FOUND_ROWS() 0.
+    NoRow,
+}
+
+impl Prime {
+    const ALL: [Prime; 3] = [Prime::Zero, Prime::OneRow, Prime::NoRow];
+
+    /// The statement.
+    pub fn query(self) -> &'static str {
+        match self {
+            Prime::Zero => "DO 0",
+            Prime::OneRow => "SELECT 1",
+            Prime::NoRow => "SELECT 1 FROM DUAL WHERE 0",
+        }
+    }
+
+    /// ROW_COUNT() after it.
+    fn row_count(self) -> i64 {
+        match self {
+            Prime::Zero => 0,
+            Prime::OneRow | Prime::NoRow => -1,
+        }
+    }
+
+    /// FOUND_ROWS() after it (`None`: the backend's, unchanged).
+    fn found_rows(self) -> Option<u64> {
+        match self {
+            Prime::Zero => None,
+            Prime::OneRow => Some(1),
+            Prime::NoRow => Some(0),
+        }
+    }
+
+    /// The first prime that leaves `row_count` and `found_rows` (each when
+    /// asked for).
+    fn leaving(row_count: Option<i64>, found_rows: Option<u64>) -> Option<Prime> {
+        Self::ALL.into_iter().find(|p| {
+            row_count.is_none_or(|v| p.row_count() == v)
+                && found_rows.is_none_or(|f| p.found_rows() == Some(f))
+        })
+    }
+}
+
+/// What to do with a statement that reads the counts, on a backend the
 /// session does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
     /// The text with each call replaced by the known value.
     Rewrite(Vec<u8>),
-    /// Set the backend's count to `value` first (`text`: the statement,
-    /// rewritten when it had calls to replace).
-    Prime { value: i64, text: Option<Vec<u8>> },
-    /// No way to give the client's own count.
+    /// Set the backend's counts first (`text`: the statement, rewritten
+    /// when it had calls to replace).
+    Prime { prime: Prime, text: Option<Vec<u8>> },
+    /// No way to give the client's own counts.
     Refuse,
 }
 
-/// The plan for `reads` of `sql` given the count the client's previous
+/// The plan for `reads` of `sql` given what the client's previous
 /// statement left (`known`); `rewritable` is false for a prepared
-/// statement's text. A value other than 0 and -1 cannot be set on a
-/// backend cheaply: stored code then starts from 0 (never another
-/// client's count), and a visible call with it is refused unless a literal
-/// can stand in for it.
-pub fn plan(sql: &[u8], reads: &Reads, known: Option<i64>, rewritable: bool) -> Plan {
-    let primeable = known.filter(|v| matches!(v, 0 | -1));
-    let literal = known.filter(|_| rewritable && reads.values_only && !reads.calls.is_empty());
-    let text = literal.and_then(|v| rewrite(sql, &reads.calls, v));
-    if reads.hidden {
-        if !reads.calls.is_empty() && text.is_none() && primeable.is_none() {
-            return Plan::Refuse;
+/// statement's text. Only ROW_COUNT() 0 and -1 and FOUND_ROWS() 0 and 1
+/// can be set on a backend cheaply: stored code then starts from
+/// ROW_COUNT() 0 (never another client's count), and a visible call with
+/// another value is refused unless a literal can stand in for it.
+pub fn plan(sql: &[u8], reads: &Reads, known: Known, rewritable: bool) -> Plan {
+    let visible = !reads.calls.is_empty() || !reads.found_rows.is_empty();
+    let text = (rewritable && reads.values_only && visible)
+        .then(|| rewrite(sql, reads, known))
+        .flatten();
+    if let Some(t) = &text
+        && !reads.hidden
+    {
+        return Plan::Rewrite(t.clone());
+    }
+    let left_calls = text.is_none() && !reads.calls.is_empty();
+    let row_count = if left_calls || reads.hidden {
+        match known.row_count.filter(|v| matches!(v, 0 | -1)) {
+            Some(v) => Some(v),
+            // Stored code with no visible call left starts from 0.
+            None if !left_calls => Some(0),
+            None => return Plan::Refuse,
         }
-        return Plan::Prime {
-            value: primeable.unwrap_or(0),
-            text,
-        };
-    }
-    match (text, primeable) {
-        (Some(t), _) => Plan::Rewrite(t),
-        (None, Some(value)) => Plan::Prime { value, text: None },
-        (None, None) => Plan::Refuse,
-    }
-}
-
-/// `sql` with each of `calls` replaced by `value`; `None` when the spans
-/// are out of order or bounds.
-fn rewrite(sql: &[u8], calls: &[Range<usize>], value: i64) -> Option<Vec<u8>> {
-    let lit = if value < 0 {
-        format!("({value})")
     } else {
-        value.to_string()
+        None
     };
-    super::local::splice(sql, calls.to_vec(), lit.as_bytes())
+    let found_rows = (text.is_none() && !reads.found_rows.is_empty()).then_some(known.found_rows);
+    // Stored code may read FOUND_ROWS() too: set it as well where a prime
+    // can.
+    let prime = if reads.hidden && found_rows.is_none() {
+        Prime::leaving(row_count, Some(known.found_rows)).or(Prime::leaving(row_count, None))
+    } else {
+        Prime::leaving(row_count, found_rows)
+    };
+    match prime {
+        Some(prime) => Plan::Prime { prime, text },
+        None => Plan::Refuse,
+    }
 }
 
-/// The statement that leaves `value` (0 or -1) as a connection's count
-/// without touching its diagnostics area (no table is read).
-pub fn priming_query(value: i64) -> &'static str {
-    if value < 0 { "SELECT 1" } else { "DO 0" }
+/// `sql` with each call replaced by the known value; `None` when a
+/// ROW_COUNT() call's value is not known or the spans are out of order or
+/// bounds.
+fn rewrite(sql: &[u8], reads: &Reads, known: Known) -> Option<Vec<u8>> {
+    let row_count = match known.row_count {
+        Some(v) if v < 0 => format!("({v})"),
+        Some(v) => v.to_string(),
+        None if reads.calls.is_empty() => String::new(),
+        None => return None,
+    };
+    let found_rows = known.found_rows.to_string();
+    let mut spans: Vec<(&Range<usize>, &[u8])> = reads
+        .calls
+        .iter()
+        .map(|c| (c, row_count.as_bytes()))
+        .chain(reads.found_rows.iter().map(|c| (c, found_rows.as_bytes())))
+        .collect();
+    spans.sort_by_key(|(s, _)| s.start);
+    let mut out = Vec::with_capacity(sql.len() + 16);
+    let mut at = 0;
+    for (s, lit) in spans {
+        if s.start < at || s.end > sql.len() {
+            return None;
+        }
+        out.extend_from_slice(&sql[at..s.start]);
+        out.extend_from_slice(lit);
+        at = s.end;
+    }
+    out.extend_from_slice(&sql[at..]);
+    Some(out)
 }
 
 /// The refusal: which statement, why, and what restores direct behaviour.
@@ -208,17 +312,26 @@ pub fn refused() -> crate::protocol::packets::ErrPacket {
     crate::protocol::packets::ErrPacket::new(
         1235,
         "42000",
-        "This version of MariaDB doesn't yet support 'ROW_COUNT() of a previous statement \
-         through myplex transaction pooling here (the statement may run on another \
-         connection): read it with SELECT ROW_COUNT() alone, inside a transaction, or set \
-         pool.mode = \"session\"'",
+        "This version of MariaDB doesn't yet support 'ROW_COUNT() or FOUND_ROWS() of a previous \
+         statement through myplex transaction pooling here (the statement may run on another \
+         connection): read it with SELECT ROW_COUNT() or SELECT FOUND_ROWS() alone, inside a \
+         transaction, or set pool.mode = \"session\"'",
     )
 }
 
 impl super::Session {
+    /// What the session's previous statement left.
+    fn known_counts(&self) -> Known {
+        Known {
+            row_count: self.row_count,
+            found_rows: self.found_rows,
+        }
+    }
+
     /// True when a statement may run as it is: the session holds the
     /// backend its previous statement ran on (a transaction, a pin, session
-    /// mode), so what that backend's ROW_COUNT() says is the session's own.
+    /// mode), so what that backend's ROW_COUNT() and FOUND_ROWS() say is
+    /// the session's own.
     fn row_count_held(&self) -> bool {
         self.backend.is_some() || self.pins.has(crate::session_state::PinReason::SessionMode)
     }
@@ -241,10 +354,10 @@ impl super::Session {
         let Some(r) = reads(sql, &analysis, lex) else {
             return Ok(Some(None));
         };
-        match plan(sql, &r, self.row_count, true) {
+        match plan(sql, &r, self.known_counts(), true) {
             Plan::Rewrite(t) => Ok(Some(Some(t))),
-            Plan::Prime { value, text } => {
-                self.prime_row_count = Some(value);
+            Plan::Prime { prime, text } => {
+                self.prime_row_count = Some(prime);
                 Ok(Some(text))
             }
             Plan::Refuse => {
@@ -270,9 +383,9 @@ impl super::Session {
         let Some(r) = reads(sql, &entry.analysis(lex), lex) else {
             return Ok(true);
         };
-        match plan(sql, &r, self.row_count, false) {
-            Plan::Prime { value, .. } => {
-                self.prime_row_count = Some(value);
+        match plan(sql, &r, self.known_counts(), false) {
+            Plan::Prime { prime, .. } => {
+                self.prime_row_count = Some(prime);
                 Ok(true)
             }
             Plan::Rewrite(_) | Plan::Refuse => {
@@ -283,15 +396,14 @@ impl super::Session {
     }
 }
 
-/// Sets `backend`'s ROW_COUNT() to `value` (0 or -1, see [`priming_query`]).
+/// Sets `backend`'s counts as `prime` leaves them.
 pub async fn prime(
     backend: &mut crate::backend::BackendConn,
-    value: i64,
+    prime: Prime,
 ) -> Result<(), crate::backend::BackendError> {
-    if value < 0 {
-        backend.query_row(priming_query(value)).await.map(|_| ())
-    } else {
-        backend.exec(priming_query(value)).await
+    match prime {
+        Prime::Zero => backend.exec(prime.query()).await,
+        Prime::OneRow | Prime::NoRow => backend.query_row(prime.query()).await.map(|_| ()),
     }
 }
 
@@ -383,6 +495,10 @@ mod tests {
     fn plans() {
         let p = |q: &str, known, rewritable| {
             let reads = r(q).expect("reads");
+            let known = Known {
+                row_count: known,
+                found_rows: 5,
+            };
             plan(q.as_bytes(), &reads, known, rewritable)
         };
         let rw = |s: &str| Plan::Rewrite(s.as_bytes().to_vec());
@@ -401,7 +517,7 @@ mod tests {
         assert_eq!(
             p("SET @x = ROW_COUNT()", Some(0), false),
             Plan::Prime {
-                value: 0,
+                prime: Prime::Zero,
                 text: None
             }
         );
@@ -410,7 +526,7 @@ mod tests {
         assert_eq!(
             p("SELECT ROW_COUNT() + 1", Some(-1), true),
             Plan::Prime {
-                value: -1,
+                prime: Prime::OneRow,
                 text: None
             }
         );
@@ -418,32 +534,87 @@ mod tests {
         assert_eq!(
             p("CALL p()", Some(4), true),
             Plan::Prime {
-                value: 0,
+                prime: Prime::Zero,
                 text: None
             }
         );
         assert_eq!(
             p("CALL p()", None, true),
             Plan::Prime {
-                value: 0,
+                prime: Prime::Zero,
                 text: None
             }
         );
         assert_eq!(
             p("CALL p()", Some(-1), true),
             Plan::Prime {
-                value: -1,
+                prime: Prime::OneRow,
                 text: None
             }
         );
         assert_eq!(
             p("CALL p(ROW_COUNT())", Some(4), true),
             Plan::Prime {
-                value: 0,
+                prime: Prime::Zero,
                 text: Some(b"CALL p(4)".to_vec())
             }
         );
         assert_eq!(p("CALL p(ROW_COUNT())", None, true), Plan::Refuse);
         assert_eq!(p("CALL p(ROW_COUNT())", Some(4), false), Plan::Refuse);
+    }
+
+    #[test]
+    fn found_rows_plans() {
+        let p = |q: &str, row_count, found_rows, rewritable| {
+            let reads = r(q).expect("reads");
+            let known = Known {
+                row_count,
+                found_rows,
+            };
+            plan(q.as_bytes(), &reads, known, rewritable)
+        };
+        let rw = |s: &str| Plan::Rewrite(s.as_bytes().to_vec());
+        assert_eq!(r("SELECT 'FOUND_ROWS()'"), None);
+        assert!(may_read(b"SELECT Found_Rows() + 1"));
+        // Where values only feed data: the literal.
+        assert_eq!(p("SET @x = FOUND_ROWS()", None, 7, true), rw("SET @x = 7"));
+        assert_eq!(
+            p(
+                "INSERT INTO t VALUES (ROW_COUNT(), FOUND_ROWS())",
+                Some(2),
+                7,
+                true
+            ),
+            rw("INSERT INTO t VALUES (2, 7)")
+        );
+        // In a result set's column: set on the backend when it can be.
+        let prime = |prime| Plan::Prime { prime, text: None };
+        assert_eq!(
+            p("SELECT FOUND_ROWS() + 1", None, 1, true),
+            prime(Prime::OneRow)
+        );
+        assert_eq!(
+            p("SELECT FOUND_ROWS() + 1", None, 0, true),
+            prime(Prime::NoRow)
+        );
+        assert_eq!(p("SELECT FOUND_ROWS() + 1", None, 7, true), Plan::Refuse);
+        assert_eq!(
+            p("SELECT ROW_COUNT(), FOUND_ROWS()", Some(-1), 1, true),
+            prime(Prime::OneRow)
+        );
+        assert_eq!(
+            p("SELECT ROW_COUNT(), FOUND_ROWS()", Some(0), 1, true),
+            Plan::Refuse
+        );
+        // A prepared statement: never rewritten.
+        assert_eq!(p("SET @x = FOUND_ROWS()", None, 7, false), Plan::Refuse);
+        assert_eq!(
+            p("SET @x = FOUND_ROWS()", None, 0, false),
+            prime(Prime::NoRow)
+        );
+        // Stored code: FOUND_ROWS() set too where a prime can.
+        assert_eq!(p("CALL p()", Some(-1), 0, true), prime(Prime::NoRow));
+        assert_eq!(p("CALL p()", Some(-1), 9, true), prime(Prime::OneRow));
+        assert_eq!(p("CALL p()", Some(0), 0, true), prime(Prime::Zero));
     }
 }

@@ -521,16 +521,22 @@ impl Session {
         {
             return Ok(());
         }
-        // A prepared `SELECT ROW_COUNT()`: the client's own count, as the
-        // text form (see `local`).
+        // A prepared `SELECT ROW_COUNT()` or `SELECT FOUND_ROWS()`: the
+        // client's own count, as the text form (see `local`; a pinned
+        // session's FOUND_ROWS() is its backend's, as there).
+        let count = super::local::classify(&entry.key.sql)
+            .map(|q| q.what)
+            .filter(|&w| {
+                w == super::local::Local::RowCount
+                    || (w == super::local::Local::FoundRows && !self.pins.any())
+            });
         if entry.num_params == 0
             && !exec.wants_cursor()
             && !held
-            && super::local::classify(&entry.key.sql)
-                .is_some_and(|q| q.what == super::local::Local::RowCount)
+            && let Some(what) = count
             && let Some(def) = entry.response.get(1)
             && let Some(metadata) = self
-                .answer_row_count_binary(seq, def, seen_metadata)
+                .answer_count_binary(seq, what, def, seen_metadata)
                 .await?
         {
             if let Some(cs) = self.stmts.get_mut(&client_id) {
