@@ -204,13 +204,22 @@ pub fn replace_connection_id(sql: &[u8], id: u32, opts: crate::sql::LexOptions) 
 /// the ranges overlap or run past the text.
 pub(super) fn splice(
     sql: &[u8],
-    mut spans: Vec<std::ops::Range<usize>>,
+    spans: Vec<std::ops::Range<usize>>,
     lit: &[u8],
 ) -> Option<Vec<u8>> {
-    spans.sort_by_key(|s| s.start);
-    let mut out = Vec::with_capacity(sql.len() + lit.len());
+    splice_each(sql, spans.into_iter().map(|s| (s, lit)).collect())
+}
+
+/// `sql` with each byte range of `spans` replaced by its own text; `None`
+/// when the ranges overlap or run past the text.
+pub(super) fn splice_each(
+    sql: &[u8],
+    mut spans: Vec<(std::ops::Range<usize>, &[u8])>,
+) -> Option<Vec<u8>> {
+    spans.sort_by_key(|(s, _)| s.start);
+    let mut out = Vec::with_capacity(sql.len() + 16);
     let mut at = 0;
-    for s in spans {
+    for (s, lit) in spans {
         if s.start < at || s.end > sql.len() {
             return None;
         }

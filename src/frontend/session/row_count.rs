@@ -286,25 +286,18 @@ fn rewrite(sql: &[u8], reads: &Reads, known: Known) -> Option<Vec<u8>> {
         None => return None,
     };
     let found_rows = known.found_rows.to_string();
-    let mut spans: Vec<(&Range<usize>, &[u8])> = reads
+    let spans = reads
         .calls
         .iter()
-        .map(|c| (c, row_count.as_bytes()))
-        .chain(reads.found_rows.iter().map(|c| (c, found_rows.as_bytes())))
+        .map(|c| (c.clone(), row_count.as_bytes()))
+        .chain(
+            reads
+                .found_rows
+                .iter()
+                .map(|c| (c.clone(), found_rows.as_bytes())),
+        )
         .collect();
-    spans.sort_by_key(|(s, _)| s.start);
-    let mut out = Vec::with_capacity(sql.len() + 16);
-    let mut at = 0;
-    for (s, lit) in spans {
-        if s.start < at || s.end > sql.len() {
-            return None;
-        }
-        out.extend_from_slice(&sql[at..s.start]);
-        out.extend_from_slice(lit);
-        at = s.end;
-    }
-    out.extend_from_slice(&sql[at..]);
-    Some(out)
+    super::local::splice_each(sql, spans)
 }
 
 /// The refusal: which statement, why, and what restores direct behaviour.
