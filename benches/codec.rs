@@ -256,6 +256,7 @@ fn relay_sockets(c: &mut Criterion) {
             cursor: false,
             defer_flush: false,
             metadata: Default::default(),
+            hop_status: None,
         };
         let (mut backend_peer, backend_sock, mut client, mut client_peer) = rt.block_on(async {
             let (bp, bs) = tcp_pair().await;

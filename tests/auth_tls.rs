@@ -95,41 +95,49 @@ async fn sha256_hash_user_logs_in() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tls_upgrade_with_the_cli() {
-    let dir = std::env::temp_dir().join(format!("myplex-tls-{}", std::process::id()));
+/// A proxy with a self-signed certificate for clients (`require_tls`:
+/// plain logins refused), and the directory holding it (`tag` names it).
+async fn tls_proxy(tag: &str, require_tls: bool) -> (Proxy, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("myplex-tls-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let (cert, key) = self_signed(&dir);
-    let db = MariaDb::shared();
-    let p = Proxy::builder(db)
+    let p = Proxy::builder(MariaDb::shared())
         .with(|c| {
             c.frontend.tls_cert = cert.clone();
             c.frontend.tls_key = key.clone();
-            c.frontend.require_tls = true;
+            c.frontend.require_tls = require_tls;
         })
         .start()
         .await;
+    (p, dir)
+}
+
+/// Runs the `mariadb` CLI against `port` (`ssl`: TLS, else plain) with
+/// `sql` as its `-e` script.
+fn cli(port: u16, ssl: bool, sql: &str) -> std::process::Output {
+    let mut cmd = Command::new(mariadb_bin("mariadb"));
+    cmd.args([
+        "--no-defaults",
+        "--protocol=TCP",
+        "--host=127.0.0.1",
+        "-uapp",
+        "-psecret",
+        "test",
+    ])
+    .arg(format!("--port={port}"));
+    if ssl {
+        cmd.args(["--ssl", "--ssl-verify-server-cert=0"]);
+    } else {
+        cmd.arg("--ssl=0");
+    }
+    cmd.args(["-e", sql]).output().expect("run mariadb")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_upgrade_with_the_cli() {
+    let (p, dir) = tls_proxy("cli", true).await;
     let port = p.addr.port();
-    let run = move |ssl: bool| {
-        let mut cmd = Command::new(mariadb_bin("mariadb"));
-        cmd.args([
-            "--no-defaults",
-            "--protocol=TCP",
-            "--host=127.0.0.1",
-            "-uapp",
-            "-psecret",
-            "test",
-        ])
-        .arg(format!("--port={port}"));
-        if ssl {
-            cmd.args(["--ssl", "--ssl-verify-server-cert=0"]);
-        } else {
-            cmd.arg("--ssl=0");
-        }
-        cmd.args(["-e", "status; SELECT 40 + 2"])
-            .output()
-            .expect("run mariadb")
-    };
+    let run = move |ssl: bool| cli(port, ssl, "status; SELECT 40 + 2");
     let out = tokio::task::spawn_blocking(move || run(true))
         .await
         .expect("join");
@@ -149,6 +157,58 @@ async fn tls_upgrade_with_the_cli() {
         String::from_utf8_lossy(&out.stderr).contains("TLS"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `Ssl_cipher` and `Ssl_version` describe the client's own connection, as
+/// direct: a TLS client sees the cipher and version it negotiated with
+/// myplex (the backend hop here is plain, where the server reports empty
+/// values), named as the server's TLS library names them; a plain client
+/// of the same proxy sees empty values.
+#[tokio::test]
+async fn ssl_status_describes_the_clients_connection() {
+    let (p, dir) = tls_proxy("status", false).await;
+    let port = p.addr.port();
+    // What the CLI printed (it must succeed).
+    let run = move |ssl: bool| {
+        let sql = "status; SHOW SESSION STATUS LIKE 'Ssl_cipher'; SHOW STATUS LIKE 'Ssl_version'";
+        let out = cli(port, ssl, sql);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let status_of = |stdout: &str, name: &str| -> Option<String> {
+        stdout.lines().find_map(|l| {
+            let (n, v) = l.split_once('\t')?;
+            (n == name).then(|| v.to_string())
+        })
+    };
+    let stdout = tokio::task::spawn_blocking(move || run(true))
+        .await
+        .expect("join");
+    // The client's own view: "Cipher in use is TLS_AES_256_GCM_SHA384, …".
+    let negotiated = stdout
+        .split("Cipher in use is ")
+        .nth(1)
+        .and_then(|r| r.split([',', ' ', '\n']).next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(!negotiated.is_empty(), "{stdout}");
+    assert_eq!(
+        status_of(&stdout, "Ssl_cipher").as_deref(),
+        Some(negotiated.as_str()),
+        "{stdout}"
+    );
+    let version = status_of(&stdout, "Ssl_version").unwrap_or_default();
+    assert!(version == "TLSv1.3" || version == "TLSv1.2", "{stdout}");
+    let stdout = tokio::task::spawn_blocking(move || run(false))
+        .await
+        .expect("join");
+    assert_eq!(
+        status_of(&stdout, "Ssl_cipher").as_deref(),
+        Some(""),
+        "{stdout}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

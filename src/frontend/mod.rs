@@ -4,8 +4,8 @@
 
 pub mod admission;
 pub mod auth;
-pub mod compress_status;
 pub mod handshake;
+pub mod hop_status;
 pub mod metadata_cache;
 pub mod relay;
 pub mod session;

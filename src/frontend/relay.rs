@@ -16,7 +16,7 @@ use crate::protocol::packets::{EOF_HEADER, ERR_HEADER, ErrPacket, OkPacket, stat
 use crate::protocol::response::{Class, Shape, Tracker, end_status};
 use crate::protocol::session_track::ClientTrackers;
 
-use super::compress_status::StatusRewrite;
+use super::hop_status::{HopStatus, StatusRewrite};
 use super::metadata_cache::{DefsHash, Metadata};
 use crate::wire::packet_io::{PumpError, Sink};
 use crate::wire::{PacketIo, WireError};
@@ -120,6 +120,8 @@ pub struct ClientView<'a> {
     pub defer_flush: bool,
     /// How column definitions reach the client (cache-metadata).
     pub metadata: Metadata,
+    /// Status values the client's own hop shows (see `hop_status`).
+    pub hop_status: Option<&'a std::sync::Arc<HopStatus>>,
 }
 
 /// Column definitions of a [`Metadata::Cached`] result set, held in the
@@ -185,7 +187,8 @@ pub async fn relay(
     let mut sent = false;
     let mut refuse_infile = false;
     let mut metadata_changed = false;
-    // Only for clients on a compressed hop: see `compress_status`.
+    // Only for clients whose hop shows other status values: see
+    // `hop_status`.
     let mut status_rewrite: Option<StatusRewrite> = None;
     let binary = view.expect_columns.is_some();
     let mut held: Option<HeldDefs> = None;
@@ -377,10 +380,12 @@ pub async fn relay(
                 out.columns = out
                     .columns
                     .or_else(|| crate::protocol::lenenc::Reader::new(first).lenenc_int());
-                status_rewrite = match n {
-                    Some(n) if client.is_compressed() && shape == Shape::Query => {
-                        Some(StatusRewrite::new(n, view.caps.extended_type_info()))
-                    }
+                status_rewrite = match (n, view.hop_status) {
+                    (Some(n), Some(hop)) if shape == Shape::Query => Some(StatusRewrite::new(
+                        hop.clone(),
+                        n,
+                        view.caps.extended_type_info(),
+                    )),
                     _ => None,
                 };
                 match view.metadata {

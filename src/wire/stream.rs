@@ -115,6 +115,19 @@ impl Stream {
         }
     }
 
+    /// The cipher suite and protocol version of a TLS session where we
+    /// are the server; `None` otherwise.
+    pub fn server_tls_session(&self) -> Option<(rustls::CipherSuite, rustls::ProtocolVersion)> {
+        let Stream::ServerTls(s) = self else {
+            return None;
+        };
+        let conn = s.get_ref().1;
+        Some((
+            conn.negotiated_cipher_suite()?.suite(),
+            conn.protocol_version()?,
+        ))
+    }
+
     /// True when TLS is active.
     pub fn is_tls(&self) -> bool {
         matches!(self, Stream::ServerTls(_) | Stream::ClientTls(_))

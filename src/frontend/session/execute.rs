@@ -453,6 +453,7 @@ impl Session {
             cursor: std::mem::take(&mut self.expect_cursor),
             defer_flush,
             metadata,
+            hop_status: self.hop_status.as_ref(),
         };
         // A KILL CONNECTION of this session (the only thing that wakes it)
         // ends the statement too: a long one, or a stored-program loop whose

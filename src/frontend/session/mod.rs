@@ -74,6 +74,9 @@ pub struct Session {
     shared: Arc<Shared>,
     id: u32,
     client: PacketIo,
+    /// Status values the client's own connection shows where its backend
+    /// connection's differ (`hop_status`).
+    hop_status: Option<Arc<crate::frontend::hop_status::HopStatus>>,
     caps: Caps,
     pool: usize,
     group: Arc<Group>,
@@ -273,10 +276,24 @@ impl Session {
             pins.add(PinReason::SessionMode);
         }
         let tickets = shared.config.load().pool.high_prio_tickets;
+        let hop_status = crate::frontend::hop_status::HopStatus::of(
+            // Compression starts after the login's final OK, sent later.
+            login.caps.has(flag::COMPRESS),
+            login
+                .io
+                .stream
+                .server_tls_session()
+                .map(|(suite, version)| crate::frontend::hop_status::TlsSession {
+                    cipher: crate::frontend::hop_status::openssl_cipher_name(suite),
+                    version: crate::frontend::hop_status::openssl_version_name(version),
+                }),
+            shared.config.load().backend.tls,
+        );
         let login_max_packet = shared.limits.max_allowed_packet();
         let s = Self {
             id,
             client: login.io,
+            hop_status,
             caps: login.caps,
             pool,
             group,

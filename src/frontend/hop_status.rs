@@ -1,23 +1,103 @@
-//! The `Compression` status variable for clients on a compressed hop.
+//! Status variables that describe the client's own connection:
+//! `Compression`, `Ssl_cipher` and `Ssl_version`.
 //!
-//! Compression is per hop: a client's connection to myplex is compressed
-//! when it asks, backend connections never are. The server answers `SHOW
-//! STATUS LIKE 'Compression'` from the backend connection's own state (OFF),
-//! while a client connected directly with compression sees ON — the value
-//! describes the client's connection, which is compressed. For such clients
-//! the proxy rewrites that one cell in rows of the server's status tables
-//! (`SHOW [SESSION|GLOBAL] STATUS`, `information_schema.SESSION_STATUS` /
-//! `GLOBAL_STATUS`) whose result carries both the name and the value column,
-//! recognised by their column metadata (schema, original table and column
-//! names), in the text and the binary protocol. A query that selects the
-//! value without the name column cannot be recognised and shows OFF
-//! (documented in `docs/compatibility.md`).
+//! Each describes one hop, and the server answers for the hop it sees: the
+//! backend connection (never compressed; plain unless `backend.tls`, and
+//! then with the cipher myplex negotiated with it). A client connected
+//! directly sees its own connection's values. For clients whose hop
+//! differs from their backend's, the proxy rewrites those cells in rows of
+//! the server's status tables (`SHOW [SESSION|GLOBAL] STATUS`,
+//! `information_schema.SESSION_STATUS` / `GLOBAL_STATUS`) whose result
+//! carries both the name and the value column, recognised by their column
+//! metadata (schema, original table and column names), in the text and the
+//! binary protocol. A query that selects the value without the name column
+//! cannot be recognised and shows the backend hop's value (documented in
+//! `docs/compatibility.md`).
+
+use std::sync::Arc;
 
 use crate::protocol::lenenc::{Reader, put_lenenc_bytes};
+
+/// What the client's hop shows for the variables the backend hop answers
+/// differently: lowercase name, value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HopStatus {
+    entries: Vec<(&'static [u8], Vec<u8>)>,
+}
+
+/// The client hop's TLS session, named as the server's TLS library names
+/// it (OpenSSL: `TLS_AES_256_GCM_SHA384`, `ECDHE-RSA-AES128-GCM-SHA256`,
+/// `TLSv1.3`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSession {
+    pub cipher: String,
+    pub version: &'static str,
+}
+
+impl HopStatus {
+    /// The values to show a client on a `compressed` hop, with `tls` (its
+    /// TLS session, if any), whose backends use TLS when `backend_tls`;
+    /// `None` when the backend hop already shows what the client's would.
+    pub fn of(compressed: bool, tls: Option<TlsSession>, backend_tls: bool) -> Option<Arc<Self>> {
+        let mut entries: Vec<(&'static [u8], Vec<u8>)> = Vec::new();
+        if compressed {
+            entries.push((b"compression", b"ON".to_vec()));
+        }
+        match tls {
+            Some(t) => {
+                entries.push((b"ssl_cipher", t.cipher.into_bytes()));
+                entries.push((b"ssl_version", t.version.as_bytes().to_vec()));
+            }
+            None if backend_tls => {
+                entries.push((b"ssl_cipher", Vec::new()));
+                entries.push((b"ssl_version", Vec::new()));
+            }
+            None => {}
+        }
+        (!entries.is_empty()).then(|| Arc::new(Self { entries }))
+    }
+
+    /// The value to show for the variable `name` (any case).
+    fn value(&self, name: &[u8]) -> Option<&[u8]> {
+        self.entries
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| &v[..])
+    }
+}
+
+/// The OpenSSL name of a rustls cipher suite (the server reports those);
+/// other suites by rustls's own name.
+pub fn openssl_cipher_name(suite: rustls::CipherSuite) -> String {
+    use rustls::CipherSuite as S;
+    let name = match suite {
+        S::TLS13_AES_256_GCM_SHA384 => "TLS_AES_256_GCM_SHA384",
+        S::TLS13_AES_128_GCM_SHA256 => "TLS_AES_128_GCM_SHA256",
+        S::TLS13_CHACHA20_POLY1305_SHA256 => "TLS_CHACHA20_POLY1305_SHA256",
+        S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384 => "ECDHE-ECDSA-AES256-GCM-SHA384",
+        S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 => "ECDHE-ECDSA-AES128-GCM-SHA256",
+        S::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256 => "ECDHE-ECDSA-CHACHA20-POLY1305",
+        S::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => "ECDHE-RSA-AES256-GCM-SHA384",
+        S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => "ECDHE-RSA-AES128-GCM-SHA256",
+        S::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256 => "ECDHE-RSA-CHACHA20-POLY1305",
+        other => return format!("{other:?}"),
+    };
+    name.to_string()
+}
+
+/// The OpenSSL name of a TLS protocol version (`SSL_get_version`).
+pub fn openssl_version_name(v: rustls::ProtocolVersion) -> &'static str {
+    match v {
+        rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
+        rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
+        _ => "unknown",
+    }
+}
 
 /// Recognises the status columns of one result set and rewrites rows.
 #[derive(Debug, Clone)]
 pub struct StatusRewrite {
+    hop: Arc<HopStatus>,
     columns: usize,
     seen: usize,
     name: Option<usize>,
@@ -33,10 +113,12 @@ fn lenenc_type(t: u8) -> bool {
 }
 
 impl StatusRewrite {
-    /// A result set of `columns` columns, for a client with (`extended`) or
-    /// without MariaDB's extended type information.
-    pub fn new(columns: u64, extended: bool) -> Self {
+    /// A result set of `columns` columns, for a client whose hop shows
+    /// `hop`, with (`extended`) or without MariaDB's extended type
+    /// information.
+    pub fn new(hop: Arc<HopStatus>, columns: u64, extended: bool) -> Self {
         Self {
+            hop,
             columns: usize::try_from(columns).unwrap_or(usize::MAX),
             seen: 0,
             name: None,
@@ -91,7 +173,7 @@ impl StatusRewrite {
     }
 
     /// The row to send instead of `row` (a single-chunk payload), when it
-    /// is the `Compression` row showing OFF.
+    /// is the row of a variable the client's hop shows otherwise.
     pub fn rewrite(&self, row: &[u8], binary: bool) -> Option<Vec<u8>> {
         let (name, value) = (self.name?, self.value?);
         if !self.active() {
@@ -135,14 +217,15 @@ impl StatusRewrite {
             let (_, from, to) = cells.get(c).copied().flatten()?;
             Some(&row[from..to])
         };
-        if !cell(name)?.eq_ignore_ascii_case(b"compression") || cell(value)? != b"OFF" {
+        let shown = self.hop.value(cell(name)?)?;
+        if cell(value)? == shown {
             return None;
         }
         let (from, _, to) = cells[value]?;
-        let mut out = Vec::with_capacity(row.len());
+        let mut out = Vec::with_capacity(row.len() + shown.len());
         out.extend_from_slice(&row[..from]);
         let mut b = bytes::BytesMut::new();
-        put_lenenc_bytes(&mut b, b"ON");
+        put_lenenc_bytes(&mut b, shown);
         out.extend_from_slice(&b);
         out.extend_from_slice(&row[to..]);
         Some(out)
@@ -157,8 +240,12 @@ mod tests {
     const NAME: &[u8] = b"\x03def\x12information_schema\x0eSESSION_STATUS\x0eSESSION_STATUS\rVariable_name\rVARIABLE_NAME\x0c-\x00\x00\x01\x00\x00\xfd\x01\x10\x00\x00\x00";
     const VALUE: &[u8] = b"\x03def\x12information_schema\x0eSESSION_STATUS\x0eSESSION_STATUS\x05Value\x0eVARIABLE_VALUE\x0c-\x00\x00@\x00\x00\xfd\x01\x10\x00\x00\x00";
 
+    fn compressed() -> Arc<HopStatus> {
+        HopStatus::of(true, None, false).expect("compressed")
+    }
+
     fn show_status() -> StatusRewrite {
-        let mut rw = StatusRewrite::new(2, false);
+        let mut rw = StatusRewrite::new(compressed(), 2, false);
         rw.column(NAME);
         rw.column(VALUE);
         rw
@@ -196,7 +283,7 @@ mod tests {
         // SELECT VARIABLE_VALUE, 'x', VARIABLE_NAME FROM SESSION_STATUS.
         let other =
             b"\x03def\x00\x00\x00\x01x\x00\x0c-\x00\x04\x00\x00\x00\xfd\x01\x00\x27\x00\x00";
-        let mut rw = StatusRewrite::new(3, false);
+        let mut rw = StatusRewrite::new(compressed(), 3, false);
         rw.column(VALUE);
         rw.column(other);
         rw.column(NAME);
@@ -215,14 +302,52 @@ mod tests {
         // A user table with the same column names.
         let name = b"\x03def\x04test\x01t\x01t\rVARIABLE_NAME\rVARIABLE_NAME\x0c-\x00\x00\x01\x00\x00\xfd\x01\x10\x00\x00\x00";
         let value = b"\x03def\x04test\x01t\x01t\x0eVARIABLE_VALUE\x0eVARIABLE_VALUE\x0c-\x00\x00@\x00\x00\xfd\x01\x10\x00\x00\x00";
-        let mut rw = StatusRewrite::new(2, false);
+        let mut rw = StatusRewrite::new(compressed(), 2, false);
         rw.column(name);
         rw.column(value);
         assert!(!rw.active());
         assert_eq!(rw.rewrite(b"\x0bCompression\x03OFF", false), None);
         // Only the value column: cannot tell which row.
-        let mut rw = StatusRewrite::new(1, false);
+        let mut rw = StatusRewrite::new(compressed(), 1, false);
         rw.column(VALUE);
         assert!(!rw.active());
+    }
+
+    #[test]
+    fn tls_rows_show_the_clients_session() {
+        let tls = TlsSession {
+            cipher: "TLS_AES_256_GCM_SHA384".into(),
+            version: "TLSv1.3",
+        };
+        let hop = HopStatus::of(false, Some(tls), false).expect("tls");
+        let mut rw = StatusRewrite::new(hop, 2, false);
+        rw.column(NAME);
+        rw.column(VALUE);
+        // A plain backend hop reports empty values.
+        assert_eq!(
+            rw.rewrite(b"\x0aSsl_cipher\x00", false).as_deref(),
+            Some(&b"\x0aSsl_cipher\x16TLS_AES_256_GCM_SHA384"[..])
+        );
+        assert_eq!(
+            rw.rewrite(b"\x0bSsl_version\x00", false).as_deref(),
+            Some(&b"\x0bSsl_version\x07TLSv1.3"[..])
+        );
+        // Compression is not this client's to change here.
+        assert_eq!(rw.rewrite(b"\x0bCompression\x03OFF", false), None);
+        // A plain client behind TLS backends sees its own plain hop.
+        let hop = HopStatus::of(false, None, true).expect("backend tls");
+        let mut rw = StatusRewrite::new(hop, 2, false);
+        rw.column(NAME);
+        rw.column(VALUE);
+        assert_eq!(
+            rw.rewrite(b"\x0aSsl_cipher\x16TLS_AES_256_GCM_SHA384", false)
+                .as_deref(),
+            Some(&b"\x0aSsl_cipher\x00"[..])
+        );
+        assert_eq!(HopStatus::of(false, None, false), None);
+        assert_eq!(
+            openssl_cipher_name(rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
+            "ECDHE-RSA-AES128-GCM-SHA256"
+        );
     }
 }
