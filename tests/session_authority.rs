@@ -1111,3 +1111,36 @@ async fn session_mode_last_insert_id_never_reaches_the_next_client() {
     let id_b: Option<u64> = b.query_first("SELECT LAST_INSERT_ID()").await.expect("lid");
     assert_eq!(id_b, Some(0), "B sees A's LAST_INSERT_ID()");
 }
+
+/// In session mode the backend is the client's alone, so myplex asks the
+/// server nothing after a `CALL` (its checks are `SELECT`s that would show
+/// in the client's own session counters and move the row number the
+/// server's next warning reports): `Com_select` moves as it does direct.
+#[tokio::test]
+async fn session_mode_runs_no_check_after_call() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db)
+        .groups(1)
+        .max_backend(1)
+        .session_mode()
+        .start()
+        .await;
+    let mut direct = Conn::from_url(db.url("app", "secret", "test"))
+        .await
+        .expect("direct");
+    direct
+        .query_drop("CREATE PROCEDURE IF NOT EXISTS test.sa_sm_quiet() SET @sa_sm = 1")
+        .await
+        .expect("create procedure");
+    async fn selects_during_call(c: &mut Conn) -> i64 {
+        let read = "SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS \
+                    WHERE VARIABLE_NAME = 'COM_SELECT'";
+        let before: Option<i64> = c.query_first(read).await.expect("before");
+        c.query_drop("CALL test.sa_sm_quiet()").await.expect("call");
+        let after: Option<i64> = c.query_first(read).await.expect("after");
+        after.unwrap_or(0) - before.unwrap_or(0)
+    }
+    let want = selects_during_call(&mut direct).await;
+    let mut c = conn(&p).await;
+    assert_eq!(selects_during_call(&mut c).await, want);
+}

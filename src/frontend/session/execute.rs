@@ -841,7 +841,15 @@ impl Session {
         if fu.default_role_changed {
             self.shared.pool.default_roles_changed();
         }
-        if fu.probe_role {
+        if fu.probe_role && self.pins.has(PinReason::SessionMode) {
+            // The backend is this session's for life: the role it may have
+            // is the session's own, as direct. Not asked (the SELECT would
+            // change what the server's next statement reports, e.g. the
+            // row number of its warnings): the connection is closed at the
+            // end instead of reset and shared.
+            self.inv.role = true;
+            backend.marks.role_changed = true;
+        } else if fu.probe_role {
             // The active role, read from the server: SET ROLE (or stored
             // code: an INVOKER procedure's SET ROLE outlives it) may leave
             // another role than the backend's login role, or set it back.
