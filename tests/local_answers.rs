@@ -109,3 +109,42 @@ async fn connection_id_with_an_alias_has_the_servers_metadata() {
     via.quit().await;
     direct.quit().await;
 }
+
+/// A prepared `SELECT CONNECTION_ID()` gives the proxy's id (the one the
+/// text form and `KILL` use), never a backend thread id, with the column
+/// and row encoding the server gives that statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_connection_id_is_the_proxys() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(1).start().await;
+    let caps = BASE_CAPS | DEPRECATE_EOF;
+    let mut via = login(&p.addr.to_string(), caps).await;
+    let mut direct = login(&db.addr(), caps).await;
+    let plain = via.query_one("SELECT CONNECTION_ID()").await;
+    let thread = via
+        .query_one("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%cid-marker%'")
+        .await;
+    assert_ne!(plain, thread, "the test needs ids that differ");
+    for q in ["SELECT CONNECTION_ID()", "SELECT connection_id() AS id"] {
+        let sv = via.prepare(q).await.expect("prepare via");
+        let sd = direct.prepare(q).await.expect("prepare direct");
+        let (Response::Rows(v), Response::Rows(d)) = (
+            via.execute(sv.id, 0, &[], false).await,
+            direct.execute(sd.id, 0, &[], false).await,
+        ) else {
+            panic!("{q}: result sets expected");
+        };
+        assert_eq!(v.columns, d.columns, "{q}: column metadata");
+        assert_eq!(v.rows[0].len(), d.rows[0].len(), "{q}: row encoding");
+        let id: u64 = plain.parse().expect("id");
+        assert_eq!(
+            v.binary_rows(),
+            vec![vec![common::raw::Value::UInt(id)]],
+            "{q}"
+        );
+        via.close_stmt(sv.id).await;
+        direct.close_stmt(sd.id).await;
+    }
+    via.quit().await;
+    direct.quit().await;
+}

@@ -200,6 +200,32 @@ pub fn replace_connection_id(sql: &[u8], id: u32, opts: crate::sql::LexOptions) 
     splice(sql, spans, id.to_string().as_bytes())
 }
 
+/// `value` in the binary protocol for the integer column that `def` (a
+/// protocol 4.1 column definition, `extended`: with MariaDB's extended
+/// type information) describes, little-endian in the type's width; `None`
+/// for another type or a malformed definition.
+fn binary_int(def: &[u8], value: u64, extended: bool) -> Option<Vec<u8>> {
+    let mut r = crate::protocol::lenenc::Reader::new(def);
+    // catalog, schema, table, org_table, name, org_name.
+    for _ in 0..6 {
+        r.lenenc_bytes()?;
+    }
+    if extended {
+        r.lenenc_bytes()?;
+    }
+    r.lenenc_int()?;
+    r.u16()?;
+    r.u32()?;
+    let width = match r.u8()? {
+        0x01 => 1,        // TINY
+        0x02 => 2,        // SHORT
+        0x03 | 0x09 => 4, // LONG, INT24
+        0x08 => 8,        // LONGLONG
+        _ => return None,
+    };
+    Some(value.to_le_bytes()[..width].to_vec())
+}
+
 /// `sql` with each byte range of `spans` replaced by `lit`; `None` when
 /// the ranges overlap or run past the text.
 pub(super) fn splice(
@@ -380,15 +406,17 @@ impl Session {
 }
 
 impl Session {
-    /// Answers COM_STMT_EXECUTE of a prepared `SELECT ROW_COUNT()` or
-    /// `SELECT FOUND_ROWS()` (`what`; no parameters, no cursor) with the
+    /// Answers COM_STMT_EXECUTE of a prepared `SELECT ROW_COUNT()`,
+    /// `SELECT FOUND_ROWS()` or `SELECT CONNECTION_ID()` (`what`; no
+    /// parameters, no cursor) with the
     /// binary result set the server would send; `def` is the column
     /// definition its prepare reply carried (the server sends the same at
     /// execute). `known`: for a client with cache-metadata, the hash of the
     /// definitions it has for the statement (they are then left out, as
     /// the server does). `Ok(None)` when the count is not known (the
-    /// statement then goes to a backend); else the hash of the definitions
-    /// the client now has.
+    /// statement then goes to a backend; also when the column's type is not
+    /// the integer type the server describes these with); else the hash of
+    /// the definitions the client now has.
     pub(super) async fn answer_count_binary(
         &mut self,
         seq: u8,
@@ -396,14 +424,17 @@ impl Session {
         def: &[u8],
         known: Option<u64>,
     ) -> Result<Option<Option<u64>>, End> {
-        // Both are a LONGLONG: eight bytes, little-endian.
+        // Two's complement for ROW_COUNT()'s -1, as the server sends it.
         let value = match what {
             Local::RowCount => match self.row_count {
-                Some(v) => v.to_le_bytes(),
+                Some(v) => v as u64,
                 None => return Ok(None),
             },
-            Local::FoundRows => self.found_rows.to_le_bytes(),
-            Local::ConnectionId => return Ok(None),
+            Local::FoundRows => self.found_rows,
+            Local::ConnectionId => u64::from(self.id),
+        };
+        let Some(value) = binary_int(def, value, self.caps.extended_type_info()) else {
+            return Ok(None);
         };
         let cached = self.caps.cache_metadata();
         let hash =
@@ -421,7 +452,7 @@ impl Session {
             // As the prepare reply sent it.
             seq = self.client.write_packet(seq, def);
         }
-        // A binary row: header, NULL bitmap (offset 2), the LONGLONG.
+        // A binary row: header, NULL bitmap (offset 2), the integer.
         b.extend_from_slice(&[0, 0]);
         b.extend_from_slice(&value);
         self.finish_one_row(seq, &b).await?;
@@ -432,6 +463,28 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binary_ints_take_the_columns_width() {
+        // The column definitions MariaDB 10.11 gives CONNECTION_ID() (LONG,
+        // unsigned) and FOUND_ROWS() (LONGLONG).
+        let long = b"\x03def\x00\x00\x00\x0fCONNECTION_ID()\x00\x0c\x3f\x00\x0a\x00\x00\x00\x03\xa1\x00\x00\x00\x00";
+        let longlong = b"\x03def\x00\x00\x00\x0cFOUND_ROWS()\x00\x0c\x3f\x00\x15\x00\x00\x00\x08\x81\x00\x00\x00\x00";
+        assert_eq!(binary_int(long, 7, false), Some(vec![7, 0, 0, 0]));
+        assert_eq!(
+            binary_int(longlong, 7, false),
+            Some(vec![7, 0, 0, 0, 0, 0, 0, 0])
+        );
+        assert_eq!(
+            binary_int(longlong, (-1i64) as u64, false),
+            Some(vec![0xff; 8])
+        );
+        // A string column, or a definition cut short: not answered here.
+        let string =
+            b"\x03def\x00\x00\x00\x01x\x00\x0c\x21\x00\x04\x00\x00\x00\xfd\x01\x00\x27\x00\x00";
+        assert_eq!(binary_int(string, 7, false), None);
+        assert_eq!(binary_int(&long[..20], 7, false), None);
+    }
 
     #[test]
     fn classifies() {

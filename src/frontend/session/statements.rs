@@ -521,15 +521,13 @@ impl Session {
         {
             return Ok(());
         }
-        // A prepared `SELECT ROW_COUNT()` or `SELECT FOUND_ROWS()`: the
-        // client's own count, as the text form (see `local`; a pinned
-        // session's FOUND_ROWS() is its backend's, as there).
+        // A prepared `SELECT ROW_COUNT()`, `SELECT FOUND_ROWS()` or
+        // `SELECT CONNECTION_ID()`: the client's own, as the text form (see
+        // `local`; a pinned session's FOUND_ROWS() is its backend's, as
+        // there).
         let count = super::local::classify(&entry.key.sql)
             .map(|q| q.what)
-            .filter(|&w| {
-                w == super::local::Local::RowCount
-                    || (w == super::local::Local::FoundRows && !self.pins.any())
-            });
+            .filter(|&w| w != super::local::Local::FoundRows || !self.pins.any());
         if entry.num_params == 0
             && !exec.wants_cursor()
             && !held
