@@ -5,6 +5,7 @@
 //! self-contained HTML report. With `--myplex-status NAME=URL` the report
 //! also holds that proxy's in-flight limit over time (see `limits`).
 
+pub mod client;
 pub mod limits;
 pub mod progress;
 pub mod report;
