@@ -75,6 +75,10 @@ struct RunArgs {
     /// Logins in progress at once while a point connects its clients.
     #[arg(long, default_value_t = 256)]
     connect_concurrency: usize,
+    /// Threads that run the virtual clients, each a single-threaded async
+    /// runtime with its share of them; 0 = half the CPUs (at least one).
+    #[arg(long, default_value_t = 0)]
+    client_threads: usize,
     /// Directory for results.csv, results.json, report.html, tps.svg, p95.svg.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -185,6 +189,7 @@ async fn run(r: RunArgs) -> anyhow::Result<()> {
         warmup: Duration::from_secs(r.warmup),
         duration: Duration::from_secs(r.duration.max(1)),
         connect_concurrency: r.connect_concurrency,
+        threads: r.client_threads,
     };
     let workload_name = serde_json::to_value(r.workload)
         .ok()
