@@ -79,6 +79,10 @@ async fn bench_produces_a_sane_report() {
         assert!(p95 >= p50 && p50 > 0.0, "{csv}");
         assert_eq!(row[11], "0", "no reconnects: {csv}");
         assert_eq!(row[12], "0", "no connect failures: {csv}");
+        let cpu: f64 = row[13]
+            .parse()
+            .expect("load generator's CPU per transaction");
+        assert!(cpu > 0.0, "{csv}");
     }
     for target in ["direct", "myplex", "cached"] {
         assert!(rows.iter().any(|r| r[0] == target), "{csv}");

@@ -103,6 +103,12 @@ pub struct PointResult {
     pub reconnects: u64,
     /// Clients that could not connect at all.
     pub connect_failures: u64,
+    /// CPU time the load generator itself (this process, every thread)
+    /// used in the measured window per counted transaction, µs: what the
+    /// tool costs the machine it shares with what it measures.
+    /// Absent when the process's CPU time cannot be read or nothing was
+    /// counted.
+    pub client_cpu_us_per_trx: Option<f64>,
 }
 
 impl PointResult {
@@ -263,6 +269,26 @@ fn start_thread(
     Ok(rx)
 }
 
+/// CPU time this process has used so far, every thread (user + system),
+/// from `/proc/self/stat` (in USER_HZ ticks, 100 a second on Linux); `None`
+/// where that cannot be read. A vDSO clock would be finer, but rustix's
+/// reading of the vDSO does not run under valgrind.
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    cpu_from_stat(&stat)
+}
+
+/// utime + stime of a `/proc/PID/stat` line.
+fn cpu_from_stat(stat: &str) -> Option<Duration> {
+    // The command name (field 2) is in parentheses and may hold spaces:
+    // fields are counted after its closing one (field 3 is index 0).
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let mut f = rest.split_whitespace().skip(11);
+    let utime: u64 = f.next()?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
 /// The threads that run the clients when `--client-threads` is 0: half the
 /// CPUs (the other half is left to what is measured, on the same machine),
 /// at least one, at most one per client.
@@ -335,6 +361,7 @@ pub async fn run_point(
         let left = warm_end.saturating_duration_since(Instant::now());
         tick(Phase::Warmup, (s.warmup - left).as_secs_f64(), s.warmup);
     }
+    let cpu0 = process_cpu();
     sh.measuring.store(true, Ordering::Relaxed);
     let start = Instant::now();
     let end = start + s.duration;
@@ -344,6 +371,7 @@ pub async fn run_point(
         tick(Phase::Measure, start.elapsed().as_secs_f64(), s.duration);
     }
     sh.stop.store(true, Ordering::Relaxed);
+    let cpu = process_cpu().zip(cpu0).map(|(b, a)| b.saturating_sub(a));
     let seconds = start.elapsed().as_secs_f64();
     let mut hist = new_hist();
     let mut errors = BTreeMap::new();
@@ -375,12 +403,41 @@ pub async fn run_point(
         errors,
         reconnects,
         connect_failures,
+        client_cpu_us_per_trx: cpu_per_transaction(cpu, transactions),
     })
+}
+
+/// The load generator's CPU per counted transaction, µs (`None` without
+/// any, or when the CPU time could not be read).
+fn cpu_per_transaction(cpu: Option<Duration>, transactions: u64) -> Option<f64> {
+    let cpu = cpu?;
+    (transactions > 0).then(|| cpu.as_secs_f64() * 1e6 / transactions as f64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_time_is_read_from_proc_stat() {
+        // A command name with spaces and parentheses of its own.
+        let line = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 3068 0 0 0 \
+                    1234 567 0 0 20 0 5 0 123 456789 1234 18446744073709551615";
+        assert_eq!(cpu_from_stat(line), Some(Duration::from_millis(18_010)));
+        assert_eq!(cpu_from_stat("4242 (x) S 1 2"), None);
+        assert!(
+            process_cpu().is_some(),
+            "this process's own stat is readable"
+        );
+    }
+
+    #[test]
+    fn cpu_per_transaction_needs_transactions_and_a_reading() {
+        let cpu = Some(Duration::from_millis(500));
+        assert_eq!(cpu_per_transaction(cpu, 1000), Some(500.0));
+        assert_eq!(cpu_per_transaction(cpu, 0), None);
+        assert_eq!(cpu_per_transaction(None, 1000), None);
+    }
 
     #[test]
     fn clients_are_split_over_threads() {
