@@ -1,9 +1,11 @@
 //! `myplex bench`: a sysbench-compatible OLTP load generator that compares
 //! named targets (direct, pooled, …) side by side. Virtual clients are async
-//! tasks, so thousands run from one process; a sweep of client counts runs
-//! the targets alternately; results go to a console table, CSV, JSON and a
-//! self-contained HTML report. With `--myplex-status NAME=URL` the report
-//! also holds that proxy's in-flight limit over time (see `limits`).
+//! tasks speaking the protocol themselves (`client`), so thousands run from
+//! one process at about sysbench's CPU per transaction; a sweep of client
+//! counts runs the targets alternately; results go to a console table, CSV,
+//! JSON and a self-contained HTML report. With `--myplex-status NAME=URL`
+//! the report also holds that proxy's in-flight limit over time (see
+//! `limits`).
 
 pub mod client;
 pub mod limits;

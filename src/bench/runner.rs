@@ -1,7 +1,9 @@
 //! One measurement point: N virtual clients (async tasks, one connection
-//! each) against one target, a warm-up, then a measured window. Latency is
+//! each, spread over a few threads with a single-threaded runtime each)
+//! against one target, a warm-up, then a measured window. Latency is
 //! recorded per transaction into HDR histograms kept per client and merged
-//! at the end, so measuring costs no shared lock.
+//! at the end, so measuring costs no shared lock; the process's own CPU
+//! time over the window is reported per transaction.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
