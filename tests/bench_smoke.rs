@@ -1,6 +1,8 @@
-//! A few seconds of `myplex bench` against the test server, direct and
-//! through the proxy: the report files are produced and their numbers sane,
-//! and the proxy's in-flight limit is sampled from its admin /status.
+//! A few seconds of `myplex bench` against the test server, direct (over TCP
+//! with its statements held, and over the server's socket through a
+//! 3-statement cache) and through the proxy:
+//! the report files are produced and their numbers sane, and the proxy's
+//! in-flight limit is sampled from its admin /status.
 
 mod common;
 
@@ -48,6 +50,11 @@ async fn bench_produces_a_sane_report() {
         format!("direct={direct}"),
         "--target".into(),
         format!("myplex={pooled}"),
+        "--target".into(),
+        format!(
+            "cached=mysql://app:secret@localhost/benchsmoke?socket={}&stmt_cache_size=3",
+            db.socket.display()
+        ),
         "--myplex-status".into(),
         format!("myplex=http://{}/status", p.admin),
     ]);
@@ -63,7 +70,7 @@ async fn bench_produces_a_sane_report() {
     );
     let csv = std::fs::read_to_string(out.join("results.csv")).expect("csv");
     let rows = csv_rows(&csv);
-    assert_eq!(rows.len(), 4, "{csv}");
+    assert_eq!(rows.len(), 6, "{csv}");
     for row in &rows {
         let tps: f64 = row[4].parse().expect("tps");
         let p95: f64 = row[7].parse().expect("p95");
@@ -72,14 +79,20 @@ async fn bench_produces_a_sane_report() {
         assert!(p95 >= p50 && p50 > 0.0, "{csv}");
         assert_eq!(row[11], "0", "no reconnects: {csv}");
         assert_eq!(row[12], "0", "no connect failures: {csv}");
+        let cpu: f64 = row[13]
+            .parse()
+            .expect("load generator's CPU per transaction");
+        assert!(cpu > 0.0, "{csv}");
     }
-    assert!(rows.iter().any(|r| r[0] == "myplex") && rows.iter().any(|r| r[0] == "direct"));
+    for target in ["direct", "myplex", "cached"] {
+        assert!(rows.iter().any(|r| r[0] == target), "{csv}");
+    }
     let html = std::fs::read_to_string(out.join("report.html")).expect("html");
     assert!(html.contains("<svg") && html.contains("myplex") && html.contains("direct"));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("json"))
             .expect("parse");
-    assert_eq!(json["points"].as_array().map(Vec::len), Some(4));
+    assert_eq!(json["points"].as_array().map(Vec::len), Some(6));
     // A failed transaction is only a lock conflict the workload makes itself
     // on a 500-row table (deadlock, lock wait timeout: what sysbench ignores
     // and retries), direct and pooled alike; anything else is a fault.

@@ -74,9 +74,9 @@
 #   IDLE_DIRECT                also measure mariadbd with idle clients [1]
 #   CALIB_CLIENTS              clients of the calibration point        [32]
 #   CALIB_ROUNDS               sysbench/bench alternations             [2]
-#   BENCH_STMT_CACHE           mysql_async stmt_cache_size of the bench clients;
-#                              empty = myplex bench's own sizing from --tables
-#                              (9 x tables + 8, every statement of the workload) []
+#   BENCH_STMT_CACHE           stmt_cache_size of the bench clients (at most N
+#                              statements kept prepared, LRU); empty = every
+#                              statement prepared once and kept, as sysbench []
 #   BENCH_QUIET_PCT            before each case, wait while other processes keep
 #                              the machine busier than this (% of all CPUs) [30]
 #   BENCH_QUIET_WAIT           ... but at most this many seconds       [300]
@@ -399,11 +399,9 @@ MACHINE="$CPUS CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed '
 } >"$OUT/meta.env"
 meta() { echo "$1=$2" >>"$OUT/meta.env"; }
 
-# Target URL. stmt_cache_size: mysql_async keeps 32 prepared statements per
-# connection by default, fewer than the workload's 9 per table x BENCH_TABLES;
-# `myplex bench` therefore sizes the cache from --tables itself (9 x tables +
-# 8) unless the URL sets it, as sysbench prepares every statement once per
-# connection. BENCH_STMT_CACHE overrides that, the same for all targets.
+# Target URL. stmt_cache_size: without it each `myplex bench` client prepares
+# every statement once and keeps it, as sysbench does; BENCH_STMT_CACHE sets
+# it, the same for all targets (at most N kept prepared, LRU).
 # The argument is an endpoint (see `endpoint`): a port, or a socket path.
 url() {
     local u sep="?"

@@ -395,10 +395,11 @@ def calibration_section(d, meta, out):
                "(one thread per connection, buffer pool holds the data). sysbench 1.0 has no warm-up "
                "option: its TPS is the mean of the 1 s reports after the warm-up; its p95 covers the "
                "whole run (and is bucketed by sysbench's histogram). CPU: % of one CPU after the "
-               f"warm-up; `myplex bench` ran with stmt_cache_size="
-               f"{meta.get('stmt_cache') or 'sized by the tool (9 × tables + 8)'}.\n")
-    out.append("| round | sysbench TPS | myplex bench TPS | bench / sysbench | sysbench p95 ms | myplex bench p95 ms | sysbench ignored errors | bench errors | CPU % sysbench / its mariadbd | CPU % bench / its mariadbd |")
-    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+               "warm-up; client µs/trx: the load generator's own CPU per transaction (sysbench's from "
+               "its CPU % and TPS, `myplex bench`'s as it reports it); `myplex bench` ran with "
+               f"stmt_cache_size={meta.get('stmt_cache') or 'unset (every statement held)'}.\n")
+    out.append("| round | sysbench TPS | myplex bench TPS | bench / sysbench | sysbench p95 ms | myplex bench p95 ms | sysbench ignored errors | bench errors | CPU % sysbench / its mariadbd | CPU % bench / its mariadbd | client µs/trx sysbench / bench |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
     sb_all, b_all = [], []
     cpu = lambda c: f"{c['client']:.0f} / {c['mariadbd']:.0f}" if c else "–"
     for n, sb, bp, cs, cb in rounds:
@@ -409,13 +410,15 @@ def calibration_section(d, meta, out):
         if bt:
             b_all.append(bt)
         berr = sum(bp["errors"].values()) if bp else None
+        sb_us = cs["client"] * 1e4 / st if cs and st else None
+        b_us = bp.get("client_cpu_us_per_trx") if bp else None
         out.append(f"| {n} | {fmt(st)} | {fmt(bt)} | {fmt(ratio(bt, st), 3)} | "
                    f"{fmt(sb['p95_run'] if sb else None, 2)} | {fmt(bp['p95_ms'] if bp else None, 2)} | "
                    f"{sb['ignored_errors'] if sb else '–'} | {berr if berr is not None else '–'} | "
-                   f"{cpu(cs)} | {cpu(cb)} |")
+                   f"{cpu(cs)} | {cpu(cb)} | {fmt(sb_us)} / {fmt(b_us)} |")
     mean = lambda xs: sum(xs) / len(xs) if xs else None
     r = ratio(mean(b_all), mean(sb_all))
-    out.append(f"| mean | {fmt(mean(sb_all))} | {fmt(mean(b_all))} | {fmt(r, 3)} | | | | | | |")
+    out.append(f"| mean | {fmt(mean(sb_all))} | {fmt(mean(b_all))} | {fmt(r, 3)} | | | | | | | |")
     out.append("")
     if r is not None:
         out.append(f"`myplex bench` / sysbench TPS = {r:.3f} "

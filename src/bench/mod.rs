@@ -1,10 +1,13 @@
 //! `myplex bench`: a sysbench-compatible OLTP load generator that compares
 //! named targets (direct, pooled, …) side by side. Virtual clients are async
-//! tasks, so thousands run from one process; a sweep of client counts runs
-//! the targets alternately; results go to a console table, CSV, JSON and a
-//! self-contained HTML report. With `--myplex-status NAME=URL` the report
-//! also holds that proxy's in-flight limit over time (see `limits`).
+//! tasks speaking the protocol themselves (`client`), so thousands run from
+//! one process at about sysbench's CPU per transaction; a sweep of client
+//! counts runs the targets alternately; results go to a console table, CSV,
+//! JSON and a self-contained HTML report. With `--myplex-status NAME=URL`
+//! the report also holds that proxy's in-flight limit over time (see
+//! `limits`).
 
+pub mod client;
 pub mod limits;
 pub mod progress;
 pub mod report;
@@ -74,6 +77,10 @@ struct RunArgs {
     /// Logins in progress at once while a point connects its clients.
     #[arg(long, default_value_t = 256)]
     connect_concurrency: usize,
+    /// Threads that run the virtual clients, each a single-threaded async
+    /// runtime with its share of them; 0 = half the CPUs (at least one).
+    #[arg(long, default_value_t = 0)]
+    client_threads: usize,
     /// Directory for results.csv, results.json, report.html, tps.svg, p95.svg.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -184,6 +191,7 @@ async fn run(r: RunArgs) -> anyhow::Result<()> {
         warmup: Duration::from_secs(r.warmup),
         duration: Duration::from_secs(r.duration.max(1)),
         connect_concurrency: r.connect_concurrency,
+        threads: r.client_threads,
     };
     let workload_name = serde_json::to_value(r.workload)
         .ok()

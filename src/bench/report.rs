@@ -41,21 +41,37 @@ fn errors_text(p: &PointResult) -> String {
         .join(" ")
 }
 
+/// The load generator's CPU per transaction, µs (`-` when unknown).
+fn cpu_text(p: &PointResult) -> String {
+    p.client_cpu_us_per_trx
+        .map_or_else(|| "-".into(), |us| format!("{us:.1}"))
+}
+
 /// Header of the console table.
 pub fn table_header() -> String {
     format!(
-        "{:<10} {:>7} {:>10} {:>11} {:>9} {:>9} {:>9} {:>9} {:>8}  errors",
-        "target", "clients", "tps", "qps", "p50 ms", "p95 ms", "p99 ms", "max ms", "reconn"
+        "{:<10} {:>7} {:>10} {:>10} {:>11} {:>9} {:>9} {:>9} {:>9} {:>8}  errors",
+        "target",
+        "clients",
+        "tps",
+        "cpu us/trx",
+        "qps",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "max ms",
+        "reconn"
     )
 }
 
 /// One row of the console table.
 pub fn table_row(p: &PointResult) -> String {
     format!(
-        "{:<10} {:>7} {:>10.1} {:>11.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8}  {}",
+        "{:<10} {:>7} {:>10.1} {:>10} {:>11.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8}  {}",
         p.target,
         p.clients,
         p.tps,
+        cpu_text(p),
         p.qps,
         p.p50_ms,
         p.p95_ms,
@@ -66,15 +82,15 @@ pub fn table_row(p: &PointResult) -> String {
     )
 }
 
-/// CSV with one line per point.
+/// CSV with one line per point (columns only ever added at the end).
 pub fn csv(r: &Report) -> String {
     let mut s = String::from(
-        "target,clients,seconds,transactions,tps,qps,p50_ms,p95_ms,p99_ms,max_ms,errors,reconnects,connect_failures\n",
+        "target,clients,seconds,transactions,tps,qps,p50_ms,p95_ms,p99_ms,max_ms,errors,reconnects,connect_failures,client_cpu_us_per_trx\n",
     );
     for p in &r.points {
         let _ = writeln!(
             s,
-            "{},{},{:.3},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{}",
+            "{},{},{:.3},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{}",
             p.target,
             p.clients,
             p.seconds,
@@ -87,7 +103,9 @@ pub fn csv(r: &Report) -> String {
             p.max_ms,
             p.error_count(),
             p.reconnects,
-            p.connect_failures
+            p.connect_failures,
+            p.client_cpu_us_per_trx
+                .map_or_else(String::new, |us| format!("{us:.1}"))
         );
     }
     s
@@ -353,10 +371,11 @@ pub fn html(r: &Report) -> String {
     for p in &r.points {
         let _ = write!(
             rows,
-            "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td></tr>",
             esc(&p.target),
             p.clients,
             p.tps,
+            cpu_text(p),
             p.qps,
             p.p50_ms,
             p.p95_ms,
@@ -371,7 +390,7 @@ pub fn html(r: &Report) -> String {
          <style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></head><body>\
          <h1>myplex bench — {wl}</h1><p>{tables}; warm-up {wu} s, measured {du} s per point; started {st}.<br>{machine}</p>\
-         {tps}{p95}{limits}<h2>Points</h2><table><tr><th>target</th><th>clients</th><th>TPS</th><th>QPS</th><th>p50 ms</th>\
+         {tps}{p95}{limits}<h2>Points</h2><table><tr><th>target</th><th>clients</th><th>TPS</th><th title=\"CPU time of the load generator itself per transaction\">bench CPU µs/trx</th><th>QPS</th><th>p50 ms</th>\
          <th>p95 ms</th><th>p99 ms</th><th>max ms</th><th>errors</th><th>reconnects</th></tr>{rows}</table></body></html>\n",
         wl = esc(&r.workload),
         tables = esc(&r.tables),
@@ -405,6 +424,7 @@ mod tests {
             errors: BTreeMap::from([(1213, 2)]),
             reconnects: 0,
             connect_failures: 0,
+            client_cpu_us_per_trx: Some(250.0),
         }
     }
 
@@ -427,13 +447,26 @@ mod tests {
         let c = csv(&r);
         assert_eq!(c.lines().count(), 4);
         assert!(c.contains("myplex,8,10.000,900,90.000"));
+        assert!(
+            c.lines()
+                .next()
+                .is_some_and(|h| h.ends_with(",client_cpu_us_per_trx"))
+        );
+        assert!(
+            c.lines().nth(1).is_some_and(|l| l.ends_with(",0,0,250.0")),
+            "{c}"
+        );
+        assert!(table_header().contains("cpu us/trx"));
+        assert!(table_row(&r.points[0]).contains(" 250.0 "));
         let h = html(&r);
         assert!(h.contains("<svg") && h.contains("polyline"));
+        assert!(h.contains("<td>100.0</td><td>250.0</td>"), "next to TPS");
         assert!(h.contains("test &lt;machine&gt;"), "escaped");
         assert!(!h.contains("<script"), "self-contained, no scripts");
         assert!(table_row(&r.points[0]).contains("2x1213"));
         let j: serde_json::Value = serde_json::from_str(&json(&r)).expect("json");
         assert_eq!(j["points"][2]["clients"], 64);
+        assert_eq!(j["points"][2]["client_cpu_us_per_trx"], 250.0);
         assert!(j.get("limits").is_none(), "no limits unless sampled");
         assert!(
             !h.contains("In-flight limit"),

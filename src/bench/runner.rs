@@ -1,7 +1,9 @@
 //! One measurement point: N virtual clients (async tasks, one connection
-//! each) against one target, a warm-up, then a measured window. Latency is
+//! each, spread over a few threads with a single-threaded runtime each)
+//! against one target, a warm-up, then a measured window. Latency is
 //! recorded per transaction into HDR histograms kept per client and merged
-//! at the end, so measuring costs no shared lock.
+//! at the end, so measuring costs no shared lock; the process's own CPU
+//! time over the window is reported per transaction.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,12 +11,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use mysql_async::{Conn, Opts, OptsBuilder};
-use tokio::sync::{Barrier, Semaphore};
+use mysql_async::{Opts, OptsBuilder};
+use tokio::sync::{Barrier, Semaphore, oneshot};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::client::{Address, ClientError, Endpoint};
 use super::progress::{Phase, Tick};
-use super::workload::{self, Tables, Workload};
+use super::workload::{self, Client, Tables, Workload};
 
 /// A named endpoint.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -38,22 +42,37 @@ impl Target {
         })
     }
 
-    /// Connection options: TCP always (no silent switch to a unix socket),
-    /// and a statement cache holding every statement of the workload (the
-    /// driver's default of 32 would re-prepare constantly with 4+ tables).
-    pub fn opts_for(&self, tables: u32) -> Result<Opts, String> {
-        let base = Opts::from_url(&self.url).map_err(|e| e.to_string())?;
-        let explicit = self.url.contains("stmt_cache_size");
-        let mut b = OptsBuilder::from_opts(base).prefer_socket(false);
-        if !explicit {
-            b = b.stmt_cache_size(Some(9 * tables as usize + 8));
-        }
-        Ok(b.into())
+    /// Where the virtual clients log in: the URL's socket if it names one,
+    /// else TCP to its host and port (no silent switch to a Unix socket).
+    pub fn endpoint(&self) -> Result<Endpoint, String> {
+        let o = Opts::from_url(&self.url).map_err(|e| format!("target {}: {e}", self.name))?;
+        let address = match o.socket() {
+            Some(path) => Address::Unix(path.into()),
+            None => Address::Tcp(o.ip_or_hostname().to_string(), o.tcp_port()),
+        };
+        Ok(Endpoint {
+            address,
+            user: o.user().unwrap_or_default().to_string(),
+            password: o.pass().unwrap_or_default().to_string(),
+            db: o.db_name().map(str::to_string),
+        })
     }
 
-    /// Connection options for one-off work (prepare, cleanup).
+    /// The URL's `stmt_cache_size`, if it sets one: each client then keeps
+    /// at most that many statements prepared (see `workload::Client`);
+    /// otherwise all of them, prepared once at connect, as sysbench does.
+    pub fn stmt_cache(&self) -> Option<usize> {
+        self.url
+            .contains("stmt_cache_size")
+            .then(|| Opts::from_url(&self.url).ok())
+            .flatten()
+            .map(|o| o.stmt_cache_size())
+    }
+
+    /// Driver options for one-off work (prepare, cleanup): TCP always.
     pub fn opts(&self) -> Result<Opts, String> {
-        self.opts_for(1)
+        let base = Opts::from_url(&self.url).map_err(|e| e.to_string())?;
+        Ok(OptsBuilder::from_opts(base).prefer_socket(false).into())
     }
 }
 
@@ -86,6 +105,12 @@ pub struct PointResult {
     pub reconnects: u64,
     /// Clients that could not connect at all.
     pub connect_failures: u64,
+    /// CPU time the load generator itself (this process, every thread)
+    /// used in the measured window per counted transaction, µs: what the
+    /// tool costs the machine it shares with what it measures.
+    /// Absent when the process's CPU time cannot be read or nothing was
+    /// counted.
+    pub client_cpu_us_per_trx: Option<f64>,
 }
 
 impl PointResult {
@@ -108,6 +133,8 @@ pub struct Settings {
     pub duration: Duration,
     /// Logins in progress at once while connecting.
     pub connect_concurrency: usize,
+    /// Threads running the clients (0: [`default_threads`]).
+    pub threads: usize,
 }
 
 struct ClientOutcome {
@@ -122,102 +149,199 @@ fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant histogram bounds are valid")
 }
 
+/// What the clients of a point share with the coordinator.
+struct Shared {
+    measuring: AtomicBool,
+    stop: AtomicBool,
+    /// Transactions counted in the measured window.
+    done: AtomicU64,
+    /// Every successful transaction, warm-up included (for the current TPS).
+    completed: AtomicU64,
+    /// The clients and the coordinator: measuring starts when all are connected.
+    barrier: Barrier,
+    /// Logins in progress at once.
+    gate: Semaphore,
+}
+
+/// How a point's clients reach their target.
+#[derive(Clone)]
+struct Connect {
+    endpoint: Endpoint,
+    cache: Option<usize>,
+    s: Settings,
+}
+
+impl Connect {
+    async fn client(&self) -> Result<Client, ClientError> {
+        Client::connect(&self.endpoint, self.s.workload, self.s.tables, self.cache).await
+    }
+}
+
+/// One virtual client: connect, wait for the others, run transactions
+/// until told to stop.
+async fn virtual_client(c: Connect, sh: Arc<Shared>) -> ClientOutcome {
+    let s = c.s;
+    let mut out = ClientOutcome {
+        hist: new_hist(),
+        errors: BTreeMap::new(),
+        reconnects: 0,
+        connected: false,
+    };
+    let client = {
+        let _permit = sh.gate.acquire().await;
+        tokio::time::timeout(Duration::from_secs(60), c.client()).await
+    };
+    let mut client = match client {
+        Ok(Ok(c)) => Some(c),
+        _ => None,
+    };
+    out.connected = client.is_some();
+    sh.barrier.wait().await;
+    while !sh.stop.load(Ordering::Relaxed) {
+        let Some(cl) = client.as_mut() else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Ok(cl) = c.client().await {
+                client = Some(cl);
+                out.reconnects += 1;
+            }
+            continue;
+        };
+        let t0 = Instant::now();
+        let r = cl.transaction(s.workload, s.tables).await;
+        let counted = sh.measuring.load(Ordering::Relaxed) && !sh.stop.load(Ordering::Relaxed);
+        if r.is_ok() {
+            sh.completed.fetch_add(1, Ordering::Relaxed);
+        }
+        match r {
+            Ok(()) if counted => {
+                let us = t0.elapsed().as_micros().max(1) as u64;
+                let _ = out.hist.record(us);
+                sh.done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(()) => {}
+            Err(e) => {
+                let code = e.code();
+                if counted {
+                    *out.errors.entry(code).or_default() += 1;
+                }
+                if code == 0 {
+                    // The connection is unusable: reconnect.
+                    client = None;
+                }
+            }
+        }
+    }
+    if let Some(cl) = client {
+        let _ = tokio::time::timeout(Duration::from_secs(5), cl.disconnect()).await;
+    }
+    out
+}
+
+/// Starts `n` clients on a thread of their own with a single-threaded
+/// runtime; their outcomes arrive on the returned channel when they stop.
+fn start_thread(
+    i: usize,
+    n: usize,
+    c: &Connect,
+    sh: &Arc<Shared>,
+) -> Result<oneshot::Receiver<Vec<ClientOutcome>>, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("client runtime: {e}"))?;
+    let (tx, rx) = oneshot::channel();
+    let (c, sh) = (c.clone(), sh.clone());
+    std::thread::Builder::new()
+        .name(format!("bench-clients-{i}"))
+        .spawn(move || {
+            let outs = rt.block_on(async {
+                let mut set = JoinSet::new();
+                for _ in 0..n {
+                    set.spawn(virtual_client(c.clone(), sh.clone()));
+                }
+                let mut outs = Vec::with_capacity(n);
+                while let Some(o) = set.join_next().await {
+                    outs.extend(o.ok());
+                }
+                outs
+            });
+            let _ = tx.send(outs);
+        })
+        .map_err(|e| format!("client thread: {e}"))?;
+    Ok(rx)
+}
+
+/// CPU time this process has used so far, every thread (user + system),
+/// from `/proc/self/stat` (in USER_HZ ticks, 100 a second on Linux); `None`
+/// where that cannot be read. A vDSO clock would be finer, but rustix's
+/// reading of the vDSO does not run under valgrind.
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    cpu_from_stat(&stat)
+}
+
+/// utime + stime of a `/proc/PID/stat` line.
+fn cpu_from_stat(stat: &str) -> Option<Duration> {
+    // The command name (field 2) is in parentheses and may hold spaces:
+    // fields are counted after its closing one (field 3 is index 0).
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let mut f = rest.split_whitespace().skip(11);
+    let utime: u64 = f.next()?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
+/// The threads that run the clients when `--client-threads` is 0: half the
+/// CPUs (the other half is left to what is measured, on the same machine),
+/// at least one, at most one per client.
+pub fn default_threads(clients: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus / 2).clamp(1, clients.max(1))
+}
+
+/// Clients of thread `i` when `clients` are split over `threads`.
+fn share(clients: usize, threads: usize, i: usize) -> usize {
+    clients / threads + usize::from(i < clients % threads)
+}
+
 /// Runs one point; `progress` is called about once a second during the
 /// warm-up and the measured window, and once as the window opens.
+///
+/// The clients run on `s.threads` threads (each a single-threaded runtime:
+/// a client's reply wakes the thread that waits for it, with no work
+/// stealing or cross-thread wake-ups); this task only keeps time.
 pub async fn run_point(
     target: &Target,
     clients: usize,
     s: Settings,
     progress: impl Fn(Tick),
 ) -> Result<PointResult, String> {
-    let opts = target.opts_for(s.tables.count)?;
-    let measuring = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    // Every successful transaction, warm-up included (for the current TPS).
-    let completed = Arc::new(AtomicU64::new(0));
-    let barrier = Arc::new(Barrier::new(clients + 1));
-    let gate = Arc::new(Semaphore::new(s.connect_concurrency.max(1)));
-    let mut tasks = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        let (opts, measuring, stop, done, completed, barrier, gate) = (
-            opts.clone(),
-            measuring.clone(),
-            stop.clone(),
-            done.clone(),
-            completed.clone(),
-            barrier.clone(),
-            gate.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            let mut out = ClientOutcome {
-                hist: new_hist(),
-                errors: BTreeMap::new(),
-                reconnects: 0,
-                connected: false,
-            };
-            let conn = {
-                let _permit = gate.acquire().await;
-                tokio::time::timeout(Duration::from_secs(60), async {
-                    let mut c = Conn::new(opts.clone()).await?;
-                    workload::prepare_statements(&mut c, s.workload, s.tables).await?;
-                    Ok::<_, mysql_async::Error>(c)
-                })
-                .await
-            };
-            let mut conn = match conn {
-                Ok(Ok(c)) => Some(c),
-                _ => None,
-            };
-            out.connected = conn.is_some();
-            barrier.wait().await;
-            while !stop.load(Ordering::Relaxed) {
-                let Some(c) = conn.as_mut() else {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    if let Ok(c) = Conn::new(opts.clone()).await {
-                        conn = Some(c);
-                        out.reconnects += 1;
-                    }
-                    continue;
-                };
-                let t0 = Instant::now();
-                let r = workload::transaction(c, s.workload, s.tables).await;
-                let counted = measuring.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed);
-                if r.is_ok() {
-                    completed.fetch_add(1, Ordering::Relaxed);
-                }
-                match r {
-                    Ok(()) if counted => {
-                        let us = t0.elapsed().as_micros().max(1) as u64;
-                        let _ = out.hist.record(us);
-                        done.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(()) => {}
-                    Err(e) => {
-                        let code = match &e {
-                            mysql_async::Error::Server(se) => se.code,
-                            _ => 0,
-                        };
-                        if counted {
-                            *out.errors.entry(code).or_default() += 1;
-                        }
-                        if code == 0 {
-                            // The connection is unusable: reconnect.
-                            conn = None;
-                        }
-                    }
-                }
-            }
-            if let Some(c) = conn {
-                let _ = tokio::time::timeout(Duration::from_secs(5), c.disconnect()).await;
-            }
-            out
-        }));
+    let c = Connect {
+        endpoint: target.endpoint()?,
+        cache: target.stmt_cache(),
+        s,
+    };
+    let sh = Arc::new(Shared {
+        measuring: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        done: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        barrier: Barrier::new(clients + 1),
+        gate: Semaphore::new(s.connect_concurrency.max(1)),
+    });
+    let threads = if s.threads == 0 {
+        default_threads(clients)
+    } else {
+        s.threads.min(clients.max(1))
+    };
+    let mut shards = Vec::with_capacity(threads);
+    for i in 0..threads {
+        shards.push(start_thread(i, share(clients, threads, i), &c, &sh)?);
     }
-    barrier.wait().await;
+    sh.barrier.wait().await;
     let mut last = (Instant::now(), 0u64);
     let mut tick = |phase, elapsed: f64, total: Duration| {
-        let (now, n) = (Instant::now(), completed.load(Ordering::Relaxed));
+        let (now, n) = (Instant::now(), sh.completed.load(Ordering::Relaxed));
         let dt = now.duration_since(last.0).as_secs_f64();
         let tps = if dt > 0.0 {
             (n - last.1) as f64 / dt
@@ -230,7 +354,7 @@ pub async fn run_point(
             elapsed,
             total: total.as_secs_f64(),
             tps,
-            measured: done.load(Ordering::Relaxed),
+            measured: sh.done.load(Ordering::Relaxed),
         });
     };
     let warm_end = Instant::now() + s.warmup;
@@ -239,7 +363,8 @@ pub async fn run_point(
         let left = warm_end.saturating_duration_since(Instant::now());
         tick(Phase::Warmup, (s.warmup - left).as_secs_f64(), s.warmup);
     }
-    measuring.store(true, Ordering::Relaxed);
+    let cpu0 = process_cpu();
+    sh.measuring.store(true, Ordering::Relaxed);
     let start = Instant::now();
     let end = start + s.duration;
     tick(Phase::Measure, 0.0, s.duration);
@@ -247,19 +372,22 @@ pub async fn run_point(
         tokio::time::sleep(Duration::from_secs(1).min(end - Instant::now())).await;
         tick(Phase::Measure, start.elapsed().as_secs_f64(), s.duration);
     }
-    stop.store(true, Ordering::Relaxed);
+    sh.stop.store(true, Ordering::Relaxed);
+    let cpu = process_cpu().zip(cpu0).map(|(b, a)| b.saturating_sub(a));
     let seconds = start.elapsed().as_secs_f64();
     let mut hist = new_hist();
     let mut errors = BTreeMap::new();
     let (mut reconnects, mut connect_failures) = (0, 0);
-    for t in tasks {
-        let Ok(o) = t.await else { continue };
-        let _ = hist.add(&o.hist);
-        for (k, v) in o.errors {
-            *errors.entry(k).or_default() += v;
+    for shard in shards {
+        let Ok(outs) = shard.await else { continue };
+        for o in outs {
+            let _ = hist.add(&o.hist);
+            for (k, v) in o.errors {
+                *errors.entry(k).or_default() += v;
+            }
+            reconnects += o.reconnects;
+            connect_failures += u64::from(!o.connected);
         }
-        reconnects += o.reconnects;
-        connect_failures += u64::from(!o.connected);
     }
     let transactions = hist.len();
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
@@ -277,5 +405,50 @@ pub async fn run_point(
         errors,
         reconnects,
         connect_failures,
+        client_cpu_us_per_trx: cpu_per_transaction(cpu, transactions),
     })
+}
+
+/// The load generator's CPU per counted transaction, µs (`None` without
+/// any, or when the CPU time could not be read).
+fn cpu_per_transaction(cpu: Option<Duration>, transactions: u64) -> Option<f64> {
+    let cpu = cpu?;
+    (transactions > 0).then(|| cpu.as_secs_f64() * 1e6 / transactions as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_is_read_from_proc_stat() {
+        // A command name with spaces and parentheses of its own.
+        let line = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 3068 0 0 0 \
+                    1234 567 0 0 20 0 5 0 123 456789 1234 18446744073709551615";
+        assert_eq!(cpu_from_stat(line), Some(Duration::from_millis(18_010)));
+        assert_eq!(cpu_from_stat("4242 (x) S 1 2"), None);
+        assert!(
+            process_cpu().is_some(),
+            "this process's own stat is readable"
+        );
+    }
+
+    #[test]
+    fn cpu_per_transaction_needs_transactions_and_a_reading() {
+        let cpu = Some(Duration::from_millis(500));
+        assert_eq!(cpu_per_transaction(cpu, 1000), Some(500.0));
+        assert_eq!(cpu_per_transaction(cpu, 0), None);
+        assert_eq!(cpu_per_transaction(None, 1000), None);
+    }
+
+    #[test]
+    fn clients_are_split_over_threads() {
+        assert_eq!(default_threads(1), 1);
+        assert!(default_threads(10_000) >= 1);
+        let split = |clients, threads| -> Vec<usize> {
+            (0..threads).map(|i| share(clients, threads, i)).collect()
+        };
+        assert_eq!(split(8, 3), vec![3, 3, 2]);
+        assert_eq!(split(8, 3).iter().sum::<usize>(), 8);
+    }
 }
