@@ -428,4 +428,26 @@ async fn found_rows_never_another_clients() {
     b.query_ok("COMMIT").await;
     a.quit().await;
     b.quit().await;
+
+    // A later statement of a multi-statement reads the previous command's
+    // count too, until a SELECT of the query sets it.
+    let caps = BASE_CAPS | DEPRECATE_EOF | MULTI_STATEMENTS;
+    let mut a = login(&addr, caps).await;
+    let mut b = login(&addr, caps).await;
+    b.query_multi("SELECT id FROM rc_t6 WHERE id = 1").await;
+    a.query_multi("SELECT id FROM rc_t6").await;
+    let r = b.query_multi("DO 0; SELECT FOUND_ROWS()").await;
+    match r.last() {
+        Some(Response::Rows(rows)) => {
+            assert_eq!(rows.text_rows(), vec![vec![Some("1".to_string())]]);
+        }
+        other => panic!("{other:?}"),
+    }
+    b.query_multi("SELECT id FROM rc_t6 WHERE id < 3").await;
+    a.query_multi("SELECT id FROM rc_t6").await;
+    let mut r = b.query_multi("DO 0; SELECT FOUND_ROWS()").await;
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r.remove(0).err().code, 1235);
+    a.quit().await;
+    b.quit().await;
 }

@@ -97,10 +97,6 @@ const NAME_CONTEXT: &[&[u8]] = &[
     b"update",
     b"insert",
     b"replace",
-    b"ignore",
-    b"low_priority",
-    b"delayed",
-    b"high_priority",
     b"exists",
     b"key",
     b"index",
@@ -124,6 +120,23 @@ const NAME_CONTEXT: &[&[u8]] = &[
     // `CHARACTER SET utf8 (@a, col)` in LOAD DATA.
     b"set",
     b"charset",
+];
+
+/// Modifiers after which, in [`MODIFIED`] statements, a table name comes.
+const MODIFIERS: &[&[u8]] = &[b"ignore", b"low_priority", b"delayed", b"high_priority"];
+
+/// What a [`MODIFIERS`] word may follow when a table name comes next (a
+/// statement's verb, or another modifier).
+const MODIFIED: &[&[u8]] = &[
+    b"insert",
+    b"replace",
+    b"update",
+    b"delete",
+    b"quick",
+    b"ignore",
+    b"low_priority",
+    b"delayed",
+    b"high_priority",
 ];
 
 /// Words that continue an expression after NULL (so `@x := NULL IS NULL`
@@ -246,7 +259,15 @@ impl Reader<'_> {
     fn name_context(&self) -> bool {
         let sql = self.sql;
         self.prev.is_some_and(|p| {
-            p.is_symbol(sql, b".") || NAME_CONTEXT.iter().any(|w| p.is_word(sql, w))
+            p.is_symbol(sql, b".")
+                || NAME_CONTEXT.iter().any(|w| p.is_word(sql, w))
+                // `INSERT IGNORE t(…)`, `REPLACE LOW_PRIORITY t(…)`: after a
+                // modifier of a statement that names its table next; after
+                // `SELECT HIGH_PRIORITY` an expression follows.
+                || (MODIFIERS.iter().any(|w| p.is_word(sql, w))
+                    && self.observer.before[0].is_some_and(|b| {
+                        MODIFIED.iter().any(|w| b.is_word(sql, w))
+                    }))
         })
     }
 

@@ -69,6 +69,10 @@ pub struct Reads {
     pub calls: Vec<Range<usize>>,
     /// The FOUND_ROWS() calls the text shows.
     pub found_rows: Vec<Range<usize>>,
+    /// A later statement of a multi-statement reads FOUND_ROWS() (a call,
+    /// or stored code) before any SELECT of the query has set it: it reads
+    /// the previous command's count too, and no literal stands in for it.
+    pub later_found_rows: bool,
     /// The calls' values go only into data (SET, INSERT, UPDATE, DELETE,
     /// REPLACE, DO, SELECT … INTO, CALL arguments), never into a result
     /// set's column definitions or a stored definition: a literal there is
@@ -100,6 +104,7 @@ pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions) -> Option<Reads>
         return analysis.incomplete.then(|| Reads {
             calls: Vec::new(),
             found_rows: Vec::new(),
+            later_found_rows: false,
             values_only: false,
             hidden: true,
         });
@@ -115,12 +120,37 @@ pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions) -> Option<Reads>
     };
     let calls = calls_of(FuncKind::RowCount);
     let found_rows = calls_of(FuncKind::FoundRows);
-    let hidden = analysis.incomplete
-        || matches!(
-            st.kind,
+    let runs_code = |s: &crate::sql::Statement| {
+        matches!(
+            s.kind,
             Kind::Call | Kind::Execute | Kind::ExecuteImmediate | Kind::Compound
-        );
-    if calls.is_empty() && found_rows.is_empty() && !hidden {
+        )
+    };
+    let mut hidden = analysis.incomplete || runs_code(st);
+    // Every statement sets ROW_COUNT(), only a SELECT sets FOUND_ROWS():
+    // until one does, later statements read the previous command's. A
+    // visible call there needs the count set on the backend; stored code
+    // there is treated as stored code first (set where a prime can).
+    let mut later_found_rows = false;
+    if st.kind != Kind::Select && !hidden {
+        for s in &analysis.statements[1..] {
+            if s.effects
+                .iter()
+                .any(|e| matches!(e, Effect::Function(f) if f.kind == FuncKind::FoundRows))
+            {
+                later_found_rows = true;
+                break;
+            }
+            if runs_code(s) {
+                hidden = true;
+                break;
+            }
+            if s.kind == Kind::Select {
+                break;
+            }
+        }
+    }
+    if calls.is_empty() && found_rows.is_empty() && !hidden && !later_found_rows {
         return None;
     }
     let text = sql.get(st.span.clone()).unwrap_or_default();
@@ -141,6 +171,7 @@ pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions) -> Option<Reads>
     Some(Reads {
         calls,
         found_rows,
+        later_found_rows,
         values_only,
         hidden,
     })
@@ -247,6 +278,7 @@ pub fn plan(sql: &[u8], reads: &Reads, known: Known, rewritable: bool) -> Plan {
         .flatten();
     if let Some(t) = &text
         && !reads.hidden
+        && !reads.later_found_rows
     {
         return Plan::Rewrite(t.clone());
     }
@@ -261,7 +293,8 @@ pub fn plan(sql: &[u8], reads: &Reads, known: Known, rewritable: bool) -> Plan {
     } else {
         None
     };
-    let found_rows = (text.is_none() && !reads.found_rows.is_empty()).then_some(known.found_rows);
+    let found_rows = ((text.is_none() && !reads.found_rows.is_empty()) || reads.later_found_rows)
+        .then_some(known.found_rows);
     // Stored code may read FOUND_ROWS() too: set it as well where a prime
     // can.
     let prime = if reads.hidden && found_rows.is_none() {
@@ -603,6 +636,32 @@ mod tests {
         assert_eq!(p("SET @x = FOUND_ROWS()", None, 7, false), Plan::Refuse);
         assert_eq!(
             p("SET @x = FOUND_ROWS()", None, 0, false),
+            prime(Prime::NoRow)
+        );
+        // A later statement reads the previous command's count until a
+        // SELECT of the query sets it.
+        assert_eq!(r("SELECT 1; SELECT FOUND_ROWS()"), None);
+        assert_eq!(r("DO 0; SELECT 1; SELECT FOUND_ROWS()"), None);
+        assert_eq!(p("DO 0; SELECT FOUND_ROWS()", None, 3, true), Plan::Refuse);
+        assert_eq!(
+            p("DO 0; SELECT FOUND_ROWS()", None, 1, true),
+            prime(Prime::OneRow)
+        );
+        assert_eq!(
+            p("SET @a = FOUND_ROWS(); SELECT FOUND_ROWS()", None, 0, true),
+            Plan::Prime {
+                prime: Prime::NoRow,
+                text: Some(b"SET @a = 0; SELECT FOUND_ROWS()".to_vec())
+            }
+        );
+        // Stored code later in the query: set where a prime can, never
+        // refused for it.
+        assert_eq!(
+            p("UPDATE t SET a = 1; CALL p()", Some(0), 4, true),
+            prime(Prime::Zero)
+        );
+        assert_eq!(
+            p("UPDATE t SET a = 1; CALL p()", Some(-1), 0, true),
             prime(Prime::NoRow)
         );
         // Stored code: FOUND_ROWS() set too where a prime can.

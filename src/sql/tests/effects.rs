@@ -330,6 +330,15 @@ fn lock_functions() {
         // A quoted name followed by `(` calls the built-in (checked on MariaDB 10.11).
         ("SELECT `GET_LOCK`('q', 0)", &[get_lock(Some("q"))]),
         ("DO 1 + GET_LOCK('e', 0)", &[get_lock(Some("e"))]),
+        // SELECT's own modifier is followed by an expression, not a name.
+        (
+            "SELECT HIGH_PRIORITY GET_LOCK('h', 0)",
+            &[get_lock(Some("h"))],
+        ),
+        (
+            "SELECT HIGH_PRIORITY SQL_NO_CACHE GET_LOCK('h2', 0)",
+            &[get_lock(Some("h2"))],
+        ),
         (
             "SELECT RELEASE_LOCK('L')",
             &[Effect::ReleaseLock { name: Some(b("L")) }],
@@ -341,6 +350,9 @@ fn lock_functions() {
         ("SELECT RELEASE_ALL_LOCKS()", &[Effect::ReleaseAllLocks]),
         // Names, strings and qualified calls are not the built-in.
         ("SELECT get_lock FROM t", &[]),
+        ("INSERT IGNORE get_lock(a) VALUES (1)", &[]),
+        ("INSERT LOW_PRIORITY IGNORE get_lock(a) VALUES (1)", &[]),
+        ("REPLACE DELAYED get_lock(a) VALUES (1)", &[]),
         ("SELECT 'GET_LOCK(1)'", &[]),
         ("SELECT `get_lock` FROM t", &[]),
         ("INSERT INTO get_lock (a) VALUES (1)", &[]),
