@@ -109,17 +109,8 @@ pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions) -> Option<Reads>
             hidden: true,
         });
     };
-    let calls_of = |kind: FuncKind| -> Vec<Range<usize>> {
-        st.effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Function(f) if f.kind == kind => Some(f.span.clone()),
-                _ => None,
-            })
-            .collect()
-    };
-    let calls = calls_of(FuncKind::RowCount);
-    let found_rows = calls_of(FuncKind::FoundRows);
+    let calls = calls_of(st, FuncKind::RowCount);
+    let found_rows = calls_of(st, FuncKind::FoundRows);
     let runs_code = |s: &crate::sql::Statement| {
         matches!(
             s.kind,
@@ -134,10 +125,7 @@ pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions) -> Option<Reads>
     let mut later_found_rows = false;
     if st.kind != Kind::Select && !hidden {
         for s in &analysis.statements[1..] {
-            if s.effects
-                .iter()
-                .any(|e| matches!(e, Effect::Function(f) if f.kind == FuncKind::FoundRows))
-            {
+            if !calls_of(s, FuncKind::FoundRows).is_empty() {
                 later_found_rows = true;
                 break;
             }
@@ -175,6 +163,17 @@ pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions) -> Option<Reads>
         values_only,
         hidden,
     })
+}
+
+/// The calls of `kind` the text of `st` shows.
+fn calls_of(st: &crate::sql::Statement, kind: FuncKind) -> Vec<Range<usize>> {
+    st.effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Function(f) if f.kind == kind => Some(f.span.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// True when `word` appears outside parentheses in `text`.
