@@ -14,11 +14,28 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::mariadb::{APP_PASSWORD, APP_USER};
 use common::{MariaDb, Proxy};
+use myplex::config::{Config, UserConfig};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Error, Opts, OptsBuilder};
 
 const MIB: usize = 1024 * 1024;
+
+/// A second proxy user whose backends log in as `app` too: `app`'s pooled
+/// backends then serve clients of two accounts, which is when a KILL with
+/// a server thread id could reach another account's client (with one
+/// account per credential pool it reaches only threads that account may
+/// end directly as well, and what myplex cannot plan is let through).
+fn shared_account(c: &mut Config) {
+    c.users.push(UserConfig {
+        name: "kr_tenant".into(),
+        password: Some("kr_tenant_pw".into()),
+        backend_user: Some(APP_USER.into()),
+        backend_password: Some(APP_PASSWORD.into()),
+        ..Default::default()
+    });
+}
 
 /// A statement of a route and the error code it must get (None: any).
 type Step = (&'static str, Option<u16>);
@@ -74,14 +91,23 @@ async fn ran_to_its_end(route: &str, run: tokio::task::JoinHandle<Result<Option<
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_route_kills_another_clients_backend_thread() {
     let db = MariaDb::shared_fast();
-    let p = Proxy::builder(db).groups(1).max_backend(6).start().await;
+    let p = Proxy::builder(db)
+        .groups(1)
+        .max_backend(6)
+        .with(shared_account)
+        .start()
+        .await;
     let mut a = conn(&p).await;
     a.query_drop("DROP PROCEDURE IF EXISTS kr_p")
         .await
         .expect("drop");
-    a.query_drop("DROP PROCEDURE IF EXISTS kr_q")
-        .await
-        .expect("drop");
+    for q in [
+        "DROP PROCEDURE IF EXISTS kr_q",
+        "DROP PROCEDURE IF EXISTS kr_b",
+        "DROP PROCEDURE IF EXISTS kr_l",
+    ] {
+        a.query_drop(q).await.expect("drop");
+    }
 
     // Each route: the statements the attacker sends (with {tid} for the
     // victim's server thread id) and the error code each must get (None:
@@ -167,6 +193,51 @@ async fn no_route_kills_another_clients_backend_thread() {
             "compound_statement",
             &[("BEGIN NOT ATOMIC KILL QUERY {tid}; END", Some(1235))],
         ),
+        // Text assembled at run time from pieces that do not spell KILL.
+        // A procedure holding it may be created; whatever would run it is
+        // refused: a CALL (at once after the CREATE: it waits for the
+        // catalog to read the new body), a text prepared from a variable,
+        // EXECUTE IMMEDIATE of a literal naming it.
+        (
+            "procedure_building_kill_at_run_time",
+            &[
+                (
+                    "CREATE PROCEDURE kr_b(n BIGINT) BEGIN \
+                     SET @s = CONCAT('KI', 'LL QUERY ', n); PREPARE s FROM @s; EXECUTE s; END",
+                    Some(0),
+                ),
+                ("CALL kr_b({tid})", Some(1235)),
+                // (A text naming it, even in a string, is refused too.)
+                ("SET @c = 'CALL kr_b({tid})'", Some(1235)),
+                ("SET @c = CONCAT('CALL kr_', 'b({tid})')", Some(0)),
+                ("PREPARE c FROM @c", Some(1235)),
+                ("EXECUTE IMMEDIATE 'CALL test.kr_b({tid})'", Some(1235)),
+                ("BEGIN NOT ATOMIC CALL kr_b({tid}); END", Some(1235)),
+            ],
+        ),
+        (
+            "multi_statement_built_at_run_time",
+            &[(
+                "SET @q = CONCAT('KI', 'LL QUERY ', {tid}); PREPARE s FROM @q; EXECUTE s",
+                Some(1235),
+            )],
+        ),
+        (
+            "compound_built_at_run_time",
+            &[(
+                "BEGIN NOT ATOMIC DECLARE q TEXT DEFAULT CONCAT('KI', 'LL QUERY ', {tid}); \
+                 PREPARE s FROM q; EXECUTE s; END",
+                Some(1235),
+            )],
+        ),
+        (
+            "event_built_at_run_time",
+            &[(
+                "CREATE EVENT kr_e ON SCHEDULE AT CURRENT_TIMESTAMP \
+                 DO EXECUTE IMMEDIATE CONCAT('KI', 'LL QUERY ', {tid})",
+                Some(1235),
+            )],
+        ),
     ];
     for (i, (route, steps)) in routes.iter().enumerate() {
         let (tid, run) = victim(&p, &mut a, &format!("v{i}")).await;
@@ -178,6 +249,12 @@ async fn no_route_kills_another_clients_backend_thread() {
             }
         }
         ran_to_its_end(route, run).await;
+    }
+
+    // Prepared (binary protocol): refused at COM_STMT_PREPARE.
+    match a.prep("CALL kr_b(?)").await {
+        Err(Error::Server(e)) => assert_eq!(e.code, 1235, "prepared CALL: {e:?}"),
+        other => panic!("prepared CALL of a procedure that may KILL: {other:?}"),
     }
 
     // sjis: 0x83 0x5C is one character to the server, a backslash that
@@ -250,22 +327,63 @@ async fn no_route_kills_another_clients_backend_thread() {
         .await
         .expect("replace with a system variable");
     assert_eq!(v, Some(1));
+    // Dynamic text in a compound statement or a procedure whose text is
+    // a literal: read as any literal.
     let v: Option<i64> = a
-        .query_first(
-            "BEGIN NOT ATOMIC DECLARE q TEXT DEFAULT 'SELECT 5'; \
-             SET @q2 = REPLACE(q, '5', '6'); PREPARE s FROM @q2; EXECUTE s; END",
-        )
+        .query_first("BEGIN NOT ATOMIC PREPARE s FROM 'SELECT 5'; EXECUTE s; END")
         .await
-        .expect("dynamic SQL in a compound statement");
-    assert_eq!(v, Some(6));
+        .expect("literal dynamic SQL in a compound statement");
+    assert_eq!(v, Some(5));
+    a.query_drop(
+        "CREATE PROCEDURE kr_l() BEGIN PREPARE s FROM 'SELECT 9'; EXECUTE s; \
+         DEALLOCATE PREPARE s; EXECUTE IMMEDIATE 'DO 1'; END",
+    )
+    .await
+    .expect("procedure with literal dynamic SQL");
+    let v: Option<i64> = a.query_first("CALL kr_l()").await.expect("call");
+    assert_eq!(v, Some(9));
+    // Text built at run time, harmless or not, is refused by default...
+    const BUILT_COMPOUND: &str = "BEGIN NOT ATOMIC DECLARE q TEXT DEFAULT 'SELECT 5'; \
+         SET @q2 = REPLACE(q, '5', '6'); PREPARE s FROM @q2; EXECUTE s; END";
+    assert_eq!(code(&mut a, BUILT_COMPOUND).await, 1235);
     a.query_drop(
         "CREATE PROCEDURE kr_p(q TEXT) BEGIN PREPARE s FROM q; EXECUTE s; \
          DEALLOCATE PREPARE s; END",
     )
     .await
     .expect("procedure with dynamic SQL");
-    let v: Option<i64> = a.query_first("CALL kr_p('SELECT 8')").await.expect("call");
-    assert_eq!(v, Some(8));
+    assert_eq!(code(&mut a, "CALL kr_p('SELECT 8')").await, 1235);
+    // ... and runs where the operator allows it, or where the account
+    // serves only its own clients.
+    let allowed = |c: &mut Config| {
+        shared_account(c);
+        c.pool.allow_unplannable_kill = true;
+    };
+    let unshared = |_: &mut Config| {};
+    for (how, cfg) in [
+        ("allowed", &allowed as &dyn Fn(&mut Config)),
+        ("one account", &unshared),
+    ] {
+        let open = Proxy::builder(MariaDb::shared_fast())
+            .groups(1)
+            .max_backend(2)
+            .with(cfg)
+            .start()
+            .await;
+        let mut o = conn(&open).await;
+        let v: Option<i64> = o
+            .query_first(BUILT_COMPOUND)
+            .await
+            .unwrap_or_else(|e| panic!("{how}: dynamic SQL built in a compound statement: {e}"));
+        assert_eq!(v, Some(6), "{how}");
+        let v: Option<i64> = o
+            .query_first("CALL kr_p('SELECT 8')")
+            .await
+            .unwrap_or_else(|e| panic!("{how}: CALL: {e}"));
+        assert_eq!(v, Some(8), "{how}");
+        drop(o);
+        drop(open);
+    }
     a.query_drop("DROP PROCEDURE kr_p").await.expect("drop");
     // A KILL in a variable with a myplex id is carried out as typed.
     let mut target = conn(&p).await;
@@ -278,6 +396,72 @@ async fn no_route_kills_another_clients_backend_thread() {
     a.query_drop("EXECUTE k").await.expect("execute KILL");
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert!(target.query_drop("SELECT 1").await.is_err(), "target alive");
+}
+
+/// Stored code created directly on the server (not through myplex, which
+/// refuses a CREATE whose body holds KILL) that may KILL: a procedure, a
+/// function, a trigger, and a view over such a function. Once the catalog
+/// has read them, every statement that would run them is refused, and
+/// the victim's statement runs to its end; code without KILL still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_code_from_the_server_that_may_kill_is_refused() {
+    let db = MariaDb::shared_fast();
+    let p = Proxy::builder(db)
+        .groups(1)
+        .max_backend(6)
+        .with(|c| {
+            shared_account(c);
+            c.pool.code_catalog_refresh_ms = 200;
+        })
+        .start()
+        .await;
+    let since = p.catalog_readings();
+    db.sql(
+        "DROP DATABASE IF EXISTS krs;\n\
+         CREATE DATABASE krs;\n\
+         CREATE TABLE krs.t (id BIGINT) ENGINE=InnoDB;\n\
+         CREATE TABLE krs.plain (id BIGINT) ENGINE=InnoDB;\n\
+         CREATE PROCEDURE krs.p(n BIGINT) KILL QUERY n;\n\
+         DELIMITER //\n\
+         CREATE FUNCTION krs.f(n BIGINT) RETURNS INT BEGIN KILL QUERY n; RETURN 1; END//\n\
+         CREATE FUNCTION krs.g(n BIGINT) RETURNS INT RETURN krs.f(n) + 1//\n\
+         DELIMITER ;\n\
+         CREATE TRIGGER krs.trg BEFORE INSERT ON krs.t FOR EACH ROW KILL QUERY NEW.id;\n\
+         CREATE VIEW krs.v AS SELECT krs.g(0) AS x;\n\
+         CREATE FUNCTION krs.ok(n BIGINT) RETURNS INT RETURN n + 1;\n\
+         CREATE PROCEDURE krs.okp() SELECT 'fine';\n",
+    );
+    p.catalog_learnt_since(since, Duration::from_secs(10)).await;
+    let mut a = conn(&p).await;
+    a.query_drop("USE krs").await.expect("use");
+    let routes = [
+        "CALL p({tid})",
+        "CALL krs.p({tid})",
+        "SELECT f({tid})",
+        "SELECT krs.g({tid})",
+        "INSERT INTO t VALUES ({tid})",
+        "SELECT * FROM v",
+        "DO f({tid})",
+    ];
+    for (i, q) in routes.iter().enumerate() {
+        let (tid, run) = victim(&p, &mut a, &format!("s{i}")).await;
+        let q = q.replace("{tid}", &tid.to_string());
+        assert_eq!(code(&mut a, q.as_str()).await, 1235, "{q}");
+        ran_to_its_end(q.as_str(), run).await;
+    }
+    // From another schema, the names qualified.
+    a.query_drop("USE test").await.expect("use");
+    assert_eq!(code(&mut a, "SELECT krs.f(1)").await, 1235);
+    // Code that cannot KILL runs as direct.
+    let v: Option<i64> = a.query_first("SELECT krs.ok(41)").await.expect("ok()");
+    assert_eq!(v, Some(42));
+    let v: Option<String> = a.query_first("CALL krs.okp()").await.expect("okp()");
+    assert_eq!(v.as_deref(), Some("fine"));
+    a.query_drop("INSERT INTO krs.plain VALUES (1)")
+        .await
+        .expect("plain insert");
+    drop(a);
+    db.sql("DROP DATABASE krs;\n");
 }
 
 /// Under load a KILL gets the next backend that comes back, ahead of the

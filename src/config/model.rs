@@ -375,6 +375,17 @@ pub struct PoolConfig {
     /// table is treated as running stored code (its backend is reset
     /// before it is shared).
     pub code_catalog_refresh_ms: u64,
+    /// Let statements through that may run a KILL myplex cannot plan (a
+    /// server thread id reaching the server, where it may name a pooled
+    /// backend serving another account's client) for users whose backend
+    /// account serves clients of other `[[users]]` entries too (a shared
+    /// `backend_user`): dynamic SQL built at run time in a compound
+    /// statement, a multi-statement or an event, and statements running
+    /// stored code whose body may kill (the word KILL, a procedure's
+    /// dynamic SQL from a variable or expression, a body `backend.user`
+    /// cannot read). Off (default): refused with 1235 for those users; a
+    /// user whose backend account is its own is never refused them.
+    pub allow_unplannable_kill: bool,
 }
 
 impl Default for PoolConfig {
@@ -403,6 +414,7 @@ impl Default for PoolConfig {
             admit_transactions_at_start: true,
             default_user_weight: 1,
             code_catalog_refresh_ms: 1000,
+            allow_unplannable_kill: false,
         }
     }
 }

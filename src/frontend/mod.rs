@@ -48,6 +48,18 @@ pub struct User {
 pub struct Users(pub Vec<User>);
 
 impl Users {
+    /// True when clients of more than one account log in to the server as
+    /// credential pool `pool`'s account (`[[users]]` entries sharing a
+    /// `backend_user`): a server thread id reaching the server from one of
+    /// them may name a backend that serves another account's clients.
+    pub fn shares_pool(&self, pool: usize) -> bool {
+        self.0
+            .iter()
+            .filter(|u| u.enabled && u.pool == pool)
+            .count()
+            > 1
+    }
+
     /// The enabled user `name` and its index.
     pub fn find(&self, name: &str) -> Option<(usize, &User)> {
         self.0

@@ -91,7 +91,7 @@ const FINGERPRINT_SQL: &str = "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM informa
      'COM_CREATE_PROCEDURE', 'COM_DROP_PROCEDURE', 'COM_ALTER_PROCEDURE', 'COM_CREATE_PACKAGE', \
      'COM_DROP_PACKAGE', 'COM_CREATE_PACKAGE_BODY', 'COM_DROP_PACKAGE_BODY') ORDER BY VARIABLE_NAME";
 
-/// The counters of [`FINGERPRINT_SQL`] that only procedures move.
+/// The counters of [`FINGERPRINT_SQL`] that only routines move.
 const ROUTINE_COUNTERS: [&str; 7] = [
     "COM_CREATE_PROCEDURE",
     "COM_DROP_PROCEDURE",
@@ -104,10 +104,11 @@ const ROUTINE_COUNTERS: [&str; 7] = [
 
 const VIEWS_SQL: &str =
     "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS";
-const TRIGGERS_SQL: &str =
-    "SELECT DISTINCT EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS";
-/// Procedures, whose body may run DDL when called.
-const ROUTINES_SQL: &str = "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_DEFINITION FROM information_schema.ROUTINES WHERE ROUTINE_TYPE = 'PROCEDURE'";
+/// Tables with triggers, and each trigger's body (a KILL in it).
+const TRIGGERS_SQL: &str = "SELECT EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE, ACTION_STATEMENT FROM information_schema.TRIGGERS";
+/// Procedures, whose body may run DDL when called, and stored functions and
+/// package bodies: any of them may run a KILL (`CodeNames::may_kill`).
+const ROUTINES_SQL: &str = "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_DEFINITION, ROUTINE_TYPE FROM information_schema.ROUTINES WHERE ROUTINE_TYPE IN ('PROCEDURE', 'FUNCTION', 'PACKAGE BODY')";
 /// Sequences: a column DEFAULT can have a session effect only by drawing a
 /// sequence value (the server refuses GET_LOCK, LAST_INSERT_ID(expr) and
 /// the like in a DEFAULT), so without one the defaults are not read.
@@ -132,6 +133,9 @@ pub struct CatalogStatus {
     pub objects: usize,
     /// Seconds since the last good reading.
     pub age_s: Option<f64>,
+    /// Routines whose body `backend.user` cannot read (statements running
+    /// them are refused unless `pool.allow_unplannable_kill`).
+    pub hidden_routines: usize,
     /// Good readings so far.
     pub readings: u64,
     /// Why the set is unknown, or the last reading's error.
@@ -151,6 +155,8 @@ pub struct Reader {
     views: Vec<ViewRow>,
     triggers: Vec<TriggerRow>,
     procs: Vec<ProcRow>,
+    /// Stored functions and package bodies.
+    funcs: Vec<ProcRow>,
     last_full: Option<Instant>,
     /// Periodic full readings that failed since the last good one.
     full_failures: u32,
@@ -192,6 +198,8 @@ struct Writes {
     readings: u64,
     /// Sets installed so far (each one's version).
     installs: u64,
+    /// Hidden routines in the set installed last (warned about once).
+    hidden_routines: usize,
     reason: Option<String>,
 }
 
@@ -201,6 +209,11 @@ pub struct CodeCatalog {
     names: ArcSwapOption<CodeNames>,
     writes: Mutex<Writes>,
     wake: Notify,
+    /// Notified whenever a reading installs or confirms a set.
+    installed: Notify,
+    /// The last reading found it cannot see everything (privileges, too
+    /// many objects): no reading will make the set known soon.
+    blind: std::sync::atomic::AtomicBool,
 }
 
 impl Default for CodeCatalog {
@@ -213,9 +226,12 @@ impl Default for CodeCatalog {
                 last_good: None,
                 readings: 0,
                 installs: 0,
+                hidden_routines: 0,
                 reason: Some("not read yet".into()),
             }),
             wake: Notify::new(),
+            installed: Notify::new(),
+            blind: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -252,6 +268,34 @@ impl CodeCatalog {
         self.names.load_full()
     }
 
+    /// `f` of the set (`None` when unknown), without taking a reference:
+    /// for the per-statement checks.
+    pub fn peek<R>(&self, f: impl FnOnce(Option<&CodeNames>) -> R) -> R {
+        f(self.names.load().as_deref())
+    }
+
+    /// The set, waiting up to `limit` for a reading to install one while
+    /// it is unknown (a statement that may change it was just answered, or
+    /// the first reading is under way). `None` at once when the last
+    /// reading found it cannot see everything.
+    pub async fn known_within(&self, limit: Duration) -> Option<Arc<CodeNames>> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let installed = self.installed.notified();
+            tokio::pin!(installed);
+            installed.as_mut().enable();
+            if let Some(n) = self.names() {
+                return Some(n);
+            }
+            if self.blind.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
+            if tokio::time::timeout_at(deadline, installed).await.is_err() {
+                return self.names();
+            }
+        }
+    }
+
     /// Marks the set unknown until the statement about to be sent has been
     /// answered and the catalog read again, when it may change the set
     /// (`ddl`, see [`code_names::DdlScan`]).
@@ -283,6 +327,7 @@ impl CodeCatalog {
             _ if refresh.is_zero() => CatalogStatus {
                 state: "off",
                 objects: 0,
+                hidden_routines: 0,
                 age_s,
                 readings,
                 reason: Some("pool.code_catalog_refresh_ms = 0".into()),
@@ -290,6 +335,7 @@ impl CodeCatalog {
             Some(n) => CatalogStatus {
                 state: "known",
                 objects: n.len(),
+                hidden_routines: n.hidden_routines(),
                 age_s,
                 readings,
                 reason,
@@ -297,6 +343,7 @@ impl CodeCatalog {
             None => CatalogStatus {
                 state: "unknown",
                 objects: 0,
+                hidden_routines: 0,
                 age_s,
                 readings,
                 reason,
@@ -332,6 +379,14 @@ impl CodeCatalog {
                     tracing::info!(objects = names.len(), "view and trigger catalog read");
                 }
                 w.installs += 1;
+                let hidden = names.hidden_routines();
+                if hidden > 0 && w.hidden_routines != hidden {
+                    tracing::warn!(
+                        hidden,
+                        "backend.user cannot read the body of some routines: statements running them are refused (grant it SELECT ON mysql.proc, or set pool.allow_unplannable_kill)"
+                    );
+                }
+                w.hidden_routines = hidden;
                 self.names
                     .store(Some(Arc::new(names.with_version(w.installs))));
             }
@@ -341,6 +396,10 @@ impl CodeCatalog {
         w.last_good = Some(w.last_good.map_or(read_at, |t| t.max(read_at)));
         w.readings += 1;
         w.reason = None;
+        drop(w);
+        self.blind
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.installed.notify_waiters();
         true
     }
 
@@ -394,12 +453,17 @@ impl CodeCatalog {
             }
         }
         let counters = c.query_rows(FINGERPRINT_SQL, 64).await?;
-        let (routines_fp, tables_fp): (Fingerprint, Fingerprint) =
-            counters.into_iter().partition(|r| {
-                r.first()
-                    .and_then(|n| n.as_deref())
-                    .is_some_and(|n| ROUTINE_COUNTERS.iter().any(|c| n.eq_ignore_ascii_case(c)))
-            });
+        let named = |r: &Vec<Option<String>>, names: &[&str]| {
+            r.first()
+                .and_then(|n| n.as_deref())
+                .is_some_and(|n| names.iter().any(|c| n.eq_ignore_ascii_case(c)))
+        };
+        // A stored function's counters move the tables' part (a view may
+        // name one); its body is read with the procedures (when a routine
+        // counter moved, and in the periodic full reading).
+        let (routines_fp, tables_fp): (Fingerprint, Fingerprint) = counters
+            .into_iter()
+            .partition(|r| named(r, &ROUTINE_COUNTERS));
         // A DDL statement through this proxy (a view, a trigger, a table
         // with a sequence default) cannot change a procedure without moving
         // a routine counter: the procedures are read again only when one
@@ -426,9 +490,10 @@ impl CodeCatalog {
                 })
                 .collect()
         };
-        let row = |r: &[Option<String>]| TriggerRow {
+        let row = |r: &[Option<String>], body: Option<String>| TriggerRow {
             schema: cell(r, 0).unwrap_or_default(),
             table: cell(r, 1).unwrap_or_default(),
+            body,
         };
         let tables = if read_tables {
             let views = c.query_rows(VIEWS_SQL, MAX_ROWS + 1).await?;
@@ -447,12 +512,12 @@ impl CodeCatalog {
             }
             let triggers: Vec<TriggerRow> = triggers
                 .iter()
-                .map(|r| row(r))
+                .map(|r| row(r, Some(cell(r, 2).unwrap_or_default())))
                 .chain(
                     defaults
                         .iter()
                         .filter(|r| code_names::default_has_effects(cell(r, 2).as_deref()))
-                        .map(|r| row(r)),
+                        .map(|r| row(r, None)),
                 )
                 .collect();
             Some((defined(&views), triggers))
@@ -464,7 +529,11 @@ impl CodeCatalog {
             if too_many(&routines) {
                 return Ok(Err(format!("more than {MAX_ROWS} procedures")));
             }
-            Some(defined(&routines))
+            let (procs, funcs): (Vec<_>, Vec<_>) = routines
+                .into_iter()
+                // A package body's procedures are CALLed by its name.
+                .partition(|r| cell(r, 3).as_deref() != Some("FUNCTION"));
+            Some((defined(&procs), defined(&funcs)))
         } else {
             None
         };
@@ -474,18 +543,20 @@ impl CodeCatalog {
             reader.triggers = triggers;
             reader.tables_fingerprint = Some(tables_fp);
         }
-        if let Some(procs) = procs {
+        if let Some((procs, funcs)) = procs {
             reader.procs = procs;
+            reader.funcs = funcs;
             reader.routines_fingerprint = Some(routines_fp);
         }
         if full {
             reader.last_full = Some(Instant::now());
             reader.full_failures = 0;
         }
-        Ok(Ok(Some(CodeNames::build_with(
+        Ok(Ok(Some(CodeNames::build_full(
             &reader.views,
             &reader.triggers,
             &reader.procs,
+            &reader.funcs,
         ))))
     }
 
@@ -563,6 +634,7 @@ impl CodeCatalog {
                     Ok(Ok(Err(incomplete))) => {
                         helper.give_back(true);
                         reader.restart();
+                        self.blind.store(true, std::sync::atomic::Ordering::Relaxed);
                         self.forget(incomplete);
                         return Outcome::Unknown;
                     }
@@ -604,6 +676,7 @@ impl CodeCatalog {
                 }
                 Ok(Ok(Err(incomplete))) => {
                     reader.restart();
+                    self.blind.store(true, std::sync::atomic::Ordering::Relaxed);
                     self.forget(incomplete);
                     return Outcome::Unknown;
                 }
@@ -762,6 +835,7 @@ mod tests {
             &[TriggerRow {
                 schema: "app".into(),
                 table: "t".into(),
+                body: None,
             }],
         )
     }

@@ -397,6 +397,10 @@ pub fn after_query(
         (k, Some(k))
     };
     let mut explained = false;
+    // A literal text run by EXECUTE IMMEDIATE that may change how literals
+    // read (its own SET NAMES, stored code, unreadable text).
+    let mut inner_rereads = false;
+    let executed = executed_texts(inv, stmts, lex);
     let temporary = Temporary::of(analysis);
     let removes_ok = !reply.error && !analysis.incomplete;
     for (i, st) in stmts.iter().enumerate() {
@@ -407,11 +411,15 @@ pub fn after_query(
         // taken by an earlier row of a multi-row INSERT that then hit a
         // duplicate key): what it adds counts, what it ends does not.
         let failed_here = failed_at == Some(i) && !removes;
-        let adds = removes || failed_at.is_none_or(|k| i <= k) || is_opaque(st);
+        // An EXECUTE of a statement the session prepared from a literal:
+        // read as that text (see `executed_texts`).
+        let known = executed.get(i).and_then(Option::as_ref);
+        let opaque_st = is_opaque(st) && known.is_none();
+        let adds = removes || failed_at.is_none_or(|k| i <= k) || opaque_st;
         if !adds {
             continue;
         }
-        if failed_here && !is_opaque(st) {
+        if failed_here && !opaque_st && known.is_none() {
             // Of the statement that failed, only what its expressions did
             // while rows were processed (a failed CREATE TEMPORARY TABLE
             // created nothing).
@@ -428,7 +436,12 @@ pub fn after_query(
             continue;
         }
         explained |= apply_statement(inv, marks, schema, st, removes, sql, &mut fu);
-        if is_opaque(st) {
+        if let Some((text, inner)) = known {
+            for ist in &inner.statements {
+                explained |= apply_statement(inv, marks, schema, ist, removes, text, &mut fu);
+            }
+        }
+        if opaque_st {
             marks.needs_reset = true;
             marks.insert_id_unknown = true;
             fu.count_user_vars = true;
@@ -440,6 +453,7 @@ pub fn after_query(
                 && st.kind == Kind::ExecuteImmediate
             {
                 let inner = crate::sql::analyze(text, lex);
+                inner_rereads |= inner.incomplete || inner.statements.iter().any(rereads_literals);
                 if inner.incomplete || inner.statements.iter().any(is_opaque) {
                     marks.needs_reset = true;
                     fu.count_user_vars = true;
@@ -458,7 +472,16 @@ pub fn after_query(
         marks.needs_reset = true;
         explained = false;
     }
-    if analysis.incomplete || stmts.iter().any(rereads_literals) {
+    let rereads = stmts
+        .iter()
+        .enumerate()
+        .any(|(i, s)| match executed.get(i) {
+            Some(Some((_, inner))) => {
+                changes_literal_reading(s) || inner.statements.iter().any(rereads_literals)
+            }
+            _ => rereads_literals(s),
+        });
+    if analysis.incomplete || inner_rereads || rereads {
         // The lock names' text may not read now as it read in the
         // statement that took them: fail closed.
         inv.give_up_pending_locks();
@@ -631,22 +654,90 @@ fn is_opaque(s: &Statement) -> bool {
     }
 }
 
+/// Per statement of a query: for an `EXECUTE name` of a statement the
+/// session prepared from a literal text (`PREPARE name FROM '…'`, earlier
+/// in the query or before, see `Inventory::prepared_texts`), that text and
+/// its analysis, when it is one statement read completely that runs no
+/// stored code: such an EXECUTE does what the text says (its named lock,
+/// its variables) and is applied as the text, not as opaque dynamic SQL.
+fn executed_texts(
+    inv: &Inventory,
+    stmts: &[Statement],
+    lex: crate::sql::LexOptions,
+) -> Vec<Option<(Vec<u8>, Analysis)>> {
+    let mut out: Vec<Option<(Vec<u8>, Analysis)>> = Vec::with_capacity(stmts.len());
+    if !stmts.iter().any(|s| s.kind == Kind::Execute) {
+        out.resize_with(stmts.len(), || None);
+        return out;
+    }
+    let mut texts = inv.prepared_texts.clone();
+    for st in stmts {
+        let mut here = None;
+        for e in &st.effects {
+            match e {
+                Effect::TextPrepare { name } => {
+                    let name = name.to_ascii_lowercase();
+                    match literal_text(st) {
+                        Some(t) => texts.insert(name, t.to_vec()),
+                        None => texts.remove(&name),
+                    };
+                }
+                Effect::Deallocate { name } => {
+                    texts.remove(&name.to_ascii_lowercase());
+                }
+                Effect::ExecutePrepared { name } if st.kind == Kind::Execute => {
+                    if let Some(t) = texts.get(&name.to_ascii_lowercase()) {
+                        let a = crate::sql::analyze(t, lex);
+                        if !a.incomplete
+                            && a.statements.len() == 1
+                            && !a.statements.iter().any(is_opaque)
+                        {
+                            here = Some((t.clone(), a));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push(here);
+    }
+    out
+}
+
+/// Longest text of a text-prepared statement the session keeps to read
+/// its EXECUTE by (a longer one's EXECUTE is opaque).
+pub const MAX_PREPARED_TEXT: usize = 16 * 1024;
+
+/// The literal text of a `PREPARE name FROM '…'`, when kept.
+fn literal_text(st: &Statement) -> Option<&[u8]> {
+    st.effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::DynamicSql { text } => Some(&text[..]),
+            _ => None,
+        })
+        .filter(|t| t.len() <= MAX_PREPARED_TEXT)
+}
+
 /// Statements after which the session may read a string literal into
 /// other bytes than before (character sets, sql_mode, or anything stored
 /// code or an unread SET list may have changed).
 fn rereads_literals(s: &Statement) -> bool {
-    is_opaque(s)
-        || s.kind == Kind::ExecuteImmediate
-        || s.effects.iter().any(|e| match e {
-            Effect::SetNames { .. } | Effect::SetStatement { .. } | Effect::SetOther => true,
-            Effect::SetVariable { name, .. } => {
-                name.starts_with(b"character_set_")
-                    || name.starts_with(b"collation_")
-                    || name.as_slice() == b"sql_mode"
-                    || name.as_slice() == b"names"
-            }
-            _ => false,
-        })
+    is_opaque(s) || changes_literal_reading(s)
+}
+
+/// A statement whose own effects change how literals read.
+fn changes_literal_reading(s: &Statement) -> bool {
+    s.effects.iter().any(|e| match e {
+        Effect::SetNames { .. } | Effect::SetStatement { .. } | Effect::SetOther => true,
+        Effect::SetVariable { name, .. } => {
+            name.starts_with(b"character_set_")
+                || name.starts_with(b"collation_")
+                || name.as_slice() == b"sql_mode"
+                || name.as_slice() == b"names"
+        }
+        _ => false,
+    })
 }
 
 /// Effects a statement that fails may already have had: those of its
@@ -813,6 +904,10 @@ fn apply_statement(
                 } else {
                     inv.ddl_prepared.remove(&name);
                 }
+                match literal_text(st) {
+                    Some(t) => inv.prepared_texts.insert(name.clone(), t.to_vec()),
+                    None => inv.prepared_texts.remove(&name),
+                };
                 inv.text_prepared.insert(name);
             }
             Effect::Deallocate { name } => {
@@ -820,6 +915,7 @@ fn apply_statement(
                 if removes {
                     inv.text_prepared.remove(&name.to_ascii_lowercase());
                     inv.ddl_prepared.remove(&name.to_ascii_lowercase());
+                    inv.prepared_texts.remove(&name.to_ascii_lowercase());
                 }
             }
             Effect::Xa => {

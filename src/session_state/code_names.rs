@@ -5,6 +5,10 @@
 //! never reports (a named lock, a sequence value, user variables, a role),
 //! so the authority treats it as a call of stored code.
 //!
+//! The same set knows which names' code may run a KILL myplex cannot plan
+//! ([`CodeNames::may_kill`]: routines, triggers and views whose code holds
+//! the word KILL, builds dynamic SQL at run time or cannot be read).
+//!
 //! Owns the pure part: building the set from the catalog rows the pool
 //! reads ([`CodeNames::build`]) and matching statement text against it
 //! ([`CodeNames::touches`]). Matching over-approximates and never misses a
@@ -44,6 +48,9 @@ pub struct ViewRow {
 pub struct TriggerRow {
     pub schema: String,
     pub table: String,
+    /// The trigger's body (`None` for a column DEFAULT's row, which can
+    /// run no KILL).
+    pub body: Option<String>,
 }
 
 /// How a name is matched: its longest ASCII word run (lowercase), or
@@ -192,6 +199,11 @@ struct SchemaObjects {
     procedures: KeySet<()>,
     /// Such a procedure's name has no ASCII run.
     procedures_non_ascii: bool,
+    /// Routines, tables and views whose code may run a KILL myplex cannot
+    /// plan (see [`CodeNames::may_kill`]).
+    killers: KeySet<()>,
+    /// Such a name has no ASCII run.
+    killers_non_ascii: bool,
 }
 
 /// Which kind of member a match looks for.
@@ -199,6 +211,7 @@ struct SchemaObjects {
 enum Member {
     Objects,
     Procedures,
+    Killers,
 }
 
 impl SchemaObjects {
@@ -206,6 +219,7 @@ impl SchemaObjects {
         match k {
             Member::Objects => (&self.names, self.non_ascii),
             Member::Procedures => (&self.procedures, self.procedures_non_ascii),
+            Member::Killers => (&self.killers, self.killers_non_ascii),
         }
     }
 }
@@ -213,6 +227,54 @@ impl SchemaObjects {
 /// A stored procedure and its body (`None` when the server did not show
 /// it): the same shape as a view's row.
 pub type ProcRow = ViewRow;
+
+/// A stored body that may run a KILL myplex cannot plan: a KILL statement
+/// in it (the word as code, executable comments included), a dynamic text
+/// literal holding the word, or, in a procedure (functions and triggers
+/// cannot run dynamic SQL), a PREPARE or EXECUTE IMMEDIATE whose text is
+/// not one string literal, or such words the lexer cannot place. The body
+/// is read under each quoting mode it may have been created with (a
+/// backslash may or may not escape a quote): any reading that finds one
+/// counts. The word in a plain string or comment (`SELECT 'no kill'`)
+/// does not.
+fn body_may_kill(def: &str, procedure: bool) -> bool {
+    let sql = def.as_bytes();
+    if crate::sql::scan::words(sql).is_empty() {
+        return false;
+    }
+    [false, true].into_iter().any(|no_backslash_escapes| {
+        let opts = LexOptions {
+            no_backslash_escapes,
+            ..LexOptions::default()
+        };
+        let toks: Vec<_> = crate::sql::lexer::Lexer::new(sql, opts).collect();
+        if toks.iter().any(|t| t.is_word(sql, b"kill")) {
+            return true;
+        }
+        let dyns = crate::sql::dynamic::texts(sql, &toks, opts);
+        let literal_kill = |d: &crate::sql::dynamic::DynText| {
+            d.literal
+                .as_deref()
+                .is_some_and(|l| crate::sql::scan::words(l).has(crate::sql::scan::Found::KILL))
+        };
+        if dyns.iter().any(literal_kill) {
+            return true;
+        }
+        if !procedure {
+            return false;
+        }
+        // Every PREPARE (but DEALLOCATE / DROP PREPARE) and EXECUTE
+        // IMMEDIATE must be one the dynamic-text scan placed.
+        let after = |i: usize, w: &[u8]| i > 0 && toks[i - 1].is_word(sql, w);
+        let seen = (0..toks.len())
+            .filter(|&i| {
+                (toks[i].is_word(sql, b"prepare") && !after(i, b"deallocate") && !after(i, b"drop"))
+                    || (toks[i].is_word(sql, b"immediate") && after(i, b"execute"))
+            })
+            .count();
+        dyns.iter().any(|d| d.literal.is_none()) || seen > dyns.len()
+    })
+}
 
 /// A procedure body that may change which names run code: DDL, dynamic
 /// SQL, a nested CALL, or a body not shown.
@@ -241,6 +303,11 @@ pub struct CodeNames {
     objects: usize,
     /// How many procedures that may change it.
     procedures: usize,
+    /// How many names whose code may run an unplanned KILL.
+    killers: usize,
+    /// Routines whose body the server did not show (counted among the
+    /// killers: nothing proves they run no KILL).
+    hidden_routines: usize,
     /// Which installed set this is (0 until installed), so that an answer
     /// cached for a prepared statement is known to be current.
     version: u64,
@@ -257,7 +324,19 @@ impl CodeNames {
     /// As [`Self::build`], with the procedures whose call may change the
     /// set.
     pub fn build_with(views: &[ViewRow], triggers: &[TriggerRow], procs: &[ProcRow]) -> Self {
+        Self::build_full(views, triggers, procs, &[])
+    }
+
+    /// As [`Self::build_with`], with the stored functions and package
+    /// bodies (`funcs`), for the names whose code may run a KILL.
+    pub fn build_full(
+        views: &[ViewRow],
+        triggers: &[TriggerRow],
+        procs: &[ProcRow],
+        funcs: &[ProcRow],
+    ) -> Self {
         let mut set = CodeNames::default();
+        set.add_killers(views, triggers, procs, funcs);
         for p in procs {
             if procedure_may_change(p.definition.as_deref()) {
                 set.insert_as(&p.schema, &p.name, Member::Procedures);
@@ -314,6 +393,7 @@ impl CodeNames {
         let (keys, non_ascii) = match kind {
             Member::Objects => (&mut o.names, &mut o.non_ascii),
             Member::Procedures => (&mut o.procedures, &mut o.procedures_non_ascii),
+            Member::Killers => (&mut o.killers, &mut o.killers_non_ascii),
         };
         match key_of(name.as_bytes()) {
             Some(k) => *keys.entry(k) = (),
@@ -322,7 +402,86 @@ impl CodeNames {
         match kind {
             Member::Objects => self.objects += 1,
             Member::Procedures => self.procedures += 1,
+            Member::Killers => self.killers += 1,
         }
+    }
+
+    /// The names whose code may run a KILL that myplex cannot plan (a
+    /// server thread id reaching the server): a routine whose body holds
+    /// the word KILL, a procedure running dynamic SQL from anything but a
+    /// string literal (its text exists only at run time), a body the
+    /// server did not show; a table whose trigger holds KILL; and, to a
+    /// fixpoint, a routine, trigger or view naming any of these.
+    fn add_killers(
+        &mut self,
+        views: &[ViewRow],
+        triggers: &[TriggerRow],
+        procs: &[ProcRow],
+        funcs: &[ProcRow],
+    ) {
+        // (schema, name, code) still to decide.
+        let mut pending: Vec<(&str, &str, &str)> = Vec::new();
+        let routines = procs
+            .iter()
+            .map(|p| (p, true))
+            .chain(funcs.iter().map(|f| (f, false)));
+        for (r, procedure) in routines {
+            match r.definition.as_deref().filter(|d| !d.trim().is_empty()) {
+                None => {
+                    self.hidden_routines += 1;
+                    self.insert_as(&r.schema, &r.name, Member::Killers);
+                }
+                Some(def) if body_may_kill(def, procedure) => {
+                    self.insert_as(&r.schema, &r.name, Member::Killers);
+                }
+                Some(def) => pending.push((&r.schema, &r.name, def)),
+            }
+        }
+        for t in triggers {
+            let Some(body) = t.body.as_deref() else {
+                continue;
+            };
+            if body_may_kill(body, false) {
+                self.insert_as(&t.schema, &t.table, Member::Killers);
+            } else {
+                pending.push((&t.schema, &t.table, body));
+            }
+        }
+        for v in views {
+            // An unreadable view definition is already a code-bearing
+            // object; it runs a KILL only through a function it names.
+            if let Some(def) = v.definition.as_deref() {
+                pending.push((&v.schema, &v.name, def));
+            }
+        }
+        loop {
+            let before = pending.len();
+            pending.retain(|(schema, name, code)| {
+                if self.may_kill(code.as_bytes(), schema.as_bytes()) {
+                    self.insert_as(schema, name, Member::Killers);
+                    false
+                } else {
+                    true
+                }
+            });
+            if pending.len() == before || self.killers == 0 {
+                break;
+            }
+        }
+    }
+
+    /// True when `text`, run with `schema` as the session's schema, may
+    /// run stored code (a CALLed procedure, a function, a table's trigger,
+    /// a view) that may run a KILL myplex cannot plan: with server thread
+    /// ids, which may name other clients' pooled backends.
+    pub fn may_kill(&self, text: &[u8], schema: &[u8]) -> bool {
+        self.killers > 0 && self.find(text, schema, Member::Killers)
+    }
+
+    /// How many routines' bodies the server did not show to the reading
+    /// (each counted as one that may run a KILL).
+    pub fn hidden_routines(&self) -> usize {
+        self.hidden_routines
     }
 
     /// True when `text` (a CALL), run with `schema` as the session's
@@ -487,6 +646,10 @@ pub struct DdlScan {
     /// An EXECUTE of a text-prepared statement: changes it when the
     /// session prepared one that may.
     pub execute: bool,
+    /// CREATE or ALTER with PROCEDURE, FUNCTION or PACKAGE: a new body
+    /// that may KILL (see [`CodeNames::may_kill`]), which a CALL must not
+    /// run before the catalog has read it, where that is checked.
+    pub routine: bool,
 }
 
 impl DdlScan {
@@ -499,18 +662,24 @@ impl DdlScan {
             ddl: may_change_code_names(text),
             ..Self::default()
         };
+        let mut creates = false;
+        let mut routine = false;
         for r in runs(text).flat_map(variants) {
-            scan.call |= r.eq_ignore_ascii_case(b"call");
-            scan.execute |= r.eq_ignore_ascii_case(b"execute");
+            let is = |w: &[u8]| r.eq_ignore_ascii_case(w);
+            scan.call |= is(b"call");
+            scan.execute |= is(b"execute");
+            creates |= is(b"create") || is(b"alter");
+            routine |= is(b"procedure") || is(b"function") || is(b"package");
         }
+        scan.routine = creates && routine;
         scan
     }
 }
 
-/// True when `text` may create, change or remove a view or a trigger, or
+/// True when `text` may create, change or remove a view or a trigger,
 /// rename a table (a DDL verb with VIEW, TRIGGER or RENAME anywhere in it,
-/// strings included): the catalog is stale from before it is sent until
-/// it is read again after.
+/// strings included), or give a table a sequence default: the catalog is
+/// stale from before it is sent until it is read again after.
 pub fn may_change_code_names(text: &[u8]) -> bool {
     if plainly_not_ddl(text) {
         return false;
@@ -585,6 +754,7 @@ mod tests {
         TriggerRow {
             schema: schema.into(),
             table: table.into(),
+            body: Some("SET @x = NEW.id".into()),
         }
     }
 
@@ -727,9 +897,104 @@ mod tests {
     }
 
     #[test]
+    fn code_that_may_run_an_unplanned_kill_is_known_by_name() {
+        let row = |name: &str, def: Option<&str>| ProcRow {
+            schema: "app".into(),
+            name: name.into(),
+            definition: def.map(str::to_string),
+        };
+        let procs = [
+            row(
+                "built",
+                Some("BEGIN SET @s = CONCAT('KI', 'LL ', n); PREPARE s FROM @s; EXECUTE s; END"),
+            ),
+            row("imm", Some("EXECUTE IMMEDIATE v")),
+            row("literal_kill", Some("KILL QUERY 5")),
+            row("hidden", None),
+            row("calls_built", Some("BEGIN CALL built(1); END")),
+            row(
+                "literal_dyn",
+                Some(
+                    "BEGIN PREPARE s FROM 'SELECT 1'; EXECUTE s; DEALLOCATE PREPARE s; EXECUTE IMMEDIATE 'DO 1'; END",
+                ),
+            ),
+            row("plain", Some("BEGIN SELECT 'no kill here'; END -- kill")),
+            row("literal_kill_text", Some("PREPARE s FROM 'KILL 5'")),
+            row("escaped", Some("SELECT 'a\\' KILL 5 -- '")),
+            row("uses_killer_fn", Some("SELECT app.kf(1)")),
+        ];
+        let funcs = [
+            row("kf", Some("BEGIN KILL tid; RETURN 1; END")),
+            row("calls_kf", Some("RETURN kf(2) + 1")),
+            row("pure", Some("RETURN 1")),
+        ];
+        let triggers = [
+            TriggerRow {
+                schema: "app".into(),
+                table: "t_kill".into(),
+                body: Some("BEGIN KILL NEW.id; END".into()),
+            },
+            TriggerRow {
+                schema: "app".into(),
+                table: "t_fn".into(),
+                body: Some("SET @x = calls_kf(NEW.id)".into()),
+            },
+            trig("app", "t_plain"),
+        ];
+        let views = [
+            view("app", "v_kill", "select `app`.`kf`(1) AS `x`"),
+            view("app", "v_plain", "select 1 AS `x`"),
+        ];
+        let names = CodeNames::build_full(&views, &triggers, &procs, &funcs);
+        for hit in [
+            "CALL built(5)",
+            "call IMM('x')",
+            "CALL literal_kill()",
+            "CALL literal_kill_text()",
+            "CALL escaped()",
+            "CALL hidden()",
+            "CALL calls_built()",
+            "CALL uses_killer_fn()",
+            "SELECT kf(5)",
+            "SELECT calls_kf(5)",
+            "INSERT INTO t_kill VALUES (5)",
+            "INSERT INTO t_fn VALUES (5)",
+            "SELECT * FROM v_kill",
+            "SELECT 1; CALL other.x(); CALL app.built(1)",
+        ] {
+            assert!(names.may_kill(hit.as_bytes(), b"app"), "{hit}");
+        }
+        for miss in [
+            "CALL literal_dyn()",
+            "CALL plain()",
+            "SELECT pure()",
+            "INSERT INTO t_plain VALUES (1)",
+            "SELECT * FROM v_plain",
+            "CALL built(5)",
+        ] {
+            let schema: &[u8] = if miss == "CALL built(5)" {
+                b"other"
+            } else {
+                b"app"
+            };
+            assert!(!names.may_kill(miss.as_bytes(), schema), "{miss}");
+        }
+        assert_eq!(names.hidden_routines(), 1);
+        // Nothing that may kill: nothing matches, at no cost.
+        let clean = CodeNames::build_full(&views[1..], &triggers[2..], &procs[5..7], &funcs[2..]);
+        assert!(!clean.may_kill(b"CALL plain()", b"app"));
+        assert!(!clean.may_kill(b"CALL literal_dyn()", b"app"));
+        assert_eq!(clean.killers, 0);
+    }
+
+    #[test]
     fn what_a_text_may_do_to_the_set_before_it_is_sent() {
         assert_eq!(DdlScan::of(b"SELECT * FROM t"), DdlScan::default());
         assert!(DdlScan::of(b"CALL p()").call);
+        assert!(DdlScan::of(b"CREATE PROCEDURE p() SELECT 1").routine);
+        assert!(DdlScan::of(b"create or replace function f() returns int return 1").routine);
+        assert!(!DdlScan::of(b"DROP PROCEDURE p").routine);
+        assert!(!DdlScan::of(b"CREATE TABLE function_log (a INT)").routine);
         assert!(DdlScan::of(b"EXECUTE s").execute);
         assert!(DdlScan::of(b"EXECUTE IMMEDIATE @q").ddl);
         assert!(DdlScan::of(b"SELECT 1; CALL p()").call);
@@ -800,6 +1065,8 @@ mod tests {
             "DROP TABLE t",
             "SELECT 'CREATE VIEW' FROM t",
             "  insert into t values ('drop view')",
+            "SELECT function FROM procedures",
+            "CREATE PROCEDURE p() SELECT 1",
         ] {
             assert!(!may_change_code_names(no.as_bytes()), "{no}");
         }

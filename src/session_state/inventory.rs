@@ -49,6 +49,10 @@ pub struct Inventory {
     /// Those whose text may change which names run code (DDL, a CALL,
     /// dynamic SQL, or a text not seen: prepared from an expression).
     pub ddl_prepared: BTreeSet<Vec<u8>>,
+    /// The literal texts of those prepared from one (`PREPARE s FROM
+    /// '…'`, up to `authority::MAX_PREPARED_TEXT` bytes): their EXECUTE is
+    /// read as the text.
+    pub prepared_texts: BTreeMap<Vec<u8>, Vec<u8>>,
     /// An XA transaction is associated with the session.
     pub xa: bool,
     /// A one-shot setting (SET TRANSACTION, insert_id) awaits the next
@@ -70,7 +74,7 @@ pub struct Inventory {
     /// backend's login role: held for the session's life (COM_RESET_CONNECTION
     /// does not restore a role, so the backend is closed afterwards).
     pub role: bool,
-    /// NEXTVAL / SETVAL ran: LASTVAL() must keep answering this session's
+    /// NEXTVAL ran: LASTVAL() must keep answering this session's
     /// values, as it does until the session ends or resets.
     pub sequences: bool,
 }

@@ -43,7 +43,7 @@ pub enum PinReason {
     /// SET ROLE ran (or stored code changed the active role): privileges
     /// are this session's own.
     Role,
-    /// NEXTVAL / SETVAL ran: LASTVAL() holds this session's values.
+    /// NEXTVAL ran: LASTVAL() holds this session's values.
     Sequence,
 }
 

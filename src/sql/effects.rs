@@ -279,7 +279,7 @@ pub enum Effect {
     SetRole,
     /// SET DEFAULT ROLE …: the role a *new* login of that user activates.
     SetDefaultRole,
-    /// NEXTVAL(s), NEXT VALUE FOR s, SETVAL(s, …), `s.nextval`: the
+    /// NEXTVAL(s), NEXT VALUE FOR s, `s.nextval`: the
     /// session's LASTVAL(s) / PREVIOUS VALUE FOR s now hold a value.
     Sequence,
     /// A call of a function that may be stored code (or a UDF): a name

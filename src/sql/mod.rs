@@ -13,6 +13,7 @@
 //!          ├─ blocks (routine and compound bodies: BEGIN … END nesting)
 //!          └─ observe (anywhere in a statement: @x :=, INTO @x,
 //!                      GET_LOCK(…), CONNECTION_ID(), …)
+//! dynamic: the texts of PREPARE … FROM and EXECUTE IMMEDIATE, literal or not
 //! diagnostics: does a statement keep the server's warning list
 //! effects: the public result types and `analyze`
 //! digest: a statement's normal form and its hash (keywords: MariaDB's list)
@@ -23,6 +24,7 @@ mod builtins;
 mod ddl;
 mod diagnostics;
 pub mod digest;
+pub mod dynamic;
 pub mod effects;
 mod keywords;
 pub mod lexer;

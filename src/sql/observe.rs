@@ -206,14 +206,15 @@ impl Reader<'_> {
         self.observer.before = [self.prev, self.observer.before[0]];
     }
 
-    /// Sequence functions (`NEXTVAL(s)`, `SETVAL(s, …)`, `NEXT VALUE FOR
-    /// s`, Oracle mode's `s.nextval`) and calls of functions that may be
-    /// stored code: `name(` not built in, or `schema.name(`.
+    /// Sequence functions that draw a value (`NEXTVAL(s)`, `NEXT VALUE FOR
+    /// s`, Oracle mode's `s.nextval`: `SETVAL(s, …)` sets the sequence, not
+    /// the session's `LASTVAL(s)`, checked on 10.11) and calls of functions
+    /// that may be stored code: `name(` not built in, or `schema.name(`.
     fn routine_or_sequence(&mut self, t: Token) {
         let sql = self.sql;
         let word = t.kind == TokenKind::Word;
         let sequence = (word
-            && (t.is_word(sql, b"nextval") || t.is_word(sql, b"setval"))
+            && t.is_word(sql, b"nextval")
             && self.peek_symbol(0, b"(")
             && !self.name_context())
             || (word

@@ -102,6 +102,32 @@ impl Proxy {
         (code, body)
     }
 
+    /// Good readings of the catalog of stored code so far.
+    pub fn catalog_readings(&self) -> u64 {
+        let refresh = Duration::from_millis(self.shared.config.load().pool.code_catalog_refresh_ms);
+        self.shared.pool.code_catalog.status(refresh).readings
+    }
+
+    /// Waits until the catalog of stored code is known and has been read
+    /// at least twice since `since` readings (one that began before a
+    /// change made on the server may not show it).
+    pub async fn catalog_learnt_since(&self, since: u64, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let refresh =
+                Duration::from_millis(self.shared.config.load().pool.code_catalog_refresh_ms);
+            let s = self.shared.pool.code_catalog.status(refresh);
+            if s.state == "known" && s.readings >= since + 2 {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "catalog not read again: {s:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Backend connections owned across all groups.
     pub fn backends_owned(&self) -> usize {
         self.shared

@@ -788,10 +788,14 @@ impl Session {
                 n.calls_ddl(text, schema) || prepared_in.is_some_and(|p| n.calls_ddl(text, p))
             })
         };
+        // A routine created where unplanned KILLs are refused: its CALL
+        // waits for the catalog to have read its body.
+        let new_routine = || scan.routine && !self.allow_unplanned_kill();
         catalog.guard_if(
             scan.ddl
                 || (scan.call && calls_ddl())
-                || (scan.execute && !self.inv.ddl_prepared.is_empty()),
+                || (scan.execute && !self.inv.ddl_prepared.is_empty())
+                || new_routine(),
         )
     }
 

@@ -16,11 +16,15 @@
 //! top-level dynamic SQL whose text is not a literal or an expression the
 //! server can compute without effect, dynamic SQL in stored code, compound
 //! or multi-statements whose text holds the word KILL, a CALL whose text
-//! holds it (`kill_dynamic`; text built from pieces at run time is not
-//! seen, see docs/compatibility.md); such words in a query the lexer cannot read (an
-//! unterminated quote, a character set with ASCII-range trail bytes and
-//! non-ASCII text); and, for queries of 16 MiB or more, such words past the
-//! first 64 KiB (`large`).
+//! holds it, dynamic SQL built at run time in a compound statement, a
+//! multi-statement or an event (`kill_dynamic`); a statement that would run
+//! stored code that may KILL (the word in its body, a procedure's dynamic
+//! SQL built at run time, a body `backend.user` cannot read: learnt by the
+//! catalog of stored code, [`Session::stored_code_may_kill`]); such words
+//! in a query the lexer cannot read (an unterminated quote, a character set
+//! with ASCII-range trail bytes and non-ASCII text); and, for queries of
+//! 16 MiB or more, such words past the first 64 KiB (`large`).
+//! `pool.allow_unplannable_kill` lets the run-time forms through.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -38,6 +42,11 @@ const MAX_EXPRESSION: usize = 1024;
 /// How long a KILL CONNECTION waits for its victims' sessions to end
 /// before it answers.
 const KILL_WAIT: Duration = Duration::from_secs(2);
+/// How long a CALL waits for the catalog of stored code while it is
+/// unknown (a procedure created a moment ago is read within ~100 ms).
+const CATALOG_WAIT: Duration = Duration::from_secs(3);
+/// The refusal of a statement whose stored code may run an unplanned KILL.
+const STORED_CODE_KILL: &str = "a statement running stored code that may KILL server threads (KILL in its body, dynamic SQL built at run time, or a body myplex cannot read) through myplex";
 
 /// A KILL the proxy carries out: connection or query of a proxy session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,11 +125,14 @@ pub enum KillPlan {
 /// the server from a client. The word KILL anywhere but as the query's one
 /// KILL statement (a multi-statement, a compound statement, stored code a
 /// CREATE would keep, SET STATEMENT … FOR) is refused; dynamic SQL is
-/// planned by [`super::kill_dynamic`].
+/// planned by [`super::kill_dynamic`]. `allow_unplanned`
+/// (`pool.allow_unplannable_kill`) lets dynamic SQL built at run time in a
+/// compound statement, a multi-statement or an event reach the server.
 pub fn plan(
     sql: &[u8],
     analysis: &crate::sql::Analysis,
     opts: crate::sql::LexOptions,
+    allow_unplanned: bool,
 ) -> Option<KillPlan> {
     use crate::sql::Kind;
     if analysis.incomplete && !crate::sql::scan::words(sql).is_empty() {
@@ -132,7 +144,7 @@ pub fn plan(
     }
     let toks: Vec<_> = crate::sql::lexer::Lexer::new(sql, opts).collect();
     let kill_word = toks.iter().any(|t| t.is_word(sql, b"kill"));
-    let dyns = super::kill_dynamic::texts(sql, &toks, opts);
+    let dyns = crate::sql::dynamic::texts(sql, &toks, opts);
     let single = match analysis.statements.as_slice() {
         [s] if !analysis.incomplete => Some(s),
         _ => None,
@@ -156,7 +168,7 @@ pub fn plan(
             None => KillPlan::Refuse("KILL inside a multi-statement through myplex"),
         });
     }
-    super::kill_dynamic::plan(sql, &toks, single, &dyns, opts)
+    super::kill_dynamic::plan(sql, &toks, single, &dyns, opts, allow_unplanned)
 }
 
 /// The plan of a query that is one KILL statement.
@@ -276,6 +288,7 @@ pub fn plan_for(
     sql: &[u8],
     state: &crate::session_state::TrackedState,
     status: u16,
+    allow_unplanned: bool,
 ) -> Option<KillPlan> {
     if crate::sql::scan::words(sql).is_empty() {
         return None;
@@ -286,7 +299,7 @@ pub fn plan_for(
         ));
     }
     let opts = crate::session_state::authority::lex_options(state, status);
-    plan(sql, &crate::sql::analyze(sql, opts), opts)
+    plan(sql, &crate::sql::analyze(sql, opts), opts, allow_unplanned)
 }
 
 /// The account of `KILL … USER name[@host]` (quotes removed; no host
@@ -354,6 +367,78 @@ fn unknown_thread(id: u64) -> ErrPacket {
 }
 
 impl Session {
+    /// Refuses (with the reason) a statement text that may run stored code
+    /// whose KILL myplex cannot plan: a CALLed procedure, a function, a
+    /// table's trigger or a view holding the word KILL, dynamic SQL built
+    /// at run time, or a body `backend.user` cannot read (see
+    /// `CodeNames::may_kill`); such a KILL takes server thread ids, which
+    /// may name backends serving other accounts' clients. While the
+    /// catalog is unknown a CALL waits for it (up to [`CATALOG_WAIT`]) and
+    /// is refused if it stays unknown; other statements go on (a function
+    /// or trigger created directly on the server meanwhile is learnt at the
+    /// next reading). Only where [`Self::allow_unplanned_kill`] is false.
+    /// True when a KILL myplex cannot plan may run for this session: its
+    /// backends' account serves no other account's clients (a server
+    /// thread id then reaches only threads this account may end directly
+    /// too), or `pool.allow_unplannable_kill` is on.
+    pub(super) fn allow_unplanned_kill(&self) -> bool {
+        self.shared.config.load().pool.allow_unplannable_kill
+            || !self.shared.users.load().shares_pool(self.user.pool)
+    }
+
+    pub(super) async fn stored_code_may_kill(&self, sql: &[u8]) -> Option<&'static str> {
+        let schema = self.state.schema.as_deref().unwrap_or_default();
+        let catalog = &self.shared.pool.code_catalog;
+        if let Some(hit) = catalog.peek(|n| n.map(|n| n.may_kill(sql, schema))) {
+            return (hit && self.may_run_code(sql) && !self.allow_unplanned_kill())
+                .then_some(STORED_CODE_KILL);
+        }
+        if !crate::session_state::code_names::DdlScan::of(sql).call || self.allow_unplanned_kill() {
+            return None;
+        }
+        let never_read = self.shared.config.load().pool.code_catalog_refresh_ms == 0;
+        let names = if never_read {
+            None
+        } else {
+            catalog.known_within(CATALOG_WAIT).await
+        };
+        match names {
+            Some(n) => {
+                (n.may_kill(sql, schema) && self.may_run_code(sql)).then_some(STORED_CODE_KILL)
+            }
+            None => Some(
+                "a CALL while myplex does not know which procedures may KILL server threads (its catalog of stored code is unknown: /status, code_catalog)",
+            ),
+        }
+    }
+
+    /// False when every statement of `sql` is one that names stored code
+    /// without running it (DROP, CREATE of a routine, SHOW, USE, the end of
+    /// a transaction …), read completely: dropping or showing a procedure
+    /// that may KILL is not refused. Asked only of a text that names one.
+    fn may_run_code(&self, sql: &[u8]) -> bool {
+        use crate::sql::Kind;
+        let opts = crate::session_state::authority::lex_options(&self.state, self.status);
+        let a = crate::sql::analyze(sql, opts);
+        a.incomplete
+            || a.statements.iter().any(|s| {
+                !matches!(
+                    s.kind,
+                    Kind::Drop
+                        | Kind::RoutineDefinition
+                        | Kind::Show
+                        | Kind::Use
+                        | Kind::Begin
+                        | Kind::Commit
+                        | Kind::Rollback
+                        | Kind::Savepoint
+                        | Kind::ReleaseSavepoint
+                        | Kind::Deallocate
+                        | Kind::Empty
+                )
+            })
+    }
+
     /// COM_STMT_PREPARE of a KILL: a statement of the proxy's own, with no
     /// parameters and no columns, as the server would describe it.
     pub(super) async fn prepare_kill(&mut self, seq: u8, k: Kill) -> Result<(), End> {
@@ -751,7 +836,15 @@ mod tests {
     #[test]
     fn plans_every_kill_form() {
         let opts = crate::sql::LexOptions::default();
-        let plan_of = |q: &str| plan(q.as_bytes(), &crate::sql::analyze(q.as_bytes(), opts), opts);
+        let plan_with = |q: &str, allow: bool| {
+            plan(
+                q.as_bytes(),
+                &crate::sql::analyze(q.as_bytes(), opts),
+                opts,
+                allow,
+            )
+        };
+        let plan_of = |q: &str| plan_with(q, false);
         assert_eq!(
             plan_of("KILL 12"),
             Some(KillPlan::Run(Kill {
@@ -908,18 +1001,33 @@ mod tests {
             plan_of("EXECUTE IMMEDIATE ELT(RIGHT(@@timestamp, 1), 'DO 1', 'KILL 5')"),
             Some(KillPlan::Refuse(_))
         ));
-        // Dynamic SQL in stored code, compound and multi-statements without
-        // the word KILL anywhere is left to the server (text built from
-        // pieces at run time is a documented limit).
+        // A procedure holding dynamic SQL built at run time may be
+        // created (its CALL is judged by the catalog of stored code, see
+        // `Session::stored_code_may_kill`).
         for q in [
             "CREATE PROCEDURE p(q TEXT) BEGIN PREPARE s FROM q; EXECUTE s; END",
-            "CREATE PROCEDURE p() EXECUTE IMMEDIATE CONCAT('KI', 'LL 5')",
-            "BEGIN NOT ATOMIC DECLARE q TEXT DEFAULT 'SELECT 1'; PREPARE s FROM q; END",
-            "SET @q = 'SELECT 1'; PREPARE s FROM @q; EXECUTE s",
+            "CREATE DEFINER = CURRENT_USER PROCEDURE p() EXECUTE IMMEDIATE CONCAT('KI', 'LL 5')",
             "CALL p('SELECT 1')",
         ] {
             assert_eq!(plan_of(q), None, "{q}");
         }
+        // Compound statements, multi-statements and events run such text
+        // where no catalog sees it: refused, unless the operator allows it.
+        for q in [
+            "BEGIN NOT ATOMIC DECLARE q TEXT DEFAULT CONCAT('KI', 'LL 5'); PREPARE s FROM q; END",
+            "SET @q = CONCAT('KI', 'LL 5'); PREPARE s FROM @q; EXECUTE s",
+            "SELECT 1; EXECUTE IMMEDIATE @q",
+            "CREATE EVENT e ON SCHEDULE AT NOW() DO EXECUTE IMMEDIATE CONCAT('KI', 'LL 5')",
+            "ALTER EVENT e DO BEGIN PREPARE s FROM @q; EXECUTE s; END",
+        ] {
+            assert!(matches!(plan_of(q), Some(KillPlan::Refuse(_))), "{q}");
+            assert_eq!(plan_with(q, true), None, "{q}");
+        }
+        // Literal dynamic text there is read as any literal.
+        assert_eq!(
+            plan_of("BEGIN NOT ATOMIC PREPARE s FROM 'SELECT 1'; EXECUTE s; END"),
+            None
+        );
         // Literals without KILL, and stored code without it, are left alone.
         assert_eq!(plan_of("PREPARE s FROM 'SELECT 1'"), None);
         assert_eq!(plan_of("EXECUTE IMMEDIATE 'SELECT ?' USING 1"), None);

@@ -11,11 +11,14 @@
 //! character set, as PREPARE converts it) and that text is planned; any
 //! other top-level expression is refused. Dynamic SQL inside stored code,
 //! a compound or a multi-statement (where the text exists only at run
-//! time) is refused only when the query holds the word KILL anywhere,
-//! strings and comments included; text assembled from pieces at run time
-//! (`CONCAT('KI', 'LL …')`, `CHAR(…)`, hex literals, table data) is not
-//! seen — a limit documented in docs/compatibility.md. Only statements that
-//! name PREPARE or EXECUTE IMMEDIATE pay the extra round trip.
+//! time) is refused when the query holds the word KILL anywhere, strings
+//! and comments included; text that is not a literal there (assembled at
+//! run time: `CONCAT('KI', 'LL …')`, `CHAR(…)`, table data) is refused in
+//! a compound statement, a multi-statement or an event, and allowed in a
+//! procedure, whose CALL the catalog of stored code judges
+//! (`Session::stored_code_may_kill`); `pool.allow_unplannable_kill` lets
+//! it through. Only statements that name PREPARE or EXECUTE IMMEDIATE pay
+//! the extra round trip.
 //!
 //! Owns this planning and the resolution round trip; the KILL forms
 //! themselves are `kill`'s.
@@ -23,6 +26,7 @@
 use super::execute::unhex;
 use super::kill::{self, KillPlan};
 use super::{End, Session};
+use crate::sql::dynamic::DynText;
 use crate::sql::lexer::{Token, TokenKind};
 use crate::sql::{Kind, LexOptions, Statement};
 
@@ -95,46 +99,6 @@ const VOLATILE_SYSVARS: &[&str] = &[
 /// Words an expression may hold besides function names.
 const PURE_WORDS: &[&[u8]] = &[b"using", b"as", b"binary", b"null"];
 
-/// One dynamic statement text in a query.
-#[derive(Debug)]
-pub(super) struct DynText {
-    /// Index of its first token.
-    at: usize,
-    /// Its value, when it is one plain string literal.
-    literal: Option<Vec<u8>>,
-    /// PREPARE (else EXECUTE IMMEDIATE).
-    prepare: bool,
-}
-
-/// Every `PREPARE x FROM t` and `EXECUTE IMMEDIATE t` of the tokens,
-/// wherever they are (stored code and compound bodies included).
-pub(super) fn texts(sql: &[u8], toks: &[Token], opts: LexOptions) -> Vec<DynText> {
-    let mut out = Vec::new();
-    for (i, t) in toks.iter().enumerate() {
-        let (at, prepare) = if t.is_word(sql, b"prepare")
-            && toks.get(i + 2).is_some_and(|f| f.is_word(sql, b"from"))
-        {
-            (i + 3, true)
-        } else if t.is_word(sql, b"immediate") && i > 0 && toks[i - 1].is_word(sql, b"execute") {
-            (i + 1, false)
-        } else {
-            continue;
-        };
-        let Some(first) = toks.get(at) else { continue };
-        let ends = toks
-            .get(at + 1)
-            .is_none_or(|n| n.is_symbol(sql, b";") || n.is_word(sql, b"using"));
-        let literal = (first.kind == TokenKind::String && !first.in_exec && ends)
-            .then(|| crate::sql::lexer::unquote(sql, first, opts).into_owned());
-        out.push(DynText {
-            at,
-            literal,
-            prepare,
-        });
-    }
-    out
-}
-
 /// What the dynamic texts of a query mean for KILL. `single` is the
 /// query's only statement (a complete analysis), if it has one.
 pub(super) fn plan(
@@ -143,6 +107,7 @@ pub(super) fn plan(
     single: Option<&Statement>,
     dyns: &[DynText],
     opts: LexOptions,
+    allow_unplanned: bool,
 ) -> Option<KillPlan> {
     let alone = dyns.len() == 1;
     for d in dyns {
@@ -173,17 +138,28 @@ pub(super) fn plan(
             }
             // Stored code, a compound or multi-statement: the text exists
             // only when it runs. Refused when the query holds the word
-            // KILL anywhere (strings and comments included); text built
-            // from pieces at run time is a documented limit.
+            // KILL anywhere (strings and comments included).
             if crate::sql::scan::words(sql).has(crate::sql::scan::Found::KILL) {
                 return Some(KillPlan::Refuse(
                     "dynamic SQL (PREPARE / EXECUTE IMMEDIATE of a variable or expression) with the word KILL in stored code, a compound or multi-statement through myplex",
                 ));
             }
+            // Text built from pieces at run time (`CONCAT('KI', 'LL …')`)
+            // may still be a KILL of a server thread id. A procedure's is
+            // judged when it is CALLed (the catalog reads its body); a
+            // compound statement, a multi-statement or an event runs where
+            // no catalog sees it: refused (fail closed) unless allowed.
+            let procedure = single.is_some_and(|s| s.kind == Kind::RoutineDefinition)
+                && !defines_event(sql, toks);
+            if !procedure && !allow_unplanned {
+                return Some(KillPlan::Refuse(
+                    "dynamic SQL built at run time (PREPARE / EXECUTE IMMEDIATE of a variable or expression) in a compound statement, a multi-statement or an event through myplex",
+                ));
+            }
             continue;
         };
         let inner = crate::sql::analyze(text, opts);
-        match kill::plan(text, &inner, opts) {
+        match kill::plan(text, &inner, opts, allow_unplanned) {
             None => continue,
             Some(KillPlan::Run(k))
                 if d.prepare
@@ -211,6 +187,16 @@ pub(super) fn plan(
         }
     }
     None
+}
+
+/// True when a routine definition (CREATE … / ALTER EVENT) defines an
+/// event: the first of PROCEDURE, FUNCTION, TRIGGER, EVENT, PACKAGE among
+/// its words is EVENT.
+fn defines_event(sql: &[u8], toks: &[Token]) -> bool {
+    const WHAT: [&[u8]; 5] = [b"procedure", b"function", b"trigger", b"event", b"package"];
+    toks.iter()
+        .find(|t| WHAT.iter().any(|w| t.is_word(sql, w)))
+        .is_some_and(|t| t.is_word(sql, b"event"))
 }
 
 /// The name a PREPARE statement prepares.
@@ -340,7 +326,11 @@ impl Session {
             }
             Some(text) => {
                 let opts = crate::session_state::authority::lex_options(&self.state, self.status);
-                kill::plan(&text, &crate::sql::analyze(&text, opts), opts)
+                let allow = self.allow_unplanned_kill();
+                match kill::plan(&text, &crate::sql::analyze(&text, opts), opts, allow) {
+                    None => self.stored_code_may_kill(&text).await.map(refuse),
+                    plan => plan,
+                }
             }
         };
         match (plan, stand_in) {
@@ -366,6 +356,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::dynamic::texts;
 
     fn expr_of(q: &str) -> Option<String> {
         let sql = q.as_bytes();

@@ -57,10 +57,16 @@ impl Session {
         self.last_is_rollback = false;
         self.diagnostic_stmt = false;
         // A KILL must never reach the server with a server thread id.
-        if kill::plan_for(&l.prefix[1..], &self.state, self.status).is_some() {
+        let allow = self.allow_unplanned_kill();
+        let refused = match kill::plan_for(&l.prefix[1..], &self.state, self.status, allow) {
+            Some(_) => Some("KILL in a statement of 16 MiB or more"),
+            None => self.stored_code_may_kill(&l.prefix[1..]).await,
+        };
+        if let Some(what) = refused {
             let last = self.drain(&mut l, max).await?;
-            let e = kill::refused("KILL in a statement of 16 MiB or more");
-            return self.send_err(last.wrapping_add(1), &e).await;
+            return self
+                .send_err(last.wrapping_add(1), &kill::refused(what))
+                .await;
         }
         // Errors of the wait are sent once the client has sent everything
         // (its reply's sequence id follows its last chunk).

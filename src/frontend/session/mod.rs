@@ -726,7 +726,12 @@ impl Session {
                 if let Some(quit) = self.sql_prepared_kill(seq, sql).await? {
                     return Ok(quit);
                 }
-                let plan = match kill::plan_for(sql, &self.state, self.status) {
+                if let Some(what) = self.stored_code_may_kill(sql).await {
+                    self.send_err(seq, &kill::refused(what)).await?;
+                    return Ok(false);
+                }
+                let allow = self.allow_unplanned_kill();
+                let plan = match kill::plan_for(sql, &self.state, self.status, allow) {
                     Some(kill::KillPlan::Resolve { expr, stand_in }) => {
                         match Box::pin(self.resolve_dynamic(seq, &expr, stand_in)).await? {
                             kill_dynamic::Resolved::Forward => None,
@@ -823,7 +828,12 @@ impl Session {
             COM_STMT_PREPARE => {
                 // A prepared KILL would run with a server thread id: the
                 // proxy carries it out itself.
-                match kill::plan_for(&pkt.payload[1..], &self.state, self.status) {
+                if let Some(what) = self.stored_code_may_kill(&pkt.payload[1..]).await {
+                    self.send_err(seq, &kill::refused(what)).await?;
+                    return Ok(false);
+                }
+                let allow = self.allow_unplanned_kill();
+                match kill::plan_for(&pkt.payload[1..], &self.state, self.status, allow) {
                     Some(kill::KillPlan::Run(k)) => Box::pin(self.prepare_kill(seq, k)).await?,
                     Some(kill::KillPlan::Refuse(what)) => {
                         self.send_err(seq, &kill::refused(what)).await?;
