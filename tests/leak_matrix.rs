@@ -98,7 +98,7 @@ const PROBES: &[&str] = &[
     // (ROW_COUNT(): tests/row_count.rs). LAST_INSERT_ID() is exact.
     "SELECT LAST_INSERT_ID(), @@insert_id, @@last_insert_id",
     // Every user variable the catalogue sets.
-    "SELECT @lm_a, @lm_b, @lm_c, @lm_e, @lm_p, @lm_f",
+    "SELECT @lm_a, @lm_b, @lm_c, @lm_e, @lm_p, @lm_f, @lm_q",
     // The active role (privileges) and the sequence value of this session.
     "SELECT CURRENT_ROLE()",
     "SELECT LASTVAL(leakdb.lm_seq), PREVIOUS VALUE FOR leakdb.lm_seq",
@@ -123,12 +123,14 @@ const PROBES: &[&str] = &[
     // this very connection holds them (it never should).
     concat!(
         "SELECT IS_FREE_LOCK('lm_lock'), IS_FREE_LOCK('lm_lock2'), IS_FREE_LOCK('lm_lock_p'), ",
-        "IS_FREE_LOCK('lm_lock_f'), IS_FREE_LOCK(X'6C6D5F625C'), ",
+        "IS_FREE_LOCK('lm_lock_f'), IS_FREE_LOCK(X'6C6D5F625C'), IS_FREE_LOCK('lm_lock_d'), ",
         "IFNULL(IS_USED_LOCK('lm_lock') = ",
         self_id!(),
         ", 0), IFNULL(IS_USED_LOCK('lm_lock2') = ",
         self_id!(),
         ", 0), IFNULL(IS_USED_LOCK('lm_lock_p') = ",
+        self_id!(),
+        ", 0), IFNULL(IS_USED_LOCK('lm_lock_d') = ",
         self_id!(),
         ", 0)"
     ),
@@ -136,6 +138,7 @@ const PROBES: &[&str] = &[
     "SELECT * FROM leakdb.lm_tmp_p",
     "EXECUTE lm_s",
     "EXECUTE lm_sp",
+    "EXECUTE lm_dl",
     "HANDLER lm_h READ FIRST",
     // Refused for a client without CLIENT_MULTI_STATEMENTS.
     "SELECT 1; SELECT 2",
@@ -469,6 +472,8 @@ const OWN_LOCKS: &str = concat!(
 );
 const OWN_PROC_LOCK: &str = concat!("SELECT IS_USED_LOCK('lm_lock_p') = ", self_id!());
 const OWN_FUNC_LOCK: &str = concat!("SELECT IS_USED_LOCK('lm_lock_f') = ", self_id!());
+/// The lock dynamic SQL (PREPARE / EXECUTE IMMEDIATE) takes.
+const OWN_DYN_LOCK: &str = concat!("SELECT IS_USED_LOCK('lm_lock_d') = ", self_id!());
 /// `lm_b\` (with its backslash), in hex: the same name under any sql_mode.
 const OWN_BACKSLASH_LOCK: &str = concat!("SELECT IS_USED_LOCK(X'6C6D5F625C') = ", self_id!());
 const ONE_SHOT_UNDO: &[&str] = &["START TRANSACTION", "COMMIT"];
@@ -729,6 +734,16 @@ const PINNING: &[Base] = &[
         Some("SELECT CURRENT_ROLE()"),
         MOST_WRAPS,
     ),
+    // MariaDB has no `SET ROLE DEFAULT` (MySQL 8 syntax): a syntax error,
+    // which leaves the role A set just before. Ending the role's hold on
+    // the word DEFAULT would hand lm_role to B.
+    pin(
+        "SET ROLE lm_role, then SET ROLE DEFAULT (a syntax error)",
+        "SET ROLE lm_role; SET ROLE DEFAULT",
+        &["SET ROLE NONE"],
+        Some("SELECT CURRENT_ROLE()"),
+        PLAIN,
+    ),
     pin(
         "CALL of an INVOKER procedure setting a role",
         "CALL lm_proc_role()",
@@ -843,6 +858,61 @@ const PINNING: &[Base] = &[
         "INSERT INTO lm_uk (id) VALUES (GET_LOCK('lm_lock', 0)), (1)",
         &["SELECT RELEASE_LOCK('lm_lock')"],
         Some(OWN_LOCK),
+        PLAIN,
+    ),
+    // Dynamic SQL taking a named lock: the text that takes it is a string
+    // (or a variable's value), not the statement's own. Where the prepared
+    // statement or the variable is gone at the end of the query, the lock
+    // is the only state left.
+    pin(
+        "dynamic SQL: PREPARE of GET_LOCK, EXECUTE",
+        "PREPARE lm_dl FROM 'SELECT GET_LOCK(''lm_lock_d'', 0)'; EXECUTE lm_dl",
+        &[
+            "SELECT RELEASE_LOCK('lm_lock_d')",
+            "DEALLOCATE PREPARE lm_dl",
+        ],
+        Some(OWN_DYN_LOCK),
+        PLAIN,
+    ),
+    pin(
+        "dynamic SQL: PREPARE of GET_LOCK, EXECUTE, DEALLOCATE",
+        "PREPARE lm_dl FROM 'SELECT GET_LOCK(''lm_lock_d'', 0)'; EXECUTE lm_dl; \
+         DEALLOCATE PREPARE lm_dl",
+        &["SELECT RELEASE_LOCK('lm_lock_d')"],
+        Some(OWN_DYN_LOCK),
+        PLAIN,
+    ),
+    pin(
+        "dynamic SQL: EXECUTE IMMEDIATE of GET_LOCK",
+        "EXECUTE IMMEDIATE 'DO GET_LOCK(''lm_lock_d'', 0)'",
+        &["SELECT RELEASE_LOCK('lm_lock_d')"],
+        Some(OWN_DYN_LOCK),
+        SOME_WRAPS,
+    ),
+    pin(
+        "dynamic SQL: PREPARE of GET_LOCK from a user variable",
+        "SET @lm_q = 'DO GET_LOCK(''lm_lock_d'', 0)'; PREPARE lm_dl FROM @lm_q; EXECUTE lm_dl",
+        &[
+            "SELECT RELEASE_LOCK('lm_lock_d')",
+            "DEALLOCATE PREPARE lm_dl",
+            "SET @lm_q = NULL",
+        ],
+        Some(OWN_DYN_LOCK),
+        PLAIN,
+    ),
+    pin(
+        "dynamic SQL: PREPARE of GET_LOCK from a user variable, both dropped",
+        "SET @lm_q = 'DO GET_LOCK(''lm_lock_d'', 0)'; PREPARE lm_dl FROM @lm_q; EXECUTE lm_dl; \
+         DEALLOCATE PREPARE lm_dl; SET @lm_q = NULL",
+        &["SELECT RELEASE_LOCK('lm_lock_d')"],
+        Some(OWN_DYN_LOCK),
+        PLAIN,
+    ),
+    pin(
+        "dynamic SQL: EXECUTE IMMEDIATE of GET_LOCK from a user variable, dropped",
+        "SET @lm_q = 'DO GET_LOCK(''lm_lock_d'', 0)'; EXECUTE IMMEDIATE @lm_q; SET @lm_q = NULL",
+        &["SELECT RELEASE_LOCK('lm_lock_d')"],
+        Some(OWN_DYN_LOCK),
         PLAIN,
     ),
     Base {
@@ -1315,6 +1385,37 @@ const HARMLESS: &[Base] = &[
         Some("SELECT @@gtid_domain_id"),
         PLAIN,
     ),
+    // The account's default role is server state, not the session's: A's
+    // own active role stays (direct, a session keeps the role it logged in
+    // with), while every login after it -- B's direct one included -- gets
+    // lm_role, so B through the proxy must not get a backend logged in
+    // before. The undo sets it back, which the next logins follow again.
+    free(
+        "SET DEFAULT ROLE",
+        "SET DEFAULT ROLE lm_role",
+        &["SET DEFAULT ROLE NONE"],
+        Some("SELECT CURRENT_ROLE()"),
+        MOST_WRAPS,
+    ),
+    free(
+        "SET DEFAULT ROLE FOR the account",
+        "SET DEFAULT ROLE lm_role FOR 'app'@'%'",
+        &["SET DEFAULT ROLE NONE FOR 'app'@'%'"],
+        Some("SELECT CURRENT_ROLE()"),
+        PLAIN,
+    ),
+    // SETVAL moves the sequence (shared by every session) and, on MariaDB
+    // 10.11, leaves LASTVAL() / PREVIOUS VALUE FOR as they were (NULL for a
+    // fresh session): no session state. COALESCE: SETVAL is NULL (and
+    // changes nothing) once a NEXTVAL has taken the sequence past 1000, so
+    // A's answer does not depend on what ran before.
+    free(
+        "SETVAL",
+        "SELECT COALESCE(SETVAL(lm_seq, 1000), 1000)",
+        &[],
+        Some("SELECT LASTVAL(lm_seq), PREVIOUS VALUE FOR lm_seq"),
+        SOME_WRAPS,
+    ),
     free(
         "CALL without state",
         "CALL lm_proc_noop()",
@@ -1776,10 +1877,12 @@ async fn start_proxy(db: &MariaDb) -> Proxy {
 }
 
 /// Drops `proxy` and makes sure none of its backend sessions survive (they
-/// may hold locks or open transactions a failed entry left behind).
+/// may hold locks or open transactions a failed entry left behind), nor a
+/// default role a failed `SET DEFAULT ROLE` entry left on the account.
 async fn replace_proxy(db: &'static MariaDb, proxy: Proxy) -> Proxy {
     drop(proxy);
     tokio::task::spawn_blocking(move || {
+        db.sql(&format!("SET DEFAULT ROLE NONE FOR '{APP_USER}'@'%'"));
         let deadline = Instant::now() + Duration::from_secs(3);
         loop {
             let ids = db.sql(
