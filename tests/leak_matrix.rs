@@ -346,6 +346,28 @@ const DOCUMENTED: &[(&str, &str, &str)] = &[
         "A's undo",
         "named locks and sequence values left by stored functions",
     ),
+    // Dynamic SQL from a variable inside a multi-statement: the text is
+    // the server's only, so the statement is treated as stored code.
+    (
+        "dynamic SQL: PREPARE of GET_LOCK from a user variable, both dropped",
+        "A lost or changed its state",
+        "GET_LOCK taken inside a CALLed procedure",
+    ),
+    (
+        "dynamic SQL: PREPARE of GET_LOCK from a user variable, both dropped",
+        "A's undo",
+        "GET_LOCK taken inside a CALLed procedure",
+    ),
+    (
+        "dynamic SQL: EXECUTE IMMEDIATE of GET_LOCK from a user variable",
+        "A lost or changed its state",
+        "GET_LOCK taken inside a CALLed procedure",
+    ),
+    (
+        "dynamic SQL: EXECUTE IMMEDIATE of GET_LOCK from a user variable",
+        "A's undo",
+        "GET_LOCK taken inside a CALLed procedure",
+    ),
     (
         "stored function using a sequence",
         "A lost or changed its state",

@@ -84,9 +84,17 @@ pub struct Pool {
     /// the old default role active, which neither a reset nor a change of
     /// user replaces; they are closed instead of shared.
     roles_epoch: std::sync::atomic::AtomicU64,
+    /// The role a login of each credential pool got at each recent roles
+    /// epoch (read by the backends logged in then): what a client that
+    /// logged in at that epoch has active, as direct, unless it set one.
+    login_roles: std::sync::Mutex<std::collections::HashMap<(usize, u64), Option<String>>>,
     /// Which names run code the text does not show (views, triggers).
     pub code_catalog: Arc<code_catalog::CodeCatalog>,
 }
+
+/// Roles epochs whose login roles are kept (sessions older than that keep
+/// whatever role a new backend logs in with).
+const KEPT_ROLE_EPOCHS: u64 = 64;
 
 /// The pool's reloadable durations and sizes.
 #[derive(Debug, Clone, PartialEq)]
@@ -191,6 +199,7 @@ impl Pool {
             globals_epoch: std::sync::atomic::AtomicU64::new(0),
             session_defaults: std::sync::atomic::AtomicU64::new(u64::from(server.session_status)),
             roles_epoch: std::sync::atomic::AtomicU64::new(0),
+            login_roles: Default::default(),
             server: RwLock::new(Arc::new(server)),
         })
     }
@@ -460,6 +469,33 @@ impl Pool {
         self.roles_epoch.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// The role a login of pool key `pool`'s account got at roles epoch
+    /// `epoch` (`None` when no backend logged in then is on record).
+    pub fn login_role_at(&self, pool: usize, epoch: u64) -> Option<Option<String>> {
+        let (credential, _) = self.keys.get(pool)?;
+        let roles = self.login_roles.lock().ok()?;
+        roles.get(&(credential, epoch)).cloned()
+    }
+
+    /// Records the role a backend of pool key `pool` logged in with at
+    /// roles epoch `epoch` (or, read after a SET DEFAULT ROLE, the role a
+    /// login of its account gets now), while that epoch is current; epochs
+    /// more than [`KEPT_ROLE_EPOCHS`] old are forgotten.
+    pub fn note_login_role(&self, pool: usize, epoch: u64, role: &Option<String>) {
+        let Some((credential, _)) = self.keys.get(pool) else {
+            return;
+        };
+        if epoch != self.roles_epoch() {
+            return;
+        }
+        if let Ok(mut roles) = self.login_roles.lock() {
+            roles.retain(|(_, e), _| e + KEPT_ROLE_EPOCHS >= epoch);
+            roles
+                .entry((credential, epoch))
+                .or_insert_with(|| role.clone());
+        }
+    }
+
     /// A default role changed: connections opened before must not serve
     /// anyone again.
     pub fn default_roles_changed(&self) {
@@ -503,6 +539,7 @@ impl Pool {
                 Ok((mut conn, mut info)) => {
                     conn.globals_epoch = epoch;
                     conn.roles_epoch = roles;
+                    self.note_login_role(pool, roles, &conn.login_role);
                     self.learn_session_status(epoch, info.session_status);
                     let current = self.server_info();
                     let same = current.same_greeting(&info);

@@ -189,6 +189,7 @@ impl Session {
         }
         self.pool = pool;
         self.user = user;
+        self.login_roles_epoch = self.shared.pool.roles_epoch();
         self.handle
             .pool
             .store(self.pool, std::sync::atomic::Ordering::Relaxed);

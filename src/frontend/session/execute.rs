@@ -298,6 +298,13 @@ impl Session {
             }
             break;
         }
+        if let Err(e) = self.restore_login_role(&mut backend, was_pinned).await {
+            drop(backend);
+            drop(slot);
+            self.lost_backend(seq, &errors::backend_lost(&e.to_string()), was_pinned)
+                .await?;
+            return Ok(None);
+        }
         // The statement reads ROW_COUNT() on a backend another client may
         // have used: the session's count first (see `row_count`).
         if let Some(v) = self.prime_row_count.take()
@@ -747,6 +754,56 @@ impl Session {
         plan
     }
 
+    /// A session that logged in before a SET DEFAULT ROLE keeps the role
+    /// it logged in with, as direct (the change is for new logins): a
+    /// backend that logged in since with another role gets the session's
+    /// (`SET ROLE`), and the session then holds it (the role is not the
+    /// backend's login role: it cannot serve anyone else). Unknown when no
+    /// backend of the session's epoch is on record: left as it logged in.
+    async fn restore_login_role(
+        &mut self,
+        backend: &mut Leased,
+        was_pinned: bool,
+    ) -> Result<(), BackendError> {
+        if was_pinned || self.inv.role || backend.roles_epoch == self.login_roles_epoch {
+            return Ok(());
+        }
+        let Some(role) = self
+            .shared
+            .pool
+            .login_role_at(self.pool, self.login_roles_epoch)
+            .filter(|r| *r != backend.login_role)
+        else {
+            return Ok(());
+        };
+        let q = match &role {
+            Some(r) => format!("SET ROLE `{}`", r.replace('`', "``")),
+            None => "SET ROLE NONE".to_string(),
+        };
+        backend.exec(&q).await?;
+        backend.marks.role_changed = true;
+        self.inv.role = true;
+        self.role_restored = true;
+        self.sync_inventory_pins();
+        Ok(())
+    }
+
+    /// A session holding a backend only to keep its login role lets it go
+    /// once a new login of its account gets that role again (the default
+    /// was set back): the backend is closed at release, and the next one
+    /// needs no `SET ROLE`.
+    fn end_restored_role(&mut self) {
+        if !self.role_restored {
+            return;
+        }
+        let pool = &self.shared.pool;
+        let own = pool.login_role_at(self.pool, self.login_roles_epoch);
+        if own.is_some() && own == pool.login_role_at(self.pool, pool.roles_epoch()) {
+            self.role_restored = false;
+            self.inv.role = false;
+        }
+    }
+
     /// Recomputes the pins that follow from the inventory, counting new ones.
     pub(super) fn sync_inventory_pins(&mut self) {
         let inv = self.inv.pins();
@@ -843,7 +900,21 @@ impl Session {
             }
         }
         if fu.default_role_changed {
-            self.shared.pool.default_roles_changed();
+            let pool = &self.shared.pool;
+            pool.default_roles_changed();
+            // The role a new login of this account gets now (IS_DEFAULT is
+            // about the current user only; no row: none).
+            if let Ok(rows) = backend
+                .query_rows(
+                    "SELECT ROLE_NAME FROM information_schema.APPLICABLE_ROLES WHERE IS_DEFAULT = 'YES'",
+                    1,
+                )
+                .await
+            {
+                let role = rows.into_iter().next().and_then(|r| r.into_iter().next().flatten());
+                pool.note_login_role(self.pool, pool.roles_epoch(), &role);
+            }
+            self.end_restored_role();
         }
         if fu.probe_role && self.pins.has(PinReason::SessionMode) {
             // The backend is this session's for life: the role it may have

@@ -288,7 +288,7 @@ pub fn plan_for(
     sql: &[u8],
     state: &crate::session_state::TrackedState,
     status: u16,
-    allow_unplanned: bool,
+    allow_unplanned: impl FnOnce() -> bool,
 ) -> Option<KillPlan> {
     if crate::sql::scan::words(sql).is_empty() {
         return None;
@@ -299,7 +299,12 @@ pub fn plan_for(
         ));
     }
     let opts = crate::session_state::authority::lex_options(state, status);
-    plan(sql, &crate::sql::analyze(sql, opts), opts, allow_unplanned)
+    plan(
+        sql,
+        &crate::sql::analyze(sql, opts),
+        opts,
+        allow_unplanned(),
+    )
 }
 
 /// The account of `KILL … USER name[@host]` (quotes removed; no host

@@ -57,7 +57,7 @@ impl Session {
         self.last_is_rollback = false;
         self.diagnostic_stmt = false;
         // A KILL must never reach the server with a server thread id.
-        let allow = self.allow_unplanned_kill();
+        let allow = || self.allow_unplanned_kill();
         let refused = match kill::plan_for(&l.prefix[1..], &self.state, self.status, allow) {
             Some(_) => Some("KILL in a statement of 16 MiB or more"),
             None => self.stored_code_may_kill(&l.prefix[1..]).await,

@@ -119,6 +119,13 @@ pub struct Session {
     /// The role probe after stored code was put off (it would have replaced
     /// the FOUND_ROWS() the client reads next): run after the next
     /// statement, the session held (its role unknown) meanwhile.
+    /// The pool's roles epoch when the client logged in (or changed
+    /// user): the default role it got then stays its role, as direct,
+    /// after a SET DEFAULT ROLE (see `restore_login_role`).
+    login_roles_epoch: u64,
+    /// The session holds its backend because it was given its login role
+    /// back (`restore_login_role`), not because it set one.
+    role_restored: bool,
     probe_role_later: bool,
     /// What ROW_COUNT() returns after the client's previous command, when
     /// the proxy knows it (see [`row_count`]).
@@ -290,6 +297,7 @@ impl Session {
             shared.config.load().backend.tls,
         );
         let login_max_packet = shared.limits.max_allowed_packet();
+        let login_roles_epoch = shared.pool.roles_epoch();
         let s = Self {
             id,
             client: login.io,
@@ -343,6 +351,8 @@ impl Session {
             failed_change_user: 0,
             found_rows: 0,
             probe_role_later: false,
+            login_roles_epoch,
+            role_restored: false,
             row_count: Some(0),
             prime_row_count: None,
             row_count_now: None,
@@ -730,7 +740,7 @@ impl Session {
                     self.send_err(seq, &kill::refused(what)).await?;
                     return Ok(false);
                 }
-                let allow = self.allow_unplanned_kill();
+                let allow = || self.allow_unplanned_kill();
                 let plan = match kill::plan_for(sql, &self.state, self.status, allow) {
                     Some(kill::KillPlan::Resolve { expr, stand_in }) => {
                         match Box::pin(self.resolve_dynamic(seq, &expr, stand_in)).await? {
@@ -832,7 +842,7 @@ impl Session {
                     self.send_err(seq, &kill::refused(what)).await?;
                     return Ok(false);
                 }
-                let allow = self.allow_unplanned_kill();
+                let allow = || self.allow_unplanned_kill();
                 match kill::plan_for(&pkt.payload[1..], &self.state, self.status, allow) {
                     Some(kill::KillPlan::Run(k)) => Box::pin(self.prepare_kill(seq, k)).await?,
                     Some(kill::KillPlan::Refuse(what)) => {
