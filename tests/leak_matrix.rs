@@ -346,8 +346,20 @@ const DOCUMENTED: &[(&str, &str, &str)] = &[
         "A's undo",
         "named locks and sequence values left by stored functions",
     ),
-    // Dynamic SQL from a variable inside a multi-statement: the text is
-    // the server's only, so the statement is treated as stored code.
+    // EXECUTE of a text-prepared statement, and dynamic SQL from a
+    // variable inside a multi-statement: what runs is the server's (a
+    // prepared name may alias another, stored code may prepare it again),
+    // so the statement is treated as stored code.
+    (
+        "dynamic SQL: PREPARE of GET_LOCK, EXECUTE, DEALLOCATE",
+        "A lost or changed its state",
+        "GET_LOCK taken inside a CALLed procedure",
+    ),
+    (
+        "dynamic SQL: PREPARE of GET_LOCK, EXECUTE, DEALLOCATE",
+        "A's undo",
+        "GET_LOCK taken inside a CALLed procedure",
+    ),
     (
         "dynamic SQL: PREPARE of GET_LOCK from a user variable, both dropped",
         "A lost or changed its state",

@@ -378,9 +378,11 @@ pub struct PoolConfig {
     /// Let statements through that may run a KILL myplex cannot plan (a
     /// server thread id reaching the server, where it may name a pooled
     /// backend serving another account's client) for users whose backend
-    /// account serves clients of other `[[users]]` entries too (a shared
-    /// `backend_user`): dynamic SQL built at run time in a compound
-    /// statement, a multi-statement or an event, and statements running
+    /// account serves clients of other accounts too (`[[users]]` entries
+    /// sharing a `backend_user`, a server user logging in as the same
+    /// account): dynamic SQL built at run time in stored code created
+    /// through myplex, a compound statement or a multi-statement, and
+    /// statements running
     /// stored code whose body may kill (the word KILL, a procedure's
     /// dynamic SQL from a variable or expression, a body `backend.user`
     /// cannot read). Off (default): refused with 1235 for those users; a

@@ -53,11 +53,7 @@ impl Users {
     /// `backend_user`): a server thread id reaching the server from one of
     /// them may name a backend that serves another account's clients.
     pub fn shares_pool(&self, pool: usize) -> bool {
-        self.0
-            .iter()
-            .filter(|u| u.enabled && u.pool == pool)
-            .count()
-            > 1
+        self.0.iter().filter(|u| u.pool == pool).count() > 1
     }
 
     /// The enabled user `name` and its index.

@@ -400,7 +400,6 @@ pub fn after_query(
     // A literal text run by EXECUTE IMMEDIATE that may change how literals
     // read (its own SET NAMES, stored code, unreadable text).
     let mut inner_rereads = false;
-    let executed = executed_texts(inv, stmts, lex);
     let temporary = Temporary::of(analysis);
     let removes_ok = !reply.error && !analysis.incomplete;
     for (i, st) in stmts.iter().enumerate() {
@@ -411,15 +410,12 @@ pub fn after_query(
         // taken by an earlier row of a multi-row INSERT that then hit a
         // duplicate key): what it adds counts, what it ends does not.
         let failed_here = failed_at == Some(i) && !removes;
-        // An EXECUTE of a statement the session prepared from a literal:
-        // read as that text (see `executed_texts`).
-        let known = executed.get(i).and_then(Option::as_ref);
-        let opaque_st = is_opaque(st) && known.is_none();
+        let opaque_st = is_opaque(st);
         let adds = removes || failed_at.is_none_or(|k| i <= k) || opaque_st;
         if !adds {
             continue;
         }
-        if failed_here && !opaque_st && known.is_none() {
+        if failed_here && !opaque_st {
             // Of the statement that failed, only what its expressions did
             // while rows were processed (a failed CREATE TEMPORARY TABLE
             // created nothing).
@@ -436,11 +432,6 @@ pub fn after_query(
             continue;
         }
         explained |= apply_statement(inv, marks, schema, st, removes, sql, &mut fu);
-        if let Some((text, inner)) = known {
-            for ist in &inner.statements {
-                explained |= apply_statement(inv, marks, schema, ist, removes, text, &mut fu);
-            }
-        }
         if opaque_st {
             marks.needs_reset = true;
             marks.insert_id_unknown = true;
@@ -472,16 +463,7 @@ pub fn after_query(
         marks.needs_reset = true;
         explained = false;
     }
-    let rereads = stmts
-        .iter()
-        .enumerate()
-        .any(|(i, s)| match executed.get(i) {
-            Some(Some((_, inner))) => {
-                changes_literal_reading(s) || inner.statements.iter().any(rereads_literals)
-            }
-            _ => rereads_literals(s),
-        });
-    if analysis.incomplete || inner_rereads || rereads {
+    if analysis.incomplete || inner_rereads || stmts.iter().any(rereads_literals) {
         // The lock names' text may not read now as it read in the
         // statement that took them: fail closed.
         inv.give_up_pending_locks();
@@ -652,71 +634,6 @@ fn is_opaque(s: &Statement) -> bool {
             .any(|e| matches!(e, Effect::DynamicSql { .. })),
         k => opaque(k),
     }
-}
-
-/// Per statement of a query: for an `EXECUTE name` of a statement the
-/// session prepared from a literal text (`PREPARE name FROM '…'`, earlier
-/// in the query or before, see `Inventory::prepared_texts`), that text and
-/// its analysis, when it is one statement read completely that runs no
-/// stored code: such an EXECUTE does what the text says (its named lock,
-/// its variables) and is applied as the text, not as opaque dynamic SQL.
-fn executed_texts(
-    inv: &Inventory,
-    stmts: &[Statement],
-    lex: crate::sql::LexOptions,
-) -> Vec<Option<(Vec<u8>, Analysis)>> {
-    let mut out: Vec<Option<(Vec<u8>, Analysis)>> = Vec::with_capacity(stmts.len());
-    if !stmts.iter().any(|s| s.kind == Kind::Execute) {
-        out.resize_with(stmts.len(), || None);
-        return out;
-    }
-    let mut texts = inv.prepared_texts.clone();
-    for st in stmts {
-        let mut here = None;
-        for e in &st.effects {
-            match e {
-                Effect::TextPrepare { name } => {
-                    let name = name.to_ascii_lowercase();
-                    match literal_text(st) {
-                        Some(t) => texts.insert(name, t.to_vec()),
-                        None => texts.remove(&name),
-                    };
-                }
-                Effect::Deallocate { name } => {
-                    texts.remove(&name.to_ascii_lowercase());
-                }
-                Effect::ExecutePrepared { name } if st.kind == Kind::Execute => {
-                    if let Some(t) = texts.get(&name.to_ascii_lowercase()) {
-                        let a = crate::sql::analyze(t, lex);
-                        if !a.incomplete
-                            && a.statements.len() == 1
-                            && !a.statements.iter().any(is_opaque)
-                        {
-                            here = Some((t.clone(), a));
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        out.push(here);
-    }
-    out
-}
-
-/// Longest text of a text-prepared statement the session keeps to read
-/// its EXECUTE by (a longer one's EXECUTE is opaque).
-pub const MAX_PREPARED_TEXT: usize = 16 * 1024;
-
-/// The literal text of a `PREPARE name FROM '…'`, when kept.
-fn literal_text(st: &Statement) -> Option<&[u8]> {
-    st.effects
-        .iter()
-        .find_map(|e| match e {
-            Effect::DynamicSql { text } => Some(&text[..]),
-            _ => None,
-        })
-        .filter(|t| t.len() <= MAX_PREPARED_TEXT)
 }
 
 /// Statements after which the session may read a string literal into
@@ -904,10 +821,6 @@ fn apply_statement(
                 } else {
                     inv.ddl_prepared.remove(&name);
                 }
-                match literal_text(st) {
-                    Some(t) => inv.prepared_texts.insert(name.clone(), t.to_vec()),
-                    None => inv.prepared_texts.remove(&name),
-                };
                 inv.text_prepared.insert(name);
             }
             Effect::Deallocate { name } => {
@@ -915,7 +828,6 @@ fn apply_statement(
                 if removes {
                     inv.text_prepared.remove(&name.to_ascii_lowercase());
                     inv.ddl_prepared.remove(&name.to_ascii_lowercase());
-                    inv.prepared_texts.remove(&name.to_ascii_lowercase());
                 }
             }
             Effect::Xa => {

@@ -234,46 +234,51 @@ pub type ProcRow = ViewRow;
 /// cannot run dynamic SQL), a PREPARE or EXECUTE IMMEDIATE whose text is
 /// not one string literal, or such words the lexer cannot place. The body
 /// is read under each quoting mode it may have been created with (a
-/// backslash may or may not escape a quote): any reading that finds one
-/// counts. The word in a plain string or comment (`SELECT 'no kill'`)
+/// backslash may or may not escape a quote; `"…"` may be a string or a
+/// name, `ANSI_QUOTES`): any reading that finds one counts. The word in a plain string or comment (`SELECT 'no kill'`)
 /// does not.
 fn body_may_kill(def: &str, procedure: bool) -> bool {
     let sql = def.as_bytes();
     if crate::sql::scan::words(sql).is_empty() {
         return false;
     }
-    [false, true].into_iter().any(|no_backslash_escapes| {
-        let opts = LexOptions {
-            no_backslash_escapes,
-            ..LexOptions::default()
-        };
-        let toks: Vec<_> = crate::sql::lexer::Lexer::new(sql, opts).collect();
-        if toks.iter().any(|t| t.is_word(sql, b"kill")) {
-            return true;
-        }
-        let dyns = crate::sql::dynamic::texts(sql, &toks, opts);
-        let literal_kill = |d: &crate::sql::dynamic::DynText| {
-            d.literal
-                .as_deref()
-                .is_some_and(|l| crate::sql::scan::words(l).has(crate::sql::scan::Found::KILL))
-        };
-        if dyns.iter().any(literal_kill) {
-            return true;
-        }
-        if !procedure {
-            return false;
-        }
-        // Every PREPARE (but DEALLOCATE / DROP PREPARE) and EXECUTE
-        // IMMEDIATE must be one the dynamic-text scan placed.
-        let after = |i: usize, w: &[u8]| i > 0 && toks[i - 1].is_word(sql, w);
-        let seen = (0..toks.len())
-            .filter(|&i| {
-                (toks[i].is_word(sql, b"prepare") && !after(i, b"deallocate") && !after(i, b"drop"))
-                    || (toks[i].is_word(sql, b"immediate") && after(i, b"execute"))
-            })
-            .count();
-        dyns.iter().any(|d| d.literal.is_none()) || seen > dyns.len()
-    })
+    let modes = [(false, false), (false, true), (true, false), (true, true)];
+    modes
+        .into_iter()
+        .any(|(ansi_quotes, no_backslash_escapes)| {
+            let opts = LexOptions {
+                ansi_quotes,
+                no_backslash_escapes,
+            };
+            let toks: Vec<_> = crate::sql::lexer::Lexer::new(sql, opts).collect();
+            if toks.iter().any(|t| t.is_word(sql, b"kill")) {
+                return true;
+            }
+            let dyns = crate::sql::dynamic::texts(sql, &toks, opts);
+            let literal_kill = |d: &crate::sql::dynamic::DynText| {
+                d.literal
+                    .as_deref()
+                    .is_some_and(|l| crate::sql::scan::words(l).has(crate::sql::scan::Found::KILL))
+            };
+            if dyns.iter().any(literal_kill) {
+                return true;
+            }
+            if !procedure {
+                return false;
+            }
+            // Every PREPARE (but DEALLOCATE / DROP PREPARE) and EXECUTE
+            // IMMEDIATE must be one the dynamic-text scan placed.
+            let after = |i: usize, w: &[u8]| i > 0 && toks[i - 1].is_word(sql, w);
+            let seen = (0..toks.len())
+                .filter(|&i| {
+                    (toks[i].is_word(sql, b"prepare")
+                        && !after(i, b"deallocate")
+                        && !after(i, b"drop"))
+                        || (toks[i].is_word(sql, b"immediate") && after(i, b"execute"))
+                })
+                .count();
+            dyns.iter().any(|d| d.literal.is_none()) || seen > dyns.len()
+        })
 }
 
 /// A procedure body that may change which names run code: DDL, dynamic
@@ -476,6 +481,27 @@ impl CodeNames {
     /// ids, which may name other clients' pooled backends.
     pub fn may_kill(&self, text: &[u8], schema: &[u8]) -> bool {
         self.killers > 0 && self.find(text, schema, Member::Killers)
+    }
+
+    /// True when some name's code may run an unplanned KILL.
+    pub fn has_killers(&self) -> bool {
+        self.killers > 0
+    }
+
+    /// True when `text`, run in `schema`, may reach a name whose code may
+    /// run an unplanned KILL although the matcher cannot read its names
+    /// (a character set whose trail bytes look like ASCII): `schema` has
+    /// one, or the text may name another schema and one has any.
+    pub fn may_reach_killers(&self, text: &[u8], schema: &[u8]) -> bool {
+        if self.killers == 0 {
+            return false;
+        }
+        let lower = schema.to_ascii_lowercase();
+        let here = self
+            .schemas
+            .get(&lower)
+            .is_some_and(|o| !o.killers.map.is_empty() || o.killers_non_ascii);
+        here || text.iter().any(|c| *c == b'.' || *c == b';')
     }
 
     /// How many routines' bodies the server did not show to the reading
@@ -921,6 +947,7 @@ mod tests {
             row("plain", Some("BEGIN SELECT 'no kill here'; END -- kill")),
             row("literal_kill_text", Some("PREPARE s FROM 'KILL 5'")),
             row("escaped", Some("SELECT 'a\\' KILL 5 -- '")),
+            row("ansi", Some("BEGIN PREPARE s FROM \"q\"; EXECUTE s; END")),
             row("uses_killer_fn", Some("SELECT app.kf(1)")),
         ];
         let funcs = [
@@ -952,6 +979,7 @@ mod tests {
             "CALL literal_kill()",
             "CALL literal_kill_text()",
             "CALL escaped()",
+            "CALL ansi()",
             "CALL hidden()",
             "CALL calls_built()",
             "CALL uses_killer_fn()",

@@ -49,10 +49,6 @@ pub struct Inventory {
     /// Those whose text may change which names run code (DDL, a CALL,
     /// dynamic SQL, or a text not seen: prepared from an expression).
     pub ddl_prepared: BTreeSet<Vec<u8>>,
-    /// The literal texts of those prepared from one (`PREPARE s FROM
-    /// '…'`, up to `authority::MAX_PREPARED_TEXT` bytes): their EXECUTE is
-    /// read as the text.
-    pub prepared_texts: BTreeMap<Vec<u8>, Vec<u8>>,
     /// An XA transaction is associated with the session.
     pub xa: bool,
     /// A one-shot setting (SET TRANSACTION, insert_id) awaits the next

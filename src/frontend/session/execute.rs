@@ -757,9 +757,13 @@ impl Session {
     /// A session that logged in before a SET DEFAULT ROLE keeps the role
     /// it logged in with, as direct (the change is for new logins): a
     /// backend that logged in since with another role gets the session's
-    /// (`SET ROLE`), and the session then holds it (the role is not the
-    /// backend's login role: it cannot serve anyone else). Unknown when no
-    /// backend of the session's epoch is on record: left as it logged in.
+    /// (`SET ROLE`) and is marked so that no one else gets it (closed when
+    /// the session lets it go; not held: holding one backend per older
+    /// session could take the whole pool). Left as it is when no backend
+    /// of the session's epoch is on record, when the role's name is not
+    /// ASCII (it would be sent in the session's character set), or when
+    /// the server refuses the role (dropped or revoked since: direct, the
+    /// session would keep it; the backend's is the closest).
     async fn restore_login_role(
         &mut self,
         backend: &mut Leased,
@@ -773,6 +777,7 @@ impl Session {
             .pool
             .login_role_at(self.pool, self.login_roles_epoch)
             .filter(|r| *r != backend.login_role)
+            .filter(|r| r.as_deref().is_none_or(|n| n.is_ascii()))
         else {
             return Ok(());
         };
@@ -780,28 +785,14 @@ impl Session {
             Some(r) => format!("SET ROLE `{}`", r.replace('`', "``")),
             None => "SET ROLE NONE".to_string(),
         };
-        backend.exec(&q).await?;
-        backend.marks.role_changed = true;
-        self.inv.role = true;
-        self.role_restored = true;
-        self.sync_inventory_pins();
+        match backend.exec(&q).await {
+            Ok(()) => backend.marks.role_changed = true,
+            Err(BackendError::Server(e)) => {
+                warn!(client.id = self.id, error = %e.message, "could not give the session its login role back");
+            }
+            Err(e) => return Err(e),
+        }
         Ok(())
-    }
-
-    /// A session holding a backend only to keep its login role lets it go
-    /// once a new login of its account gets that role again (the default
-    /// was set back): the backend is closed at release, and the next one
-    /// needs no `SET ROLE`.
-    fn end_restored_role(&mut self) {
-        if !self.role_restored {
-            return;
-        }
-        let pool = &self.shared.pool;
-        let own = pool.login_role_at(self.pool, self.login_roles_epoch);
-        if own.is_some() && own == pool.login_role_at(self.pool, pool.roles_epoch()) {
-            self.role_restored = false;
-            self.inv.role = false;
-        }
     }
 
     /// Recomputes the pins that follow from the inventory, counting new ones.
@@ -902,19 +893,27 @@ impl Session {
         if fu.default_role_changed {
             let pool = &self.shared.pool;
             pool.default_roles_changed();
+            let epoch = pool.roles_epoch();
             // The role a new login of this account gets now (IS_DEFAULT is
-            // about the current user only; no row: none).
-            if let Ok(rows) = backend
-                .query_rows(
-                    "SELECT ROLE_NAME FROM information_schema.APPLICABLE_ROLES WHERE IS_DEFAULT = 'YES'",
-                    1,
-                )
-                .await
+            // about the current user only; no row: none). Not asked while
+            // the next statement reads FOUND_ROWS() here; a name that is
+            // not ASCII (read in the session's character set) is not kept.
+            if !keep_found_rows
+                && let Ok(rows) = backend
+                    .query_rows(
+                        "SELECT ROLE_NAME FROM information_schema.APPLICABLE_ROLES WHERE IS_DEFAULT = 'YES'",
+                        1,
+                    )
+                    .await
             {
-                let role = rows.into_iter().next().and_then(|r| r.into_iter().next().flatten());
-                pool.note_login_role(self.pool, pool.roles_epoch(), &role);
+                let role = rows
+                    .into_iter()
+                    .next()
+                    .and_then(|r| r.into_iter().next().flatten());
+                if role.as_deref().is_none_or(|n| n.is_ascii()) {
+                    pool.note_login_role(self.pool, epoch, &role);
+                }
             }
-            self.end_restored_role();
         }
         if fu.probe_role && self.pins.has(PinReason::SessionMode) {
             // The backend is this session's for life: the role it may have
@@ -940,6 +939,11 @@ impl Session {
                 && backend.roles_epoch == self.shared.pool.roles_epoch();
             self.inv.role = !same;
             backend.marks.role_changed = !same;
+            if same {
+                // The session's role is what a login gets now: no older
+                // login role to give it back.
+                self.login_roles_epoch = backend.roles_epoch;
+            }
         }
         if fu.verify_locks {
             self.verify_locks(backend).await;

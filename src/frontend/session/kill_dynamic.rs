@@ -145,15 +145,14 @@ pub(super) fn plan(
                 ));
             }
             // Text built from pieces at run time (`CONCAT('KI', 'LL …')`)
-            // may still be a KILL of a server thread id. A procedure's is
-            // judged when it is CALLed (the catalog reads its body); a
-            // compound statement, a multi-statement or an event runs where
-            // no catalog sees it: refused (fail closed) unless allowed.
-            let procedure = single.is_some_and(|s| s.kind == Kind::RoutineDefinition)
-                && !defines_event(sql, toks);
-            if !procedure && !allow_unplanned {
+            // may still be a KILL of a server thread id: refused (fail
+            // closed) where such a KILL may reach another account's client,
+            // in stored code too (a procedure created now could only be
+            // refused when CALLed, and one replaced after a client
+            // prepared its CALL would not be).
+            if !allow_unplanned {
                 return Some(KillPlan::Refuse(
-                    "dynamic SQL built at run time (PREPARE / EXECUTE IMMEDIATE of a variable or expression) in a compound statement, a multi-statement or an event through myplex",
+                    "dynamic SQL built at run time (PREPARE / EXECUTE IMMEDIATE of a variable or expression) in stored code, a compound statement or a multi-statement through myplex",
                 ));
             }
             continue;
@@ -189,14 +188,19 @@ pub(super) fn plan(
     None
 }
 
-/// True when a routine definition (CREATE … / ALTER EVENT) defines an
-/// event: the first of PROCEDURE, FUNCTION, TRIGGER, EVENT, PACKAGE among
-/// its words is EVENT.
-fn defines_event(sql: &[u8], toks: &[Token]) -> bool {
+/// True when a routine definition (CREATE … / ALTER EVENT) may define an
+/// event, whose body the server runs later on its own: the first of
+/// PROCEDURE, FUNCTION, TRIGGER, EVENT, PACKAGE among its words is EVENT,
+/// or one of them is in a version comment the server may skip
+/// (`CREATE /*!50700 PROCEDURE */ EVENT …`).
+pub(super) fn defines_event(sql: &[u8], toks: &[Token]) -> bool {
     const WHAT: [&[u8]; 5] = [b"procedure", b"function", b"trigger", b"event", b"package"];
-    toks.iter()
-        .find(|t| WHAT.iter().any(|w| t.is_word(sql, w)))
-        .is_some_and(|t| t.is_word(sql, b"event"))
+    let what = |t: &&Token| WHAT.iter().any(|w| t.is_word(sql, w));
+    toks.iter().filter(|t| t.gated).any(|t| what(&t))
+        || toks
+            .iter()
+            .find(what)
+            .is_some_and(|t| t.is_word(sql, b"event"))
 }
 
 /// The name a PREPARE statement prepares.

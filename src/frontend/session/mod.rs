@@ -123,9 +123,6 @@ pub struct Session {
     /// user): the default role it got then stays its role, as direct,
     /// after a SET DEFAULT ROLE (see `restore_login_role`).
     login_roles_epoch: u64,
-    /// The session holds its backend because it was given its login role
-    /// back (`restore_login_role`), not because it set one.
-    role_restored: bool,
     probe_role_later: bool,
     /// What ROW_COUNT() returns after the client's previous command, when
     /// the proxy knows it (see [`row_count`]).
@@ -352,7 +349,6 @@ impl Session {
             found_rows: 0,
             probe_role_later: false,
             login_roles_epoch,
-            role_restored: false,
             row_count: Some(0),
             prime_row_count: None,
             row_count_now: None,
