@@ -104,4 +104,10 @@ fn published_admin_endpoint_needs_a_readable_token() {
     .expect("valid with a token file");
     let e = myplex::admin::http::check_token_file(&cfg).expect_err("missing file");
     assert!(e.to_string().contains("/nonexistent/myplex-token"), "{e}");
+    // Nor does the placeholder the shipped manifests carry.
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/docker/admin_token");
+    let cfg = myplex::config::load_str(&format!("admin_token_file = \"{shipped}\"\n{base}"))
+        .expect("valid with a token file");
+    let e = myplex::admin::http::check_token_file(&cfg).expect_err("placeholder token");
+    assert!(e.to_string().contains("placeholder"), "{e}");
 }

@@ -169,7 +169,17 @@ pub enum TokenError {
     /// The file holds no token.
     #[error("{0} holds no token")]
     Empty(String),
+    /// The file still holds the placeholder the shipped manifests carry.
+    #[error(
+        "{0} holds the shipped placeholder, not a token: write a secret one (openssl rand -hex 32 > {0})"
+    )]
+    Placeholder(String),
 }
+
+/// How the shipped manifests' placeholder tokens begin
+/// (deploy/docker/admin_token, deploy/kubernetes/secret.yaml): a proxy
+/// started with one would let anyone who read the repository in.
+const PLACEHOLDER: &str = "replace-me";
 
 /// The token in `path` (surrounding whitespace, a trailing newline
 /// included, is not part of it).
@@ -178,6 +188,9 @@ pub fn read_token(path: &str) -> Result<String, TokenError> {
     let t = text.trim();
     if t.is_empty() {
         return Err(TokenError::Empty(path.into()));
+    }
+    if t.starts_with(PLACEHOLDER) {
+        return Err(TokenError::Placeholder(path.into()));
     }
     Ok(t.to_string())
 }
