@@ -62,15 +62,17 @@ pub async fn clean(b: &mut BackendConn) -> bool {
     ok && release(b.marks, b.status) == Release::Share
 }
 
+/// The expression counting the session's user variables with a value
+/// (reads a table: it clears the diagnostics area).
+pub const USER_VARIABLES_COUNT: &str =
+    "(SELECT COUNT(*) FROM information_schema.USER_VARIABLES WHERE VARIABLE_VALUE IS NOT NULL)";
+
 /// How many user variables with a value the backend's session holds. The
 /// count reads a table, which clears the diagnostics area (the mark goes).
 /// `None` when the server did not answer it.
 pub async fn count_user_variables(b: &mut BackendConn) -> Option<usize> {
     let n = b
-        .query_row(
-            "SELECT COUNT(*) FROM information_schema.USER_VARIABLES \
-             WHERE VARIABLE_VALUE IS NOT NULL",
-        )
+        .query_row(format!("SELECT {USER_VARIABLES_COUNT}"))
         .await
         .ok()
         .flatten()

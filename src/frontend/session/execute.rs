@@ -855,7 +855,7 @@ impl Session {
         backend: &mut Leased,
         mut fu: authority::Followup,
         out: &crate::frontend::relay::Outcome,
-        insert_id_read: Option<Result<Option<Vec<Option<String>>>, BackendError>>,
+        mut insert_id_read: Option<Result<Option<Vec<Option<String>>>, BackendError>>,
     ) {
         // The next statement reads FOUND_ROWS() on this backend: a probe
         // (a SELECT) now would replace it. Put the probes off, holding the
@@ -915,6 +915,8 @@ impl Session {
                 }
             }
         }
+        // The user variables were counted with the role (below).
+        let mut counted = false;
         if fu.probe_role && self.pins.has(PinReason::SessionMode) {
             // The backend is this session's for life: the role it may have
             // is the session's own, as direct. Not asked (the SELECT would
@@ -931,10 +933,53 @@ impl Session {
             // it; anything else, or no answer, holds it for the session's
             // life, as does a login role that a SET DEFAULT ROLE made stale.
             // CURRENT_ROLE() reads no table: the diagnostics area stays.
-            let now = backend
-                .query_row("SELECT CURRENT_ROLE()")
-                .await
-                .map(|r| r.and_then(|r| r.into_iter().next().flatten()));
+            // When the user variables are to be counted now and
+            // LAST_INSERT_ID() read (after stored code, all three), they
+            // ride in the same query: one round trip instead of three.
+            let count_now = !keep_found_rows
+                && (fu.count_user_vars || self.inv.user_vars_unverified)
+                && out.warnings == 0
+                && out.error.is_none();
+            let id_now = insert_id_read.is_none()
+                && backend.marks.insert_id_unknown
+                && self.status & status::IN_TRANS == 0;
+            let mut q = String::from("SELECT CURRENT_ROLE()");
+            if count_now {
+                q.push_str(", ");
+                q.push_str(parking::USER_VARIABLES_COUNT);
+            }
+            if id_now {
+                q.push_str(", LAST_INSERT_ID()");
+            }
+            let row = backend.query_row(&q).await;
+            let cell = |i: usize| match &row {
+                Ok(Some(r)) => Ok(r.get(i).cloned().flatten()),
+                Ok(None) => Ok(None),
+                Err(_) => Err(()),
+            };
+            if count_now {
+                counted = true;
+                let n = cell(1).ok().flatten().and_then(|c| c.parse::<usize>().ok());
+                if n.is_some() {
+                    backend.marks.diagnostics = false;
+                }
+                match n {
+                    Some(0) => {
+                        self.inv.user_vars.clear();
+                        self.inv.user_vars_unverified = false;
+                    }
+                    Some(n) => self.inv.user_vars_unverified = n > self.inv.user_vars.len(),
+                    None => self.inv.user_vars_unverified = true,
+                }
+            }
+            if id_now {
+                let i = 1 + usize::from(count_now);
+                insert_id_read = Some(match cell(i) {
+                    Ok(v) => Ok(Some(vec![v])),
+                    Err(()) => Err(BackendError::Protocol("the follow-up query failed".into())),
+                });
+            }
+            let now = cell(0);
             let same = matches!(&now, Ok(role) if *role == backend.login_role)
                 && backend.roles_epoch == self.shared.pool.roles_epoch();
             self.inv.role = !same;
@@ -951,7 +996,7 @@ impl Session {
         // Never carried to a later query, whose settings may read the
         // literals otherwise.
         self.inv.give_up_pending_locks();
-        if !keep_found_rows && (fu.count_user_vars || self.inv.user_vars_unverified) {
+        if !counted && !keep_found_rows && (fu.count_user_vars || self.inv.user_vars_unverified) {
             // Stored code may set user variables the text does not show.
             // The count reads a table, which clears the diagnostics area:
             // with warnings or an error to keep, count after a later
