@@ -453,17 +453,15 @@ impl CodeCatalog {
             }
         }
         let counters = c.query_rows(FINGERPRINT_SQL, 64).await?;
-        let named = |r: &Vec<Option<String>>, names: &[&str]| {
-            r.first()
-                .and_then(|n| n.as_deref())
-                .is_some_and(|n| names.iter().any(|c| n.eq_ignore_ascii_case(c)))
-        };
         // A stored function's counters move the tables' part (a view may
         // name one); its body is read with the procedures (when a routine
         // counter moved, and in the periodic full reading).
-        let (routines_fp, tables_fp): (Fingerprint, Fingerprint) = counters
-            .into_iter()
-            .partition(|r| named(r, &ROUTINE_COUNTERS));
+        let (routines_fp, tables_fp): (Fingerprint, Fingerprint) =
+            counters.into_iter().partition(|r| {
+                r.first()
+                    .and_then(|n| n.as_deref())
+                    .is_some_and(|n| ROUTINE_COUNTERS.iter().any(|c| n.eq_ignore_ascii_case(c)))
+            });
         // A DDL statement through this proxy (a view, a trigger, a table
         // with a sequence default) cannot change a procedure without moving
         // a routine counter: the procedures are read again only when one

@@ -389,6 +389,18 @@ impl Pool {
             .collect()
     }
 
+    /// True when another credential pool (other credentials, a server
+    /// user) logs in as the same server account as `credential`.
+    pub fn shares_account(&self, credential: usize) -> bool {
+        let all = self.credentials.load();
+        let Some(mine) = all.get(credential) else {
+            return false;
+        };
+        all.iter()
+            .enumerate()
+            .any(|(i, p)| i != credential && p.user == mine.user)
+    }
+
     /// The credential pool logging in as `user` with SHA1(password)
     /// `stage1` (or no password), added on first use; address, TLS and
     /// timeouts are pool 0's.

@@ -640,21 +640,17 @@ fn is_opaque(s: &Statement) -> bool {
 /// other bytes than before (character sets, sql_mode, or anything stored
 /// code or an unread SET list may have changed).
 fn rereads_literals(s: &Statement) -> bool {
-    is_opaque(s) || changes_literal_reading(s)
-}
-
-/// A statement whose own effects change how literals read.
-fn changes_literal_reading(s: &Statement) -> bool {
-    s.effects.iter().any(|e| match e {
-        Effect::SetNames { .. } | Effect::SetStatement { .. } | Effect::SetOther => true,
-        Effect::SetVariable { name, .. } => {
-            name.starts_with(b"character_set_")
-                || name.starts_with(b"collation_")
-                || name.as_slice() == b"sql_mode"
-                || name.as_slice() == b"names"
-        }
-        _ => false,
-    })
+    is_opaque(s)
+        || s.effects.iter().any(|e| match e {
+            Effect::SetNames { .. } | Effect::SetStatement { .. } | Effect::SetOther => true,
+            Effect::SetVariable { name, .. } => {
+                name.starts_with(b"character_set_")
+                    || name.starts_with(b"collation_")
+                    || name.as_slice() == b"sql_mode"
+                    || name.as_slice() == b"names"
+            }
+            _ => false,
+        })
 }
 
 /// Effects a statement that fails may already have had: those of its

@@ -235,8 +235,8 @@ pub type ProcRow = ViewRow;
 /// not one string literal, or such words the lexer cannot place. The body
 /// is read under each quoting mode it may have been created with (a
 /// backslash may or may not escape a quote; `"…"` may be a string or a
-/// name, `ANSI_QUOTES`): any reading that finds one counts. The word in a plain string or comment (`SELECT 'no kill'`)
-/// does not.
+/// name, `ANSI_QUOTES`): any reading that finds one counts. The word in a
+/// plain string or comment (`SELECT 'no kill'`) does not.
 fn body_may_kill(def: &str, procedure: bool) -> bool {
     let sql = def.as_bytes();
     if crate::sql::scan::words(sql).is_empty() {
@@ -481,11 +481,6 @@ impl CodeNames {
     /// ids, which may name other clients' pooled backends.
     pub fn may_kill(&self, text: &[u8], schema: &[u8]) -> bool {
         self.killers > 0 && self.find(text, schema, Member::Killers)
-    }
-
-    /// True when some name's code may run an unplanned KILL.
-    pub fn has_killers(&self) -> bool {
-        self.killers > 0
     }
 
     /// True when `text`, run in `schema`, may reach a name whose code may

@@ -795,6 +795,19 @@ impl Session {
         Ok(())
     }
 
+    /// What a count of the backend session's user variables (`None`: not
+    /// answered) says of those the session is known to hold.
+    fn note_user_var_count(&mut self, n: Option<usize>) {
+        match n {
+            Some(0) => {
+                self.inv.user_vars.clear();
+                self.inv.user_vars_unverified = false;
+            }
+            Some(n) => self.inv.user_vars_unverified = n > self.inv.user_vars.len(),
+            None => self.inv.user_vars_unverified = true,
+        }
+    }
+
     /// Recomputes the pins that follow from the inventory, counting new ones.
     pub(super) fn sync_inventory_pins(&mut self) {
         let inv = self.inv.pins();
@@ -899,17 +912,13 @@ impl Session {
             // the next statement reads FOUND_ROWS() here; a name that is
             // not ASCII (read in the session's character set) is not kept.
             if !keep_found_rows
-                && let Ok(rows) = backend
-                    .query_rows(
+                && let Ok(row) = backend
+                    .query_row(
                         "SELECT ROLE_NAME FROM information_schema.APPLICABLE_ROLES WHERE IS_DEFAULT = 'YES'",
-                        1,
                     )
                     .await
             {
-                let role = rows
-                    .into_iter()
-                    .next()
-                    .and_then(|r| r.into_iter().next().flatten());
+                let role = row.and_then(|r| r.into_iter().next().flatten());
                 if role.as_deref().is_none_or(|n| n.is_ascii()) {
                     pool.note_login_role(self.pool, epoch, &role);
                 }
@@ -961,16 +970,10 @@ impl Session {
                 counted = true;
                 let n = cell(1).ok().flatten().and_then(|c| c.parse::<usize>().ok());
                 if n.is_some() {
+                    // The count read a table: the diagnostics area is gone.
                     backend.marks.diagnostics = false;
                 }
-                match n {
-                    Some(0) => {
-                        self.inv.user_vars.clear();
-                        self.inv.user_vars_unverified = false;
-                    }
-                    Some(n) => self.inv.user_vars_unverified = n > self.inv.user_vars.len(),
-                    None => self.inv.user_vars_unverified = true,
-                }
+                self.note_user_var_count(n);
             }
             if id_now {
                 let i = 1 + usize::from(count_now);
@@ -1010,14 +1013,8 @@ impl Session {
             } else if out.warnings > 0 || out.error.is_some() {
                 self.inv.user_vars_unverified = true;
             } else {
-                match parking::count_user_variables(backend).await {
-                    Some(0) => {
-                        self.inv.user_vars.clear();
-                        self.inv.user_vars_unverified = false;
-                    }
-                    Some(n) => self.inv.user_vars_unverified = n > self.inv.user_vars.len(),
-                    None => self.inv.user_vars_unverified = true,
-                }
+                let n = parking::count_user_variables(backend).await;
+                self.note_user_var_count(n);
             }
         }
         if !fu.probe_vars.is_empty() {

@@ -16,15 +16,16 @@
 //! top-level dynamic SQL whose text is not a literal or an expression the
 //! server can compute without effect, dynamic SQL in stored code, compound
 //! or multi-statements whose text holds the word KILL, a CALL whose text
-//! holds it, dynamic SQL built at run time in a compound statement, a
-//! multi-statement or an event (`kill_dynamic`); a statement that would run
+//! holds it, dynamic SQL built at run time in stored code, a compound
+//! statement or a multi-statement (`kill_dynamic`); a statement that would run
 //! stored code that may KILL (the word in its body, a procedure's dynamic
 //! SQL built at run time, a body `backend.user` cannot read: learnt by the
 //! catalog of stored code, [`Session::stored_code_may_kill`]); such words
 //! in a query the lexer cannot read (an unterminated quote, a character set
 //! with ASCII-range trail bytes and non-ASCII text); and, for queries of
 //! 16 MiB or more, such words past the first 64 KiB (`large`).
-//! `pool.allow_unplannable_kill` lets the run-time forms through.
+//! Where a KILL with a server thread id reaches no other account's client,
+//! or with `pool.allow_unplannable_kill`, the run-time forms go through.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -126,8 +127,9 @@ pub enum KillPlan {
 /// KILL statement (a multi-statement, a compound statement, stored code a
 /// CREATE would keep, SET STATEMENT … FOR) is refused; dynamic SQL is
 /// planned by [`super::kill_dynamic`]. `allow_unplanned`
-/// (`pool.allow_unplannable_kill`) lets dynamic SQL built at run time in a
-/// compound statement, a multi-statement or an event reach the server.
+/// ([`Session::allow_unplanned_kill`]) lets dynamic SQL built at run time
+/// in stored code, a compound statement or a multi-statement reach the
+/// server.
 pub fn plan(
     sql: &[u8],
     analysis: &crate::sql::Analysis,
@@ -307,6 +309,21 @@ pub fn plan_for(
     )
 }
 
+/// True when a routine definition (CREATE … / ALTER EVENT) may define an
+/// event, whose body the server runs later on its own: the first of
+/// PROCEDURE, FUNCTION, TRIGGER, EVENT, PACKAGE among its words is EVENT,
+/// or one of them is in a version comment the server may skip
+/// (`CREATE /*!50700 PROCEDURE */ EVENT …`).
+fn defines_event(sql: &[u8], toks: &[crate::sql::lexer::Token]) -> bool {
+    const WHAT: [&[u8]; 5] = [b"procedure", b"function", b"trigger", b"event", b"package"];
+    let what = |t: &&crate::sql::lexer::Token| WHAT.iter().any(|w| t.is_word(sql, w));
+    toks.iter().filter(|t| t.gated).any(|t| what(&t))
+        || toks
+            .iter()
+            .find(what)
+            .is_some_and(|t| t.is_word(sql, b"event"))
+}
+
 /// The account of `KILL … USER name[@host]` (quotes removed; no host
 /// means any).
 fn kill_user_name(stmt: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
@@ -372,16 +389,6 @@ fn unknown_thread(id: u64) -> ErrPacket {
 }
 
 impl Session {
-    /// Refuses (with the reason) a statement text that may run stored code
-    /// whose KILL myplex cannot plan: a CALLed procedure, a function, a
-    /// table's trigger or a view holding the word KILL, dynamic SQL built
-    /// at run time, or a body `backend.user` cannot read (see
-    /// `CodeNames::may_kill`); such a KILL takes server thread ids, which
-    /// may name backends serving other accounts' clients. While the
-    /// catalog is unknown a CALL waits for it (up to [`CATALOG_WAIT`]) and
-    /// is refused if it stays unknown; other statements go on (a function
-    /// or trigger created directly on the server meanwhile is learnt at the
-    /// next reading). Only where [`Self::allow_unplanned_kill`] is false.
     /// True when a KILL myplex cannot plan may run for this session: its
     /// backends' account serves no other account's clients (a server
     /// thread id then reaches only threads this account may end directly
@@ -395,17 +402,20 @@ impl Session {
         // another credential pool (a server user, other credentials) logs
         // in as the same account.
         let credential = self.user.pool;
-        if self.shared.users.load().shares_pool(credential) {
-            return false;
-        }
-        let accounts = self.shared.pool.backend_users();
-        let mine = accounts.get(credential);
-        !accounts
-            .iter()
-            .enumerate()
-            .any(|(i, a)| i != credential && Some(a) == mine)
+        !self.shared.users.load().shares_pool(credential)
+            && !self.shared.pool.shares_account(credential)
     }
 
+    /// Refuses (with the reason) a statement text that may run stored code
+    /// whose KILL myplex cannot plan: a CALLed procedure, a function, a
+    /// table's trigger or a view holding the word KILL, dynamic SQL built
+    /// at run time, or a body `backend.user` cannot read (see
+    /// `CodeNames::may_kill`); such a KILL takes server thread ids, which
+    /// may name backends serving other accounts' clients. While the
+    /// catalog is unknown a CALL waits for it (up to [`CATALOG_WAIT`]) and
+    /// is refused if it stays unknown; other statements go on (a function
+    /// or trigger created directly on the server meanwhile is learnt at the
+    /// next reading). Only where [`Self::allow_unplanned_kill`] is false.
     pub(super) async fn stored_code_may_kill(&self, sql: &[u8]) -> Option<&'static str> {
         let schema = self.state.schema.as_deref().unwrap_or_default();
         let catalog = &self.shared.pool.code_catalog;
@@ -448,7 +458,7 @@ impl Session {
         let event = |s: &crate::sql::Statement| {
             let text = sql.get(s.span.clone()).unwrap_or(sql);
             let toks: Vec<_> = crate::sql::lexer::Lexer::new(text, opts).collect();
-            super::kill_dynamic::defines_event(text, &toks)
+            defines_event(text, &toks)
         };
         a.incomplete
             || a.statements.iter().any(|s| {

@@ -13,12 +13,11 @@
 //! a compound or a multi-statement (where the text exists only at run
 //! time) is refused when the query holds the word KILL anywhere, strings
 //! and comments included; text that is not a literal there (assembled at
-//! run time: `CONCAT('KI', 'LL …')`, `CHAR(…)`, table data) is refused in
-//! a compound statement, a multi-statement or an event, and allowed in a
-//! procedure, whose CALL the catalog of stored code judges
-//! (`Session::stored_code_may_kill`); `pool.allow_unplannable_kill` lets
-//! it through. Only statements that name PREPARE or EXECUTE IMMEDIATE pay
-//! the extra round trip.
+//! run time: `CONCAT('KI', 'LL …')`, `CHAR(…)`, table data) is refused
+//! unless `Session::allow_unplanned_kill` lets it through (stored code
+//! created elsewhere is judged when it runs: `Session::stored_code_may_kill`).
+//! Only statements that name PREPARE or EXECUTE IMMEDIATE pay the extra
+//! round trip.
 //!
 //! Owns this planning and the resolution round trip; the KILL forms
 //! themselves are `kill`'s.
@@ -186,21 +185,6 @@ pub(super) fn plan(
         }
     }
     None
-}
-
-/// True when a routine definition (CREATE … / ALTER EVENT) may define an
-/// event, whose body the server runs later on its own: the first of
-/// PROCEDURE, FUNCTION, TRIGGER, EVENT, PACKAGE among its words is EVENT,
-/// or one of them is in a version comment the server may skip
-/// (`CREATE /*!50700 PROCEDURE */ EVENT …`).
-pub(super) fn defines_event(sql: &[u8], toks: &[Token]) -> bool {
-    const WHAT: [&[u8]; 5] = [b"procedure", b"function", b"trigger", b"event", b"package"];
-    let what = |t: &&Token| WHAT.iter().any(|w| t.is_word(sql, w));
-    toks.iter().filter(|t| t.gated).any(|t| what(&t))
-        || toks
-            .iter()
-            .find(what)
-            .is_some_and(|t| t.is_word(sql, b"event"))
 }
 
 /// The name a PREPARE statement prepares.

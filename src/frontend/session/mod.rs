@@ -119,11 +119,11 @@ pub struct Session {
     /// The role probe after stored code was put off (it would have replaced
     /// the FOUND_ROWS() the client reads next): run after the next
     /// statement, the session held (its role unknown) meanwhile.
+    probe_role_later: bool,
     /// The pool's roles epoch when the client logged in (or changed
     /// user): the default role it got then stays its role, as direct,
     /// after a SET DEFAULT ROLE (see `restore_login_role`).
     login_roles_epoch: u64,
-    probe_role_later: bool,
     /// What ROW_COUNT() returns after the client's previous command, when
     /// the proxy knows it (see [`row_count`]).
     row_count: Option<i64>,
