@@ -33,9 +33,15 @@ cargo test --release "$@"
 
 # A short coverage-guided fuzzing run of every parser a peer can reach
 # (docs/fuzzing.md): 10 s per target for the whole suite, none when only
-# some tests were asked for; FUZZ_SECONDS overrides (0 skips it).
+# some tests were asked for (an argument that is not a flag, such as a test
+# name or `--test x`); FUZZ_SECONDS overrides (0 skips it).
 default_fuzz=10
-(($# == 0)) || default_fuzz=0
+for arg in "$@"; do
+    case $arg in
+        --no-fail-fast | --quiet | -q | --nocapture) ;;
+        *) default_fuzz=0 ;;
+    esac
+done
 fuzz_seconds=${FUZZ_SECONDS:-$default_fuzz}
 if ((fuzz_seconds > 0)); then
     log "running: scripts/fuzz.sh $fuzz_seconds"

@@ -65,7 +65,8 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(h, myplex::sql::digest::hash64(&buf));
     assert!(buf.len() <= 8 * sql.len() + 32, "digest blew up");
 
-    let _ = kill::plan(sql, &a, opts);
+    let _ = kill::plan(sql, &a, opts, false);
+    let _ = kill::plan(sql, &a, opts, true);
     let _ = local::found_rows_after(sql, 3, opts);
     let _ = local::classify(sql);
     // Keeping the diagnostics area never holds for text that is not read
