@@ -546,6 +546,9 @@ impl Session {
         if !self.row_count_gate_prepared(seq, &entry).await? {
             return Ok(());
         }
+        // Checkout sets the session's count on the backend; a retry after
+        // ER_NEED_REPREPARE sets it again (the refused EXECUTE left -1).
+        let prime = self.prime_row_count;
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(());
         };
@@ -554,6 +557,16 @@ impl Session {
                 return Ok(());
             };
             co = next;
+            if attempt > 0
+                && let Some(p) = prime
+                && let Err(e) = super::row_count::prime(&mut co.backend, p).await
+            {
+                let held_state = co.was_pinned || !self.only_session_mode();
+                drop(co);
+                self.forget_all_held();
+                let err = errors::backend_lost(&e.to_string());
+                return self.lost_backend(seq, &err, held_state).await;
+            }
             let held_types = self
                 .stmts
                 .get(&client_id)
