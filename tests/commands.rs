@@ -391,3 +391,30 @@ async fn process_info_is_forwarded() {
     }
     assert_eq!(shapes[0], shapes[1], "through the proxy, then direct");
 }
+
+/// The OK of a COM_CHANGE_USER is the server's: one that names a schema
+/// reports it in a session-state block (status SESSION_STATE_CHANGED) to a
+/// client that tracks it, as at login; one without a schema is plain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_user_ok_reports_the_schema_as_direct() {
+    use common::raw::{BASE_CAPS, DEPRECATE_EOF, RawConn, SESSION_TRACK};
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).start().await;
+    for schema in [Some("test"), None] {
+        let mut replies = Vec::new();
+        for addr in [p.addr.to_string(), db.addr()] {
+            let caps = BASE_CAPS | DEPRECATE_EOF | SESSION_TRACK;
+            let mut c = RawConn::try_connect_with(&addr, "app", "secret", Some("test"), caps, 45)
+                .await
+                .expect("login");
+            let (_, reply) = c.change_user(OTHER_USER, OTHER_PASSWORD, schema).await;
+            assert!(
+                matches!(reply.as_slice(), [0, ..]),
+                "{addr} {schema:?}: {reply:?}"
+            );
+            replies.push(reply);
+            c.quit().await;
+        }
+        assert_eq!(replies[0], replies[1], "{schema:?}: proxy vs direct");
+    }
+}

@@ -269,6 +269,54 @@ async fn no_route_kills_another_clients_backend_thread() {
     assert_eq!(one, Some(1));
     drop(s);
 
+    // A change of sql_mode is seen however it is spelt (the server joins
+    // `@@session . sql_mode` across spaces and comments): after it the
+    // server takes the backslash as a plain byte, closes the string early
+    // and runs the KILL a reading with the old mode finds inside it.
+    let hidden = |set: &str| {
+        format!(
+            "{set} = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES'); \
+             SELECT 'a\\'; KILL QUERY {{tid}}; -- '"
+        )
+    };
+    // And so is what may change it, or the client character set, for the
+    // rest of the query or for the dynamic SQL of the same statement: the
+    // KILL is then refused, not read as the session's settings would read
+    // it (a myplex id: 1094).
+    let changes = [
+        hidden("SET @@session . sql_mode"),
+        hidden("SET @@local /* c */ . sql_mode"),
+        hidden("SET @@session.`sql_mode`"),
+        hidden("SET @a = 1, @@session\n.sql_mode"),
+        "BEGIN NOT ATOMIC BEGIN DECLARE character_set_client INT; END; \
+         SET character_set_client = gbk; END; SET NAMES utf8mb4; KILL QUERY {tid}"
+            .to_string(),
+        // The dynamic text is read by the server with the mode set just
+        // before it: `'a\'` ends there and the KILL runs.
+        "BEGIN NOT ATOMIC SET sql_mode = 'NO_BACKSLASH_ESCAPES'; \
+         EXECUTE IMMEDIATE 'BEGIN NOT ATOMIC SELECT ''a\\''; KILL QUERY {tid}; SELECT 1 -- ''\n; END'; END"
+            .to_string(),
+        "SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR EXECUTE IMMEDIATE \
+         'BEGIN NOT ATOMIC SELECT ''a\\''; KILL QUERY {tid}; SELECT 1 -- ''\n; END'"
+            .to_string(),
+    ];
+    for (i, q) in changes.iter().enumerate() {
+        let (tid, run) = victim(&p, &mut a, &format!("v_mode{i}")).await;
+        let mut m = conn(&p).await;
+        let q = q.replace("{tid}", &tid.to_string());
+        assert_eq!(code(&mut m, q.as_str()).await, 1235, "{q}");
+        ran_to_its_end(&q, run).await;
+    }
+    // Under sql_mode=ORACLE (`BEGIN … END` blocks the reader does not
+    // follow) no KILL is planned from the text.
+    let (tid, run) = victim(&p, &mut a, "v_oracle").await;
+    let mut o = conn(&p).await;
+    o.query_drop("SET sql_mode = ORACLE").await.expect("oracle");
+    let q = format!("KILL QUERY {tid}");
+    assert_eq!(code(&mut o, q.as_str()).await, 1235, "oracle");
+    ran_to_its_end("oracle", run).await;
+    drop(o);
+
     // The tail of a query of 16 MiB or more: only its first 64 KiB are
     // planned before it is forwarded.
     let (tid, run) = victim(&p, &mut a, "v_large").await;

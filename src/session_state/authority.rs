@@ -192,14 +192,24 @@ pub fn lex_options(state: &TrackedState, status: u16) -> crate::sql::LexOptions 
     }
 }
 
-/// Client character sets whose multi-byte characters may contain bytes
-/// that look like quotes or backslashes: the lexer cannot read their text
-/// reliably, so every query of such a session is treated as opaque.
+/// False for client character sets whose multi-byte characters may contain
+/// bytes that look like quotes or backslashes, and for `sql_mode=ORACLE`
+/// (its `BEGIN … END` blocks and other grammar the reader does not follow):
+/// the lexer cannot read such a session's text reliably, so every query of
+/// it is treated as opaque.
 pub fn lexable_charset(state: &TrackedState) -> bool {
     !matches!(
         state.vars.get("character_set_client").map(String::as_str),
         Some("big5" | "cp932" | "gbk" | "gb18030" | "sjis")
-    )
+    ) && !oracle_mode(state)
+}
+
+/// The session's sql_mode holds ORACLE.
+pub fn oracle_mode(state: &TrackedState) -> bool {
+    state
+        .vars
+        .get("sql_mode")
+        .is_some_and(|m| m.split(',').any(|w| w.eq_ignore_ascii_case("ORACLE")))
 }
 
 /// What a query's `SET STATEMENT … FOR` clauses set for the statement's time
@@ -401,6 +411,16 @@ pub fn after_query(
     // read (its own SET NAMES, stored code, unreadable text).
     let mut inner_rereads = false;
     let temporary = Temporary::of(analysis);
+    if temporary == Temporary::Unknown {
+        // Every report of the reply was set aside (it may be a clause's
+        // temporary value): what decides how the session's next text is
+        // read is asked of the server once the query is over.
+        for name in ["sql_mode", "character_set_client"] {
+            if !fu.probe_vars.iter().any(|v| v == name) {
+                fu.probe_vars.push(name.to_string());
+            }
+        }
+    }
     let removes_ok = !reply.error && !analysis.incomplete;
     for (i, st) in stmts.iter().enumerate() {
         // Effects that end state count only when the statement certainly
@@ -632,7 +652,28 @@ fn is_opaque(s: &Statement) -> bool {
             .effects
             .iter()
             .any(|e| matches!(e, Effect::DynamicSql { .. })),
-        k => opaque(k),
+        k if opaque(k) => true,
+        // Stored code or dynamic SQL run by a statement of another kind
+        // (`SET STATEMENT … FOR CALL p()`, `… FOR EXECUTE …`): as opaque as
+        // when it stands alone.
+        Kind::Set
+            if s.effects
+                .iter()
+                .any(|e| matches!(e, Effect::SetStatement { .. })) =>
+        {
+            s.effects.iter().any(|e| {
+                matches!(
+                    e,
+                    Effect::StoredFunction
+                        | Effect::ExecutePrepared { .. }
+                        | Effect::ExecuteImmediate
+                )
+            })
+        }
+        _ => s
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::ExecutePrepared { .. } | Effect::ExecuteImmediate)),
     }
 }
 

@@ -274,6 +274,11 @@ pub enum Effect {
     SetNames { names: bool },
     /// SET PASSWORD, or a SET list this analysis does not understand.
     SetOther,
+    /// The statement may change how the server lexes what follows it (and
+    /// dynamic SQL it runs itself): it sets the session's sql_mode, or its
+    /// client character set to one that is not plainly one of those read
+    /// alike (a variable, DEFAULT, big5, cp932, gbk, gb18030, sjis …).
+    Relexes,
     /// SET ROLE r | NONE: the session's active role (privileges), which
     /// COM_RESET_CONNECTION does not restore.
     SetRole,
@@ -377,7 +382,8 @@ fn read_statements(r: &mut Reader<'_>) -> Analysis {
                     conditional: r.conditional,
                 });
                 incomplete |= r.incomplete;
-                mode_changed = statements.last().is_some_and(changes_sql_mode);
+                incomplete |= statements.last().is_some_and(rereads_own_dynamic_sql);
+                mode_changed = statements.last().is_some_and(may_change_lexing);
                 match r.terminator {
                     Some(t) => {
                         segment = t + 1;
@@ -415,12 +421,45 @@ fn read_statements(r: &mut Reader<'_>) -> Analysis {
     }
 }
 
-/// True when `s` assigns the session's sql_mode.
-fn changes_sql_mode(s: &Statement) -> bool {
+/// True when the server may lex the statements after `s` otherwise than
+/// they were read here: `s` assigns the session's sql_mode (ANSI_QUOTES,
+/// NO_BACKSLASH_ESCAPES …) or client character set (a multibyte one can
+/// take a backslash or a quote into a character), sets something this
+/// analysis did not understand, or runs text it did not read (EXECUTE of a
+/// prepared statement, EXECUTE IMMEDIATE). Fail closed: the rest of the
+/// query is then incomplete (stored routines restore both settings when
+/// they return, so a CALL does not count).
+pub fn may_change_lexing(s: &Statement) -> bool {
     s.effects.iter().any(|e| {
-        matches!(e, Effect::SetVariable { name, scope, .. }
-            if name == b"sql_mode" && *scope != Scope::Global)
+        matches!(
+            e,
+            Effect::Relexes
+                | Effect::SetOther
+                | Effect::ExecutePrepared { .. }
+                | Effect::ExecuteImmediate
+        )
     })
+}
+
+/// True when `s` runs dynamic SQL whose text the server may read with
+/// other options than the session's: it changes them itself first (a
+/// compound statement's SET, `SET STATEMENT sql_mode = … FOR PREPARE …`).
+fn rereads_own_dynamic_sql(s: &Statement) -> bool {
+    let dynamic = s.effects.iter().any(|e| {
+        matches!(
+            e,
+            Effect::DynamicSql { .. } | Effect::ExecuteImmediate | Effect::TextPrepare { .. }
+        )
+    });
+    dynamic
+        && s.effects.iter().any(|e| match e {
+            Effect::Relexes | Effect::SetOther => true,
+            Effect::SetStatement { vars: None } => true,
+            Effect::SetStatement { vars: Some(v) } => v
+                .iter()
+                .any(|n| matches!(n.as_slice(), b"sql_mode" | b"character_set_client")),
+            _ => false,
+        })
 }
 
 /// `from..to` without leading and trailing whitespace.

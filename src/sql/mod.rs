@@ -40,7 +40,7 @@ mod tests;
 pub use diagnostics::{DiagnosticsUse, keeps_diagnostics};
 pub use effects::{
     Analysis, Effect, Func, FuncKind, KillTarget, Kind, MAX_STATEMENTS, Scope, Statement,
-    TableName, analyze, analyze_with_digest,
+    TableName, analyze, analyze_with_digest, may_change_lexing,
 };
 pub use keywords::is_keyword;
 pub use lexer::LexOptions;

@@ -4,7 +4,7 @@
 //! Owns the SET grammar as far as the effects need it; the value
 //! expressions themselves are skipped (and observed by `observe`).
 
-use super::effects::{Effect, Scope};
+use super::effects::{Effect, Kind, Scope};
 use super::lexer::{Token, TokenKind};
 use super::reader::{Reader, lower};
 use super::statement::{Ctx, unit};
@@ -33,8 +33,9 @@ pub(super) fn set(r: &mut Reader, ctx: Ctx) {
         }
         let (vars, has_for) = statement_vars(r);
         r.emit(Effect::SetStatement { vars });
-        if has_for {
-            unit(r, Ctx::Inner);
+        if has_for && unit(r, Ctx::Inner) == Kind::Call {
+            // A procedure's body is as unseen here as anywhere.
+            r.emit(Effect::StoredFunction);
         }
         return;
     }
@@ -105,7 +106,7 @@ fn statement_vars(r: &mut Reader) -> (Option<Vec<Vec<u8>>>, bool) {
         if at_name {
             let name = match t.kind {
                 TokenKind::Word | TokenKind::QuotedIdent => r.name(&t),
-                TokenKind::SysVar => match sysvar(r, &t) {
+                TokenKind::SysVar => match sysvar_spaced(r, &t) {
                     (Scope::Global, _) => None,
                     (_, name) => Some(name),
                 },
@@ -139,6 +140,12 @@ fn set_element(r: &mut Reader, ctx: Ctx, sticky: Scope) -> bool {
             r.emit(Effect::SetNames {
                 names: t.is_word(sql, b"names"),
             });
+            // The character set's name: after NAMES / CHARSET, or after
+            // CHARACTER SET.
+            let at = if t.is_word(sql, b"character") { 2 } else { 1 };
+            if !reads_alike(r, at) {
+                r.emit(Effect::Relexes);
+            }
             r.skip_to_comma();
             true
         }
@@ -156,7 +163,7 @@ fn set_element(r: &mut Reader, ctx: Ctx, sticky: Scope) -> bool {
         }
         TokenKind::SysVar => {
             r.next();
-            let (scope, name) = sysvar(r, &t);
+            let (scope, name) = sysvar_spaced(r, &t);
             assignment(r, name, scope)
         }
         TokenKind::Word | TokenKind::QuotedIdent => {
@@ -176,6 +183,12 @@ fn set_element(r: &mut Reader, ctx: Ctx, sticky: Scope) -> bool {
                 if !(r.eat_symbol(b"=") || r.eat_symbol(b":=")) {
                     return false;
                 }
+                if relexing(&name) {
+                    // A local of that name may be out of scope by now (the
+                    // reader does not end a name's scope with its block):
+                    // then the session's variable is set.
+                    r.emit(Effect::Relexes);
+                }
                 r.skip_to_comma();
                 return true;
             }
@@ -185,10 +198,47 @@ fn set_element(r: &mut Reader, ctx: Ctx, sticky: Scope) -> bool {
     }
 }
 
+/// The session variables whose value changes how the server lexes.
+fn relexing(name: &[u8]) -> bool {
+    matches!(name, b"sql_mode" | b"character_set_client")
+}
+
+/// Client character sets whose multibyte characters keep every quote and
+/// backslash where the bytes have them are read alike; the others (big5,
+/// cp932, gbk, gb18030, sjis) are not.
+const READ_OTHERWISE: [&[u8]; 5] = [b"big5", b"cp932", b"gbk", b"gb18030", b"sjis"];
+
+/// True when the token `at` ahead names, plainly, a character set read
+/// alike (not DEFAULT, a variable or an expression, nor one of
+/// [`READ_OTHERWISE`]).
+fn reads_alike(r: &mut Reader, at: usize) -> bool {
+    let Some(t) = r.peek(at) else { return false };
+    let plain = matches!(
+        t.kind,
+        TokenKind::Word | TokenKind::String | TokenKind::QuotedIdent
+    );
+    let name = lower(r.value(&t).into_owned());
+    let sql = r.sql;
+    let ends = r
+        .peek(at + 1)
+        .is_none_or(|n| n.is_symbol(sql, b",") || n.is_word(sql, b"collate"));
+    plain
+        && ends
+        && !name.is_empty()
+        && name.as_slice() != b"default"
+        && !READ_OTHERWISE.contains(&name.as_slice())
+}
+
 /// `= value` of a system-variable assignment.
 fn assignment(r: &mut Reader, name: Vec<u8>, scope: Scope) -> bool {
     if !(r.eat_symbol(b"=") || r.eat_symbol(b":=")) {
         return false;
+    }
+    if scope != Scope::Global
+        && relexing(&name)
+        && (name.as_slice() == b"sql_mode" || !reads_alike(r, 0))
+    {
+        r.emit(Effect::Relexes);
     }
     let to_default = r.peek_word(0, b"default") && (r.peek(1).is_none() || r.peek_symbol(1, b","));
     r.emit(Effect::SetVariable {
@@ -200,8 +250,36 @@ fn assignment(r: &mut Reader, name: Vec<u8>, scope: Scope) -> bool {
     true
 }
 
-/// Scope and lowercase name of an `@@[scope.]name[.name]` token.
-fn sysvar(r: &Reader, t: &Token) -> (Scope, Vec<u8>) {
+/// Scope and lowercase name of an `@@[scope.]name[.name]` token and the
+/// `. name` parts after it: the server
+/// reads `@@session . sql_mode` (spaces or comments around the dot) as
+/// `@@session.sql_mode`.
+fn sysvar_spaced(r: &mut Reader, t: &Token) -> (Scope, Vec<u8>) {
+    let mut parts = sysvar_parts(r, t);
+    while r.peek_symbol(0, b".") {
+        let Some(part) = r.peek(1).and_then(|p| r.name(&p)) else {
+            break;
+        };
+        r.next();
+        r.next();
+        parts.push(lower(part));
+    }
+    scoped(parts)
+}
+
+/// The scope a variable's dotted parts name, and the rest joined.
+fn scoped(parts: Vec<Vec<u8>>) -> (Scope, Vec<u8>) {
+    let scope = match parts.first().map(Vec::as_slice) {
+        Some(b"global" | b"persist" | b"persist_only") if parts.len() > 1 => Scope::Global,
+        Some(b"session" | b"local") if parts.len() > 1 => Scope::Session,
+        _ => Scope::Unscoped,
+    };
+    let skip = usize::from(scope != Scope::Unscoped);
+    (scope, parts[skip.min(parts.len())..].join(&b'.'))
+}
+
+/// The lowercase dotted parts of an `@@[scope.]name[.name]` token.
+fn sysvar_parts(r: &Reader, t: &Token) -> Vec<Vec<u8>> {
     let text = &t.text(r.sql)[2..];
     let mut parts: Vec<Vec<u8>> = Vec::new();
     let mut i = 0;
@@ -233,11 +311,5 @@ fn sysvar(r: &Reader, t: &Token) -> (Scope, Vec<u8>) {
             i += 1;
         }
     }
-    let scope = match parts.first().map(Vec::as_slice) {
-        Some(b"global" | b"persist" | b"persist_only") if parts.len() > 1 => Scope::Global,
-        Some(b"session" | b"local") if parts.len() > 1 => Scope::Session,
-        _ => Scope::Unscoped,
-    };
-    let skip = usize::from(scope != Scope::Unscoped);
-    (scope, parts[skip.min(parts.len())..].join(&b'.'))
+    parts
 }

@@ -310,9 +310,28 @@ fn handler(r: &mut Reader) {
 fn dynamic_sql(r: &mut Reader) {
     let sql = r.sql;
     let mut k = 0;
-    if r.peek(0)
-        .is_some_and(|t| t.kind == TokenKind::Word && t.text(sql).first() == Some(&b'_'))
+    if let Some(t) = r
+        .peek(0)
+        .filter(|t| t.kind == TokenKind::Word && t.text(sql).first() == Some(&b'_'))
     {
+        // The server converts the text from the introducer's character set
+        // before it reads it: only those that keep every quote and
+        // backslash where the bytes have them are read here (`_gbk`,
+        // `_sjis`, `_utf16` … leave it opaque).
+        const SAME_READING: [&[u8]; 6] = [
+            b"_utf8",
+            b"_utf8mb3",
+            b"_utf8mb4",
+            b"_latin1",
+            b"_ascii",
+            b"_binary",
+        ];
+        if !SAME_READING
+            .iter()
+            .any(|c| t.text(sql).eq_ignore_ascii_case(c))
+        {
+            return;
+        }
         k = 1;
     }
     let Some(lit) = r.peek(k).filter(|t| t.kind == TokenKind::String) else {

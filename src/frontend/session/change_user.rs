@@ -172,8 +172,9 @@ impl Session {
                 return self.change_user_failed(seq, e, known).await;
             }
         }
-        // The server never forgets failed attempts on a connection.
-        self.send_ok(seq).await?;
+        // The server never forgets failed attempts on a connection. Its OK
+        // reports the schema named, as at login, to a client that tracks it.
+        self.send_login_ok(seq).await?;
         Ok(false)
     }
 

@@ -594,12 +594,28 @@ impl Session {
                 co.backend
                     .state
                     .apply_block_with(&out.state, |name| !temporary.covers(name));
+                if !analysis.incomplete
+                    && analysis.statements.len() > 1
+                    && !analysis
+                        .statements
+                        .iter()
+                        .any(crate::sql::may_change_lexing)
+                    && (authority::lex_options(&self.state, self.status) != lex
+                        || !authority::lexable_charset(&self.state))
+                {
+                    // The server says the query changed how it lexes (its
+                    // sql_mode or client character set) where the reading
+                    // saw no such change: the statements after it were not
+                    // read as the server read them (fail closed).
+                    analysis.to_mut().incomplete = true;
+                }
                 if analysis.incomplete
                     && lexable
                     && !streamed
                     && payload.first() == Some(&COM_QUERY)
                     && let Some(a) = relex_after_mode_change(
                         &payload[1..],
+                        out.results,
                         &analysis,
                         lex,
                         authority::lex_options(&self.state, self.status),
@@ -1378,9 +1394,12 @@ pub(super) fn unhex(s: &str) -> Option<Vec<u8>> {
 /// A query that changed sql_mode and then went on: the lexer stops trusting
 /// the rest (the server lexes it with the new mode). The session now knows
 /// the new mode, so the statements after the change are lexed again with
-/// it. `None` when that does not give a complete reading (several changes).
+/// it. `None` when that does not give a complete reading, or one with
+/// another number of statements than the `results` the server sent (a
+/// later change of the mode read the text otherwise: several changes).
 fn relex_after_mode_change(
     sql: &[u8],
+    results: u32,
     analysis: &Analysis,
     before: crate::sql::LexOptions,
     after: crate::sql::LexOptions,
@@ -1394,7 +1413,13 @@ fn relex_after_mode_change(
     let rest_start = analysis.statements.get(k + 1)?.span.start;
     let head = crate::sql::analyze(sql.get(..analysis.statements[k].span.end)?, before);
     let rest = crate::sql::analyze(sql.get(rest_start..)?, after);
-    if head.incomplete || rest.incomplete {
+    let ran = |a: &Analysis| {
+        a.statements
+            .iter()
+            .filter(|s| s.kind != Kind::Empty)
+            .count()
+    };
+    if head.incomplete || rest.incomplete || ran(&head) + ran(&rest) != results as usize {
         return None;
     }
     let mut statements = head.statements;

@@ -282,9 +282,11 @@ pub(super) fn unsure_charset(state: &crate::session_state::TrackedState) -> bool
 }
 
 /// True when a query may hide KILL, PREPARE or EXECUTE IMMEDIATE from the
-/// lexer (a character set with ASCII-range trail bytes and a byte >= 0x80).
+/// lexer (a character set with ASCII-range trail bytes and a byte >= 0x80,
+/// or any query of an ORACLE-mode session).
 pub(super) fn unreadable(sql: &[u8], state: &crate::session_state::TrackedState) -> bool {
-    unsure_charset(state) && sql.iter().any(|&b| b >= 0x80)
+    crate::session_state::authority::oracle_mode(state)
+        || (unsure_charset(state) && sql.iter().any(|&b| b >= 0x80))
 }
 
 impl Session {

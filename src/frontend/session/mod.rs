@@ -437,9 +437,10 @@ impl Session {
         self.serve().await
     }
 
-    /// The OK that ends the login. A login that named a schema reports it
-    /// in a session-state block, as the server does for a client that
-    /// tracks it (and a state change, when the client tracks those).
+    /// The OK that ends the login or a COM_CHANGE_USER. One that named a
+    /// schema reports it in a session-state block, as the server does for a
+    /// client that tracks it (and a state change, when the client tracks
+    /// those).
     async fn send_login_ok(&mut self, seq: u8) -> Result<(), End> {
         let trackers = self
             .own_trackers

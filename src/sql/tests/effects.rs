@@ -439,6 +439,18 @@ fn prepared_xa_kill_use() {
                 Effect::DynamicSql { text: b("KILL 5") },
             ],
         ),
+        // The server converts the text from the introducer's character set
+        // first: gbk, sjis, utf16 … may read it otherwise (opaque).
+        (
+            "PREPARE k FROM _gbk 'KILL 5'",
+            &[Prepare],
+            &[Effect::TextPrepare { name: b("k") }],
+        ),
+        (
+            "EXECUTE IMMEDIATE _utf16 'SELECT 1'",
+            &[ExecuteImmediate],
+            &[Effect::ExecuteImmediate],
+        ),
         (
             "PREPARE k FROM CONCAT('KILL ', 5)",
             &[Prepare],
@@ -540,6 +552,7 @@ fn set_forms() {
         (
             "SET SESSION sql_mode = DEFAULT, wait_timeout = 5",
             &[
+                Effect::Relexes,
                 sv("sql_mode", Session, true),
                 sv("wait_timeout", Session, false),
             ],
@@ -572,7 +585,10 @@ fn set_forms() {
         ("SET @@x = DEFAULT", &[sv("x", Unscoped, true)]),
         ("SET @@x := 1", &[sv("x", Unscoped, false)]),
         ("SET x = DEFAULT + 1", &[sv("x", Default, false)]),
-        ("SET `sql_mode` = ''", &[sv("sql_mode", Default, false)]),
+        (
+            "SET `sql_mode` = ''",
+            &[Effect::Relexes, sv("sql_mode", Default, false)],
+        ),
         ("SET sql_log_bin = 0", &[sv("sql_log_bin", Default, false)]),
         (
             "SET insert_id = 5, timestamp = 1",
@@ -595,6 +611,14 @@ fn set_forms() {
             &[Effect::SetNames { names: true }],
         ),
         (
+            "SET NAMES gbk",
+            &[Effect::SetNames { names: true }, Effect::Relexes],
+        ),
+        (
+            "SET @@session . character_set_client = sjis",
+            &[Effect::Relexes, sv("character_set_client", Session, false)],
+        ),
+        (
             "SET NAMES 'utf8', @x = 1",
             &[Effect::SetNames { names: true }, uv("x", false)],
         ),
@@ -603,6 +627,18 @@ fn set_forms() {
             &[Effect::SetNames { names: false }],
         ),
         ("SET CHARSET latin1", &[Effect::SetNames { names: false }]),
+        (
+            "SET @@session . sql_mode = '', @@GLOBAL /* c */ .max_connections = 5",
+            &[
+                Effect::Relexes,
+                sv("sql_mode", Session, false),
+                sv("max_connections", Global, false),
+            ],
+        ),
+        (
+            "SET @@local.`sql_mode` = DEFAULT",
+            &[Effect::Relexes, sv("sql_mode", Session, true)],
+        ),
         ("SET PASSWORD = PASSWORD('x')", &[Effect::SetOther]),
         ("SET PASSWORD FOR u@h = 'x'", &[Effect::SetOther]),
         ("SET ROLE r", &[Effect::SetRole]),

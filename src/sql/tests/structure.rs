@@ -208,6 +208,34 @@ fn sql_mode_change_makes_the_rest_opaque() {
         "SET sql_mode = 'ANSI_QUOTES'; SELECT \"a;b\"",
         "SET SESSION sql_mode = ''; SELECT 1",
         "SET @@sql_mode = DEFAULT; /* c */",
+        // The server joins `@@session . name` across spaces and comments.
+        "SET @@session . sql_mode='NO_BACKSLASH_ESCAPES'; SELECT 'a\\'; SET ROLE r1; -- '",
+        "SET @@local /* c */ . sql_mode = ''; SELECT 1",
+        "SET @@session.`sql_mode` = ''; SELECT 1",
+        "SET @a = 1, @@session\n.sql_mode = ''; SELECT 1",
+        // A multibyte client character set can take a quote into a
+        // character.
+        "SET NAMES gbk; SELECT 1",
+        "SET @@session . character_set_client = sjis; SELECT 1",
+        "SET character_set_client = big5; SELECT 1",
+        "BEGIN NOT ATOMIC SET NAMES gbk; END; SELECT 1",
+        // What a SET this reading does not understand, or text it did not
+        // read, may have changed either.
+        "SET @@session . = 1; SELECT 1",
+        "EXECUTE s; SELECT 1",
+        "EXECUTE IMMEDIATE @q; SELECT 1",
+        "EXECUTE IMMEDIATE 'SET NAMES gbk'; SELECT 1",
+        "SET NAMES DEFAULT; SELECT 1",
+        "SET character_set_client = @cs; SELECT 1",
+        "SET CHARACTER SET 'sjis'; SELECT 1",
+        // A local of that name may be out of scope when it is set.
+        "BEGIN NOT ATOMIC BEGIN DECLARE character_set_client INT; END; \
+         SET character_set_client = gbk; END; SELECT 1",
+        // Dynamic SQL read with options the same statement changed first.
+        "BEGIN NOT ATOMIC SET sql_mode = 'NO_BACKSLASH_ESCAPES'; \
+         EXECUTE IMMEDIATE 'SELECT 1'; END",
+        "SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR EXECUTE IMMEDIATE 'SELECT 1'",
+        "SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR PREPARE s FROM 'SELECT 1'",
     ] {
         assert!(run(sql, D).incomplete, "{sql}");
     }
@@ -216,6 +244,16 @@ fn sql_mode_change_makes_the_rest_opaque() {
         "SET GLOBAL sql_mode = ''; SELECT 1",
         "SET STATEMENT sql_mode = '' FOR SELECT 1; SELECT 2",
         "SET sql_mode = ''; ",
+        "SET @@global . sql_mode = ''; SELECT 1",
+        "SET character_set_results = gbk; SELECT 1",
+        "CALL p(); SELECT 1",
+        // Character sets read alike change nothing for the reader (drivers
+        // start sessions with such multi-statements).
+        "SET NAMES utf8mb4; SET time_zone = '+00:00'",
+        "SET NAMES 'latin1' COLLATE latin1_bin, @x = 1; SELECT 1",
+        "SET character_set_client = utf8mb4; SELECT 1",
+        "SET STATEMENT max_statement_time = 1 FOR EXECUTE IMMEDIATE 'SELECT 1'",
+        "BEGIN NOT ATOMIC PREPARE s FROM 'SELECT 1'; EXECUTE s; END",
     ] {
         assert!(!run(sql, D).incomplete, "{sql}");
     }
