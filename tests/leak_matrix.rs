@@ -305,6 +305,23 @@ const DOCUMENTED: &[(&str, &str, &str)] = &[
         "unexpected pin",
         "a query read only in part … pinned until COM_RESET_CONNECTION",
     ),
+    // Such a query with KILL, PREPARE or EXECUTE IMMEDIATE in its unread
+    // part is refused whole.
+    (
+        "[mode-hidden]",
+        "A's answer differs from direct:\n        via proxy ERR 1235",
+        "a query read only in part … refused",
+    ),
+    (
+        "dynamic SQL: PREPARE of GET_LOCK from a user variable, both dropped",
+        "A's answer differs from direct:\n        via proxy ERR 1235",
+        "a query read only in part … refused",
+    ),
+    (
+        "dynamic SQL: EXECUTE IMMEDIATE of GET_LOCK from a user variable, dropped",
+        "A's answer differs from direct:\n        via proxy ERR 1235",
+        "a query read only in part … refused",
+    ),
     // `SET STATEMENT … FOR` stored code or dynamic SQL: what it leaves is
     // reset with the statement (fail closed), as the session's own too.
     (

@@ -354,6 +354,9 @@ fn read_statements(r: &mut Reader<'_>) -> Analysis {
     // A statement changed sql_mode: later statements may be lexed
     // differently by the server (ANSI_QUOTES, NO_BACKSLASH_ESCAPES).
     let mut mode_changed = false;
+    // Names prepared from a literal earlier in the query, and whether
+    // their text may change how the rest is read.
+    let mut prepared: Vec<(Vec<u8>, bool)> = Vec::new();
     loop {
         if mode_changed {
             incomplete = true;
@@ -383,7 +386,10 @@ fn read_statements(r: &mut Reader<'_>) -> Analysis {
                 });
                 incomplete |= r.incomplete;
                 incomplete |= statements.last().is_some_and(rereads_own_dynamic_sql);
-                mode_changed = statements.last().is_some_and(may_change_lexing);
+                if let Some(st) = statements.last() {
+                    mode_changed = changes_lexing_here(st, &prepared, r.opts);
+                    note_prepared(st, &mut prepared, r.opts);
+                }
                 match r.terminator {
                     Some(t) => {
                         segment = t + 1;
@@ -439,6 +445,47 @@ pub fn may_change_lexing(s: &Statement) -> bool {
                 | Effect::ExecuteImmediate
         )
     })
+}
+
+/// [`may_change_lexing`], knowing the texts of the query: EXECUTE
+/// IMMEDIATE of a literal, and EXECUTE of a name prepared from a literal
+/// earlier in the same query, change it only when their text may.
+fn changes_lexing_here(s: &Statement, prepared: &[(Vec<u8>, bool)], opts: LexOptions) -> bool {
+    let literal = s.effects.iter().find_map(|e| match e {
+        Effect::DynamicSql { text } => Some(text),
+        _ => None,
+    });
+    s.effects.iter().any(|e| match e {
+        Effect::Relexes | Effect::SetOther => true,
+        Effect::ExecuteImmediate => literal.is_none_or(|t| text_changes_lexing(t, opts)),
+        Effect::ExecutePrepared { name } => prepared
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .is_none_or(|(_, changes)| *changes),
+        _ => false,
+    })
+}
+
+/// Remembers what `s` prepares (PREPARE name FROM …): from a literal, its
+/// text's verdict; from anything else, that it may change the reading.
+fn note_prepared(s: &Statement, prepared: &mut Vec<(Vec<u8>, bool)>, opts: LexOptions) {
+    for (i, e) in s.effects.iter().enumerate() {
+        if let Effect::TextPrepare { name } = e {
+            let changes = match s.effects.get(i + 1) {
+                Some(Effect::DynamicSql { text }) => text_changes_lexing(text, opts),
+                _ => true,
+            };
+            prepared.push((name.clone(), changes));
+        }
+    }
+}
+
+/// True when dynamic SQL `text` may change how the server reads what
+/// follows it (or cannot be read).
+fn text_changes_lexing(text: &[u8], opts: LexOptions) -> bool {
+    let a = analyze(text, opts);
+    a.incomplete || a.statements.iter().any(may_change_lexing)
 }
 
 /// True when `s` runs dynamic SQL whose text the server may read with

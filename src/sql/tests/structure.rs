@@ -225,6 +225,9 @@ fn sql_mode_change_makes_the_rest_opaque() {
         "EXECUTE s; SELECT 1",
         "EXECUTE IMMEDIATE @q; SELECT 1",
         "EXECUTE IMMEDIATE 'SET NAMES gbk'; SELECT 1",
+        "PREPARE s FROM 'SET sql_mode = ''ANSI_QUOTES'''; EXECUTE s; SELECT 1",
+        "PREPARE s FROM @q; EXECUTE s; SELECT 1",
+        "PREPARE s FROM 'SELECT 1'; PREPARE s FROM @q; EXECUTE s; SELECT 1",
         "SET NAMES DEFAULT; SELECT 1",
         "SET character_set_client = @cs; SELECT 1",
         "SET CHARACTER SET 'sjis'; SELECT 1",
@@ -254,6 +257,9 @@ fn sql_mode_change_makes_the_rest_opaque() {
         "SET character_set_client = utf8mb4; SELECT 1",
         "SET STATEMENT max_statement_time = 1 FOR EXECUTE IMMEDIATE 'SELECT 1'",
         "BEGIN NOT ATOMIC PREPARE s FROM 'SELECT 1'; EXECUTE s; END",
+        // Dynamic SQL whose text is read here and changes nothing.
+        "PREPARE s FROM 'SELECT GET_LOCK(''a'', 0)'; EXECUTE s; DEALLOCATE PREPARE s",
+        "EXECUTE IMMEDIATE 'DO GET_LOCK(''a'', 0)'; SELECT * FROM nosuch",
     ] {
         assert!(!run(sql, D).incomplete, "{sql}");
     }
