@@ -322,6 +322,26 @@ const DOCUMENTED: &[(&str, &str, &str)] = &[
         "A's answer differs from direct:\n        via proxy ERR 1235",
         "a query read only in part … refused",
     ),
+    (
+        "[mode-hidden]",
+        "A lost",
+        "a query read only in part … refused",
+    ),
+    (
+        "[mode-hidden]",
+        "A's undo",
+        "a query read only in part … refused",
+    ),
+    (
+        "dynamic SQL: EXECUTE IMMEDIATE of a _gbk",
+        "A lost",
+        "SET STATEMENT … FOR a CALL or dynamic SQL",
+    ),
+    (
+        "dynamic SQL: EXECUTE IMMEDIATE of a _gbk",
+        "A's undo",
+        "SET STATEMENT … FOR a CALL or dynamic SQL",
+    ),
     // `SET STATEMENT … FOR` stored code or dynamic SQL: what it leaves is
     // reset with the statement (fail closed), as the session's own too.
     (

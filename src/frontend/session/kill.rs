@@ -285,7 +285,8 @@ fn kill_expression(stmt: &[u8], query_id: bool, opts: crate::sql::LexOptions) ->
 /// for the common case: text without the words KILL, PREPARE or IMMEDIATE
 /// (anywhere, strings included) is not lexed. In a character set the lexer
 /// cannot read (big5, cp932, gbk, gb18030, sjis) such a query with bytes
-/// >= 0x80 is refused, and so is any such query under sql_mode=ORACLE.
+/// >= 0x80 is refused, and so is a query with the word KILL under
+/// sql_mode=ORACLE.
 pub fn plan_for(
     sql: &[u8],
     state: &crate::session_state::TrackedState,
@@ -297,7 +298,7 @@ pub fn plan_for(
     }
     if super::kill_dynamic::unreadable(sql, state) {
         return Some(KillPlan::Refuse(
-            "KILL, PREPARE or EXECUTE IMMEDIATE in text myplex cannot read (non-ASCII text in big5, cp932, gbk, gb18030 or sjis, or any text under sql_mode=ORACLE)",
+            "KILL, PREPARE or EXECUTE IMMEDIATE in text myplex cannot read (non-ASCII text in big5, cp932, gbk, gb18030 or sjis, or KILL under sql_mode=ORACLE)",
         ));
     }
     let opts = crate::session_state::authority::lex_options(state, status);

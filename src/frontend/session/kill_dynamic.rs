@@ -283,9 +283,12 @@ pub(super) fn unsure_charset(state: &crate::session_state::TrackedState) -> bool
 
 /// True when a query may hide KILL, PREPARE or EXECUTE IMMEDIATE from the
 /// lexer (a character set with ASCII-range trail bytes and a byte >= 0x80,
-/// or any query of an ORACLE-mode session).
+/// or the word KILL anywhere in a query of an ORACLE-mode session: dynamic
+/// SQL there is still computed and planned, and refused when its text
+/// holds the word).
 pub(super) fn unreadable(sql: &[u8], state: &crate::session_state::TrackedState) -> bool {
-    crate::session_state::authority::oracle_mode(state)
+    use crate::sql::scan::{Found, words};
+    (crate::session_state::authority::oracle_mode(state) && words(sql).has(Found::KILL))
         || (unsure_charset(state) && sql.iter().any(|&b| b >= 0x80))
 }
 
