@@ -284,8 +284,8 @@ fn kill_expression(stmt: &[u8], query_id: bool, opts: crate::sql::LexOptions) ->
 /// [`plan`] for a query's text, lexed with the session's options. Cheap
 /// for the common case: text without the words KILL, PREPARE or IMMEDIATE
 /// (anywhere, strings included) is not lexed. In a character set the lexer
-/// cannot read (big5, cp932, gbk, gb18030, sjis) such a query with bytes
-/// >= 0x80 is refused, and so is a query with the word KILL under
+/// cannot read (big5, cp932, gbk, gb18030, sjis) such a query with a byte
+/// of 0x80 or more is refused, and so is a query with the word KILL under
 /// sql_mode=ORACLE.
 pub fn plan_for(
     sql: &[u8],
