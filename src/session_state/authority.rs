@@ -198,10 +198,11 @@ pub fn lex_options(state: &TrackedState, status: u16) -> crate::sql::LexOptions 
 /// the lexer cannot read such a session's text reliably, so every query of
 /// it is treated as opaque.
 pub fn lexable_charset(state: &TrackedState) -> bool {
-    !matches!(
-        state.vars.get("character_set_client").map(String::as_str),
-        Some("big5" | "cp932" | "gbk" | "gb18030" | "sjis")
-    ) && !oracle_mode(state)
+    !state
+        .vars
+        .get("character_set_client")
+        .is_some_and(|c| crate::sql::lexer::read_otherwise(c.as_bytes()))
+        && !oracle_mode(state)
 }
 
 /// The session's sql_mode holds ORACLE.

@@ -502,9 +502,7 @@ fn rereads_own_dynamic_sql(s: &Statement) -> bool {
         && s.effects.iter().any(|e| match e {
             Effect::Relexes | Effect::SetOther => true,
             Effect::SetStatement { vars: None } => true,
-            Effect::SetStatement { vars: Some(v) } => v
-                .iter()
-                .any(|n| matches!(n.as_slice(), b"sql_mode" | b"character_set_client")),
+            Effect::SetStatement { vars: Some(v) } => v.iter().any(|n| super::set::relexing(n)),
             _ => false,
         })
 }

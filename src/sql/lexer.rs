@@ -102,6 +102,15 @@ impl Token {
     }
 }
 
+/// Client character sets whose multi-byte characters may end in a byte
+/// that looks like a quote or a backslash (big5, cp932, gbk, gb18030,
+/// sjis): text in them is not read reliably by this lexer. The one list of
+/// them for every caller.
+pub fn read_otherwise(charset: &[u8]) -> bool {
+    const CHARSETS: [&[u8]; 5] = [b"big5", b"cp932", b"gbk", b"gb18030", b"sjis"];
+    CHARSETS.iter().any(|c| charset.eq_ignore_ascii_case(c))
+}
+
 /// Whitespace as the server's character maps define it.
 pub fn is_space(c: u8) -> bool {
     c == b' ' || (0x09..=0x0d).contains(&c)

@@ -199,18 +199,13 @@ fn set_element(r: &mut Reader, ctx: Ctx, sticky: Scope) -> bool {
 }
 
 /// The session variables whose value changes how the server lexes.
-fn relexing(name: &[u8]) -> bool {
+pub(super) fn relexing(name: &[u8]) -> bool {
     matches!(name, b"sql_mode" | b"character_set_client")
 }
 
-/// Client character sets whose multibyte characters keep every quote and
-/// backslash where the bytes have them are read alike; the others (big5,
-/// cp932, gbk, gb18030, sjis) are not.
-const READ_OTHERWISE: [&[u8]; 5] = [b"big5", b"cp932", b"gbk", b"gb18030", b"sjis"];
-
 /// True when the token `at` ahead names, plainly, a character set read
-/// alike (not DEFAULT, a variable or an expression, nor one of
-/// [`READ_OTHERWISE`]).
+/// alike (not DEFAULT, a variable or an expression, nor one
+/// [`super::lexer::read_otherwise`]).
 fn reads_alike(r: &mut Reader, at: usize) -> bool {
     let Some(t) = r.peek(at) else { return false };
     let plain = matches!(
@@ -226,7 +221,7 @@ fn reads_alike(r: &mut Reader, at: usize) -> bool {
         && ends
         && !name.is_empty()
         && name.as_slice() != b"default"
-        && !READ_OTHERWISE.contains(&name.as_slice())
+        && !super::lexer::read_otherwise(&name)
 }
 
 /// `= value` of a system-variable assignment.

@@ -272,13 +272,10 @@ pub(super) enum Resolved {
 /// bytes >= 0x80 (see `crate::sql::lexer`).
 pub(super) fn unsure_charset(state: &crate::session_state::TrackedState) -> bool {
     !crate::session_state::authority::lexable_charset(state)
-        || matches!(
-            state
-                .vars
-                .get("character_set_connection")
-                .map(String::as_str),
-            Some("big5" | "cp932" | "gbk" | "gb18030" | "sjis")
-        )
+        || state
+            .vars
+            .get("character_set_connection")
+            .is_some_and(|c| crate::sql::lexer::read_otherwise(c.as_bytes()))
 }
 
 /// True when a query may hide KILL, PREPARE or EXECUTE IMMEDIATE from the
