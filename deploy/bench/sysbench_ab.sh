@@ -32,6 +32,11 @@
 #   MYPLEX_TOML  extra lines for myplex's [pool]    []
 #   MYPLEX_TOML_<name>  extra [pool] lines for the myplex target <name> only []
 #   OUT          output directory                   [bench-results/sysbench-<UTC timestamp>]
+#   PERF_SYSCALLS  1: count each proxy's system calls and context switches
+#                over the measured window (`perf stat`, per statement, in
+#                OUT/syscalls.txt)                   []
+#   PERF_RECORD  1: sample each proxy's CPU over the measured window
+#                (`perf record`, OUT/<point>-perf.data)  []
 #   STATUS_VARS  server status counters reported per transaction, per point
 #                (written to OUT/server-per-trx.txt) [Questions Com_stmt_prepare ...]
 set -euo pipefail
@@ -186,8 +191,17 @@ proxy_snapshot() {
     curl -s -m 5 "http://127.0.0.1:${ADMIN[$1]}/metrics" >"$2-metrics-$3.txt" || true
 }
 cpu_ticks() { [[ -n ${1:-} ]] && awk '{ print $14 + $15 }' "/proc/$1/stat" || echo 0; }
+# Its user-space share alone.
+user_ticks() { [[ -n ${1:-} ]] && awk '{ print $14 }' "/proc/$1/stat" || echo 0; }
 # The machine's idle + iowait ticks, summed over its CPUs.
 idle_ticks() { awk '/^cpu / { print $5 + $6 }' /proc/stat; }
+# Context switches (voluntary + involuntary) over a process's live threads.
+ctx_switches() {
+    [[ -n ${1:-} ]] || { echo 0; return; }
+    cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ { n += $2 } END { print n + 0 }'
+}
+# Read- and write-family system calls of a process (all its threads).
+io_syscalls() { [[ -n ${1:-} ]] && awk '/^sysc[rw]:/ { n += $2 } END { print n + 0 }' "/proc/$1/io" 2>/dev/null || echo 0; }
 
 printf '%-8s %-6s %-24s %9s %9s %7s %10s\n' round clients target tps p95_ms errors cpu_us/stmt | tee "$OUT/summary.txt"
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -219,9 +233,25 @@ for ((r = 1; r <= ROUNDS; r++)); do
             server_status "$W/s0"
             proxy_snapshot "$t" "${f%.txt}" 0
             q0=$(status_of "$W/s0" Questions) c0=$(cpu_ticks "${PID[$t]:-}") d0=$(cpu_ticks "$DB_PID") i0=$(idle_ticks) t0=$(date +%s.%N)
-            rc=0
+            u0=$(user_ticks "${PID[$t]:-}") x0=$(ctx_switches "${PID[$t]:-}") y0=$(io_syscalls "${PID[$t]:-}") z0=$(ctx_switches "$DB_PID")
+            rc=0 perf_pid=
+            if [[ ${PERF_SYSCALLS:-} == 1 && -n ${PID[$t]:-} ]]; then
+                ev=sched:sched_switch
+                for sc in sendto recvfrom sendmsg recvmsg read write readv writev epoll_wait epoll_pwait \
+                    epoll_ctl futex sched_yield accept4 close; do ev+=,syscalls:sys_enter_$sc; done
+                perf stat -x, -e "$ev" -p "${PID[$t]}" -o "${f%.txt}-perf.csv" -- sleep "$TIME" >/dev/null 2>&1 &
+                perf_pid=$!
+            fi
+            rec_pid=
+            if [[ ${PERF_RECORD:-} == 1 && -n ${PID[$t]:-} ]]; then
+                perf record -q -F 999 -g -p "${PID[$t]}" -o "${f%.txt}-perf.data" -- sleep "$TIME" >/dev/null 2>&1 &
+                rec_pid=$!
+            fi
             wait "$sb" || rc=$?
+            [[ -n $perf_pid ]] && wait "$perf_pid"
+            [[ -n $rec_pid ]] && wait "$rec_pid"
             c1=$(cpu_ticks "${PID[$t]:-}") d1=$(cpu_ticks "$DB_PID") i1=$(idle_ticks) t1=$(date +%s.%N)
+            u1=$(user_ticks "${PID[$t]:-}") x1=$(ctx_switches "${PID[$t]:-}") y1=$(io_syscalls "${PID[$t]:-}") z1=$(ctx_switches "$DB_PID")
             server_status "$W/s1"
             proxy_snapshot "$t" "${f%.txt}" 1
             cp "$W/s0" "${f%.txt}-server-status-0.txt"
@@ -243,12 +273,20 @@ for ((r = 1; r <= ROUNDS; r++)); do
                 "${errs:--}" "$cpu" | tee -a "$OUT/summary.txt"
             # The measured window's transactions (the last report's).
             all=$(awk '/transactions:/ { n = $2 } END { print n + 0 }' "$f")
-            # CPU per transaction (µs) of the server and the proxy, and the
-            # machine's idle share, over the measured window.
+            # CPU per transaction (µs) of the server and the proxy, the
+            # machine's idle share, and per transaction the proxy's context
+            # switches and read/write system calls and the server's context
+            # switches (its threads alive at both ends), over the measured window.
             cpus=$(awk -v s=$((d1 - d0)) -v p=$((c1 - c0)) -v i=$((i1 - i0)) -v n="$all" \
                 -v hz="$(getconf CLK_TCK)" -v secs="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" -v ncpu="$(nproc)" \
-                'BEGIN { if (n < 1) n = 1; printf " server_us=%.0f proxy_us=%.0f idle=%.0f%%", s / hz * 1e6 / n, p / hz * 1e6 / n, 100 * i / hz / secs / ncpu }')
+                -v pu=$((u1 - u0)) -v px=$((x1 - x0)) -v py=$((y1 - y0)) -v sz=$((z1 - z0)) \
+                'BEGIN { if (n < 1) n = 1; printf " server_us=%.0f proxy_us=%.0f (user %.0f) idle=%.0f%% proxy_cs=%.1f proxy_rw=%.1f server_cs=%.1f", s / hz * 1e6 / n, p / hz * 1e6 / n, pu / hz * 1e6 / n, 100 * i / hz / secs / ncpu, px / n, py / n, sz / n }')
             printf 'r%s c%s %s:%s%s\n' "$r" "$c" "${t%%=*}" "$cpus" "$(per_trx "$W/s0" "$W/s1" "$all")" >>"$OUT/server-per-trx.txt"
+            if [[ -f ${f%.txt}-perf.csv ]]; then
+                awk -F, -v q=$((q1 - q0)) -v head="r$r c$c ${t%%=*}:" '
+                    $3 ~ /:/ && q > 0 { sub(/.*:(sys_enter_)?/, "", $3); line = line sprintf(" %s=%.2f", $3, $1 / q) }
+                    END { print head line " (per statement)" }' "${f%.txt}-perf.csv" >>"$OUT/syscalls.txt"
+            fi
         done
     done
 done
