@@ -329,11 +329,13 @@ pub struct PoolConfig {
     pub proxies_per_server: usize,
     /// Stall detection / kickup timer period.
     pub stall_limit_ms: u64,
-    /// Which statements go to the high-priority queue.
+    /// Which statements are high priority (served first within their
+    /// user's share).
     pub high_prio_mode: HighPrioMode,
     /// Consecutive high-priority admissions per session.
     pub high_prio_tickets: u32,
-    /// Low-priority requests older than this move to the high queue.
+    /// Low-priority requests older than this become high priority (at the
+    /// tail of their user's high-priority requests).
     pub prio_kickup_ms: u64,
     /// A request that waited this long fails with an error.
     pub queue_timeout_ms: u64,
@@ -362,8 +364,10 @@ pub struct PoolConfig {
     /// In transaction pooling, the in-flight limit admits a transaction at
     /// its first statement (a lease); the statements of a transaction in
     /// progress (or of a session holding locks) then run at once, counted
-    /// in flight. `false`: each of them waits for a slot in the high queue
-    /// (the server thread pool's rule).
+    /// in flight, unless another user waits that is owed its share (they
+    /// then wait first in their own user's lane). `false`: each of them
+    /// waits for a slot as a high-priority request (the server thread
+    /// pool's rule).
     pub admit_transactions_at_start: bool,
     /// Share weight of users looked up in the server (`[server_users]`),
     /// which all share one scheduler lane; `[[users]]` entries set their

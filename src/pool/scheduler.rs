@@ -1,5 +1,6 @@
 //! The dispatch rules of one thread group (design §6.1) as a pure state
-//! machine: two FIFO queues, the in-flight limit (fixed `1 + oversubscribe`,
+//! machine: one queue of per-user lanes, each with its high-priority
+//! requests ahead of its low ones, the in-flight limit (fixed `1 + oversubscribe`,
 //! or found at run time by [`super::adaptive`]), stall extra slots, kickup,
 //! an idle-backend stack and the count of owned backend connections: the
 //! group's base share, plus backends borrowed from the common elastic pool
@@ -8,9 +9,10 @@
 //! flight kept raising completions); borrowed ones go back when they return
 //! with nothing to do, or when another group is owed its part.
 //!
-//! Inside each priority queue, users share the slots by weight
-//! ([`super::fair`]): a transaction in progress still goes before the low
-//! queue, within its user's share; a user at its backend cap
+//! Users share the slots by weight ([`super::fair`]): a transaction in
+//! progress goes first within its user's share; a stall tick's extra slot
+//! goes to the oldest high-priority request whoever's share it is (it may
+//! be what the running statements wait on); a user at its backend cap
 //! (`max_backend_connections`, counted across groups by
 //! [`super::tenants::Tenant`]) has its leases wait while others run.
 //!
@@ -46,16 +48,16 @@ pub enum Priority {
     Low,
     /// The proxy's own short work that must make progress under any load
     /// (the code catalog's reading, a helper connection for a KILL): ahead
-    /// of both queues and past the in-flight limit, granted as soon as what
+    /// of the queue and past the in-flight limit, granted as soon as what
     /// it needs can be had (a backend coming back). Never a client's
     /// statement, and not counted as the clients' progress by stall ticks.
     Internal,
 }
 
-/// The queue a statement goes to (design §6.1, `high_prio_mode`): in
+/// A statement's priority (design §6.1, `high_prio_mode`): in
 /// `transactions` mode a session holding a transaction or lock is high
-/// priority while it has tickets (each admission spends one); taking the low
-/// queue refills them.
+/// priority while it has tickets (each admission spends one); a low-priority
+/// request refills them.
 pub fn priority(
     mode: crate::config::HighPrioMode,
     holds_lock: bool,
@@ -89,7 +91,9 @@ pub enum Need {
     Slot,
     /// The next statement of a transaction in progress on the session's
     /// own backend (`pool.admit_transactions_at_start`): granted at once,
-    /// counted in flight like any statement. The limit admitted the
+    /// counted in flight like any statement, unless another user waits
+    /// that is owed its share (it then waits first in its own user's lane:
+    /// a transaction goes first within its user's share, not past others'). The limit admitted the
     /// transaction at its first statement; queueing the rest only holds its
     /// locks and backend longer (at 1,024 I/O-bound clients hundreds of
     /// open transactions waited in the high queue behind a limit of 16–50
@@ -144,7 +148,7 @@ pub struct Counters {
     pub dispatched: u64,
     /// Timer ticks that found the group stalled.
     pub stalls: u64,
-    /// Low-priority requests moved to the high queue.
+    /// Low-priority requests made high priority by age (kickup).
     pub kickups: u64,
     /// Idle connections closed to make room for another credential pool.
     pub evictions: u64,
@@ -181,9 +185,9 @@ pub struct Snapshot {
     pub adaptive: Option<Estimate>,
     /// Extra slots granted by stall detection.
     pub extra: usize,
-    /// High-priority queue length.
+    /// High-priority requests queued.
     pub high: usize,
-    /// Low-priority queue length.
+    /// Low-priority requests queued.
     pub low: usize,
     /// The proxy's own requests waiting ([`Priority::Internal`]: catalog
     /// readings, KILL helpers), not in `high` or `low`.
@@ -247,8 +251,9 @@ pub struct GroupState<B> {
     /// `counters.borrowed` as it was then (borrowing after it means the
     /// give-back was wrong).
     gave_back: Option<(Duration, u64)>,
-    high: FairQueue<Waiter<B>>,
-    low: FairQueue<Waiter<B>>,
+    /// The queued requests: one lane per user, high priority first inside
+    /// a lane ([`FairQueue`]).
+    queue: FairQueue<Waiter<B>>,
     /// [`Priority::Internal`] requests, first come first served.
     internal: std::collections::VecDeque<Waiter<B>>,
     /// The user of requests made without one ([`Self::request`]).
@@ -303,8 +308,7 @@ impl<B: Pooled> GroupState<B> {
             idle_window: Duration::ZERO,
             give_back_window: GIVE_BACK_WINDOW,
             gave_back: None,
-            high: FairQueue::default(),
-            low: FairQueue::default(),
+            queue: FairQueue::default(),
             internal: std::collections::VecDeque::new(),
             anyone: Tenant::new(0, "", TenantLimits::default()),
             dispatched_since_tick: 0,
@@ -431,8 +435,8 @@ impl<B: Pooled> GroupState<B> {
                     w.overdue_at.is_some_and(|t| t <= now)
                         && Self::runnable(w.need, &w.tenant, lease_ok)
                 };
-                let q = if high { &mut self.high } else { &mut self.low };
-                let Some((lane, light, w)) = q.pop_min_head_if(|w| w.since, due) else {
+                let Some((lane, light, w)) = self.queue.pop_min_first_if(high, |w| w.since, due)
+                else {
                     break;
                 };
                 match self.admit_as(w.need, w.id, &w.tenant, now, true) {
@@ -446,8 +450,7 @@ impl<B: Pooled> GroupState<B> {
                         // Cannot happen (checked under the same lock); put
                         // it back rather than lose it.
                         let weight = w.tenant.weight();
-                        let q = if high { &mut self.high } else { &mut self.low };
-                        q.push(lane, weight, light, w);
+                        self.queue.push(lane, weight, high, light, w);
                         break;
                     }
                 }
@@ -535,8 +538,8 @@ impl<B: Pooled> GroupState<B> {
             cap: self.cap(),
             adaptive: self.adaptive.as_ref().map(|a| a.estimate()),
             extra: self.extra,
-            high: self.high.len(),
-            low: self.low.len(),
+            high: self.queue.len_high(),
+            low: self.queue.len_low(),
             internal: self.internal.len(),
             idle: self.idle.len(),
             owned: self.owned,
@@ -575,7 +578,7 @@ impl<B: Pooled> GroupState<B> {
     /// Tells the adaptive controller whether work waits on the limit now,
     /// and the elastic budget whether this group wants to borrow.
     fn observe(&mut self) {
-        let waiting = !self.high.is_empty() || !self.low.is_empty();
+        let waiting = !self.queue.is_empty();
         let room = self.has_room();
         if let Some(a) = self.adaptive.as_mut() {
             // Demand reached the limit: statements wait for it, or every
@@ -588,7 +591,7 @@ impl<B: Pooled> GroupState<B> {
 
     /// Tells the elastic budget whether this group wants to borrow now.
     fn claim(&self) {
-        let waiting = !self.high.is_empty() || !self.low.is_empty();
+        let waiting = !self.queue.is_empty();
         let room = self.has_room();
         if let Some((b, g)) = self.budget.as_ref() {
             // Wants: a lease could run under the limit but no backend can be
@@ -598,9 +601,7 @@ impl<B: Pooled> GroupState<B> {
                 && self.adaptive.is_some()
                 && self.idle.is_empty()
                 && !self.can_grow()
-                && [&self.high, &self.low]
-                    .iter()
-                    .any(|q| q.any_heavy(|w| w.tenant.may_lease()));
+                && self.queue.any_heavy(|w| w.tenant.may_lease());
             b.want(*g, wants);
         }
     }
@@ -612,6 +613,16 @@ impl<B: Pooled> GroupState<B> {
 
     /// True when `need` of `tenant` could be granted now (ignoring the
     /// in-flight cap), given [`Self::lease_ok`].
+    /// True when another user's runnable request waits and is owed its
+    /// share before `tenant`'s next grant (a request that cannot run, such
+    /// as a lease of a user at its cap, is owed nothing now).
+    fn owed_by(&self, tenant: &Tenant) -> bool {
+        let lease_ok = self.lease_ok();
+        self.queue.owes_others(tenant.index, |w| {
+            Self::runnable(w.need, &w.tenant, lease_ok)
+        })
+    }
+
     fn runnable(need: Need, tenant: &Tenant, lease_ok: bool) -> bool {
         match need {
             Need::Slot | Need::Continue => true,
@@ -759,11 +770,13 @@ impl<B: Pooled> GroupState<B> {
         let id = self.next_id;
         self.next_id += 1;
         // A transaction in progress looks at neither the queues nor the
-        // limit (admitting a slot cannot fail).
+        // limit (admitting a slot cannot fail) — unless another user waits
+        // and is owed its share: then it queues first in its user's lane.
         if need == Need::Continue
+            && !self.owed_by(tenant)
             && let Some(grant) = self.admit(need, id, tenant, now)
         {
-            self.high.charge(tenant.index, tenant.weight());
+            self.queue.charge(tenant.index, tenant.weight());
             self.observe();
             return Admission::Now(grant, id);
         }
@@ -775,14 +788,13 @@ impl<B: Pooled> GroupState<B> {
         let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
         // In steps of lanes, not of waiters: with thousands of clients
         // queued for a backend, a scan per request was the scheduler's cost.
-        let ahead = self.high.any_runnable(run) || (!high && self.low.any_runnable(run));
+        let ahead = self.queue.any_runnable(run);
         if !ahead
             && self.has_room()
             && Self::runnable(need, tenant, lease_ok)
             && let Some(grant) = self.admit(need, id, tenant, now)
         {
-            let q = if high { &mut self.high } else { &mut self.low };
-            q.charge(tenant.index, tenant.weight());
+            self.queue.charge(tenant.index, tenant.weight());
             self.observe();
             return Admission::Now(grant, id);
         }
@@ -795,9 +807,14 @@ impl<B: Pooled> GroupState<B> {
             tenant: tenant.clone(),
             tx,
         };
-        let (lane, weight, light) = (tenant.index, tenant.weight(), need == Need::Slot);
-        let q = if high { &mut self.high } else { &mut self.low };
-        q.push(lane, weight, light, w);
+        let light = matches!(need, Need::Slot | Need::Continue);
+        let (lane, weight) = (tenant.index, tenant.weight());
+        self.queue.push(lane, weight, high, light, w);
+        if ahead && self.has_room() {
+            // Runnable requests were queued ahead with room free (one that
+            // `admit` could not take): let the share decide the order now.
+            self.dispatch(now);
+        }
         self.observe();
         Admission::Queued(id, rx)
     }
@@ -833,32 +850,30 @@ impl<B: Pooled> GroupState<B> {
         Admission::Queued(id, rx)
     }
 
-    /// Grants queued requests while there is room: the high queue first,
-    /// each queue shared between users by weight. Call after anything that
-    /// frees a slot or a backend.
+    /// Grants queued requests while there is room: users by weighted fair
+    /// share, and inside a user its high-priority requests first. Call after
+    /// anything that frees a slot or a backend.
     pub fn dispatch(&mut self, now: Instant) {
         self.dispatch_internal(now);
         while self.has_room() {
             let lease_ok = self.lease_ok();
             let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
-            let (high, lane, pos) = match self.high.select(run) {
-                Some((lane, pos)) => (true, lane, pos),
-                None => match self.low.select(run) {
-                    Some((lane, pos)) => (false, lane, pos),
-                    None => break,
-                },
+            let Some((lane, pos)) = self.queue.select(run) else {
+                break;
             };
-            let q = if high { &self.high } else { &self.low };
-            let Some((need, id, tenant)) =
-                q.get(lane, pos).map(|w| (w.need, w.id, w.tenant.clone()))
+            let Some((need, id, tenant)) = self
+                .queue
+                .get(lane, pos)
+                .map(|w| (w.need, w.id, w.tenant.clone()))
             else {
                 break;
             };
             let Some(grant) = self.admit(need, id, &tenant, now) else {
                 break;
             };
-            let q = if high { &mut self.high } else { &mut self.low };
-            let Some(w) = q.take(lane, pos) else { break };
+            let Some(w) = self.queue.take(lane, pos) else {
+                break;
+            };
             if let Err(grant) = w.tx.send(grant) {
                 // The waiter went away between queueing and now.
                 self.undo_for(w.id, grant, &w.tenant);
@@ -934,16 +949,14 @@ impl<B: Pooled> GroupState<B> {
             self.internal.remove(i);
             return true;
         }
-        self.high.remove_where(|w| w.id == id).is_some()
-            || self.low.remove_where(|w| w.id == id).is_some()
+        self.queue.remove_where(|w| w.id == id).is_some()
     }
 
     /// True when a queued lease waits only because its user holds its
     /// backend cap (another group's return may let it run).
     pub fn capped_waiting(&self) -> bool {
-        self.high
+        self.queue
             .iter()
-            .chain(self.low.iter())
             .any(|w| matches!(w.need, Need::Lease { .. }) && !w.tenant.may_lease())
     }
 
@@ -1038,7 +1051,7 @@ impl<B: Pooled> GroupState<B> {
             }
             a.tick(t)
         });
-        let waiting = !self.high.is_empty() || !self.low.is_empty();
+        let waiting = !self.queue.is_empty();
         if room || (waiting && (self.budget.is_some() || self.capped_waiting())) {
             self.dispatch(now);
         }
@@ -1070,16 +1083,15 @@ impl<B: Pooled> GroupState<B> {
     /// Timer tick: kick up old low-priority requests, detect a stall.
     pub fn tick(&mut self, now: Instant) {
         let kickup = self.limits.kickup;
-        while let Some((lane, light, w)) = self
-            .low
-            .pop_min_head_if(|w| w.since, |w| now.duration_since(w.since) >= kickup)
+        while self
+            .queue
+            .kick_up_oldest_if(|w| w.since, |w| now.duration_since(w.since) >= kickup)
         {
-            let weight = w.tenant.weight();
-            self.high.push(lane, weight, light, w);
             self.counters.kickups += 1;
         }
-        let waiting = !self.high.is_empty() || !self.low.is_empty();
-        if waiting && self.dispatched_since_tick == 0 && !self.has_room() {
+        let waiting = !self.queue.is_empty();
+        let stalled = waiting && self.dispatched_since_tick == 0 && !self.has_room();
+        if stalled {
             // Nothing moved for a whole period while work waits: the running
             // statements may be waiting on a queued one (a lock holder's
             // COMMIT). Allow one more.
@@ -1089,17 +1101,43 @@ impl<B: Pooled> GroupState<B> {
             self.extra = 0;
         }
         self.dispatched_since_tick = 0;
+        if stalled {
+            self.grant_oldest_high(now);
+        }
         self.dispatch(now);
         self.admit_overdue(now);
     }
 
+    /// A stall tick's extra slot goes to the oldest runnable high-priority
+    /// request, whoever's share it is: the running statements may be
+    /// waiting on it (a lock holder's next statement), and the fair order
+    /// could give the slot to one more statement that waits on the same
+    /// lock. Charged to its user as any grant.
+    fn grant_oldest_high(&mut self, now: Instant) {
+        if !self.has_room() {
+            return;
+        }
+        let lease_ok = self.lease_ok();
+        let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
+        let Some((lane, light, w)) = self.queue.pop_min_first_if(true, |w| w.since, run) else {
+            return;
+        };
+        match self.admit(w.need, w.id, &w.tenant, now) {
+            Some(grant) => {
+                if let Err(grant) = w.tx.send(grant) {
+                    self.undo_for(w.id, grant, &w.tenant);
+                }
+            }
+            None => {
+                let weight = w.tenant.weight();
+                self.queue.push(lane, weight, true, light, w);
+            }
+        }
+    }
+
     /// Age of the oldest queued request.
     pub fn oldest_wait(&self, now: Instant) -> Option<Duration> {
-        self.high
-            .iter()
-            .chain(self.low.iter())
-            .map(|w| now.duration_since(w.since))
-            .max()
+        self.queue.iter().map(|w| now.duration_since(w.since)).max()
     }
 }
 
@@ -1830,7 +1868,91 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_low_weight_transaction_goes_before_the_low_queue() {
+    async fn a_users_autocommit_statements_get_its_share_next_to_anothers_transactions() {
+        // The noisy neighbour in small: `batch` (weight 1) has transactions
+        // in progress queued (high) and continuing without queueing;
+        // `web` (weight 4) has only autocommit statements (low). Web gets
+        // four of every five grants; high priority decides only inside a
+        // user.
+        let (batch, web) = (tenant(1, 1), tenant(2, 4));
+        let mut g = group(1, 10);
+        let t = Instant::now();
+        let _running = now_grant(g.request(Need::Slot, Priority::Low, t));
+        let mut rxs = Vec::new();
+        for _ in 0..40 {
+            rxs.push((
+                0,
+                queued(g.request_for(Need::Slot, Priority::High, &batch, t)).1,
+            ));
+            rxs.push((
+                1,
+                queued(g.request_for(Need::Slot, Priority::Low, &web, t)).1,
+            ));
+        }
+        let mut order = Vec::new();
+        for _ in 0..40 {
+            g.complete(0, None, t);
+            for (u, rx) in rxs.iter_mut() {
+                if rx.try_recv().is_ok() {
+                    order.push(*u);
+                }
+            }
+        }
+        assert_eq!(counts(&order, 2), vec![8, 32], "{order:?}");
+        for w in order.chunks(10) {
+            assert_eq!(counts(w, 2), vec![2, 8], "interleaved: {order:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_continuing_transaction_waits_when_another_user_is_owed_its_share() {
+        let (batch, web) = (tenant(1, 1), tenant(2, 1));
+        let mut g = group(1, 10);
+        let t = Instant::now();
+        let _running = now_grant(g.request(Need::Slot, Priority::Low, t));
+        let (_, mut select) = queued(g.request_for(Need::Slot, Priority::Low, &web, t));
+        // Even shares: batch's continuing statement goes at once, past the
+        // limit, as it did before.
+        assert!(matches!(
+            g.request_for(Need::Continue, Priority::High, &batch, t),
+            Admission::Now(Grant::Slot, _)
+        ));
+        // Now web is owed: batch's next one waits, web's goes first.
+        let (_, mut next) = queued(g.request_for(Need::Continue, Priority::High, &batch, t));
+        // Two in flight on a limit of one: the first completion frees no room.
+        g.complete(0, None, t);
+        assert!(select.try_recv().is_err() && next.try_recv().is_err());
+        g.complete(0, None, t);
+        assert!(select.try_recv().is_ok(), "web first");
+        assert!(next.try_recv().is_err());
+        g.complete(0, None, t);
+        assert!(next.try_recv().is_ok(), "then batch's transaction");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stall_gives_its_extra_slot_to_the_oldest_transaction_not_the_owed_user() {
+        // The running statement waits on a lock that batch's transaction
+        // holds; web (weight 100) is owed many grants. The stall's extra
+        // slot goes to batch's next statement, not to one more of web's.
+        let (batch, web) = (tenant(1, 1), tenant(2, 100));
+        let mut g = group(1, 10);
+        let t = Instant::now();
+        let _blocked = now_grant(g.request_for(Need::Slot, Priority::Low, &web, t));
+        let mut web_rx = Vec::new();
+        for _ in 0..5 {
+            web_rx.push(queued(g.request_for(Need::Slot, Priority::Low, &web, t)).1);
+        }
+        g.queue.charge(batch.index, batch.weight());
+        let (_, mut commit) = queued(g.request_for(Need::Continue, Priority::High, &batch, t));
+        g.dispatched_since_tick = 0;
+        g.tick(t);
+        assert_eq!(g.snapshot().counters.stalls, 1);
+        assert!(commit.try_recv().is_ok(), "the lock holder's statement");
+        assert!(web_rx.iter_mut().all(|rx| rx.try_recv().is_err()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transaction_of_a_user_within_its_share_goes_first() {
         let (small, big) = (tenant(1, 1), tenant(2, 100));
         let mut g = group(1, 10);
         let t = Instant::now();
