@@ -1806,6 +1806,26 @@ mod tests {
         c
     }
 
+    /// Completes `n` statements one at a time; after each, the user whose
+    /// queued request got the freed slot (in grant order).
+    fn grants_after_completions(
+        g: &mut GroupState<Conn>,
+        rxs: &mut [(usize, oneshot::Receiver<Grant<Conn>>)],
+        n: usize,
+        t: Instant,
+    ) -> Vec<usize> {
+        let mut order = Vec::new();
+        for _ in 0..n {
+            g.complete(0, None, t);
+            for (u, rx) in rxs.iter_mut() {
+                if rx.try_recv().is_ok() {
+                    order.push(*u);
+                }
+            }
+        }
+        order
+    }
+
     #[tokio::test(start_paused = true)]
     async fn contended_slots_are_shared_by_weight() {
         let one_one = [tenant(1, 1), tenant(2, 1)];
@@ -1889,15 +1909,7 @@ mod tests {
                 queued(g.request_for(Need::Slot, Priority::Low, &web, t)).1,
             ));
         }
-        let mut order = Vec::new();
-        for _ in 0..40 {
-            g.complete(0, None, t);
-            for (u, rx) in rxs.iter_mut() {
-                if rx.try_recv().is_ok() {
-                    order.push(*u);
-                }
-            }
-        }
+        let order = grants_after_completions(&mut g, &mut rxs, 40, t);
         assert_eq!(counts(&order, 2), vec![8, 32], "{order:?}");
         for w in order.chunks(10) {
             assert_eq!(counts(w, 2), vec![2, 8], "interleaved: {order:?}");
@@ -1982,15 +1994,7 @@ mod tests {
                 ));
             }
         }
-        let mut order = Vec::new();
-        for _ in 0..40 {
-            g.complete(0, None, t);
-            for (u, rx) in rxs.iter_mut() {
-                if rx.try_recv().is_ok() {
-                    order.push(*u);
-                }
-            }
-        }
+        let order = grants_after_completions(&mut g, &mut rxs, 40, t);
         assert_eq!(counts(&order, 2), vec![30, 10]);
     }
 
