@@ -476,6 +476,15 @@ impl<W> FairQueue<W> {
 mod tests {
     use super::*;
 
+    /// Serves every queued request, in order.
+    fn drain<W>(q: &mut FairQueue<W>) -> Vec<W> {
+        let mut out = Vec::new();
+        while let Some((l, p)) = q.select(|_| true) {
+            out.extend(q.take(l, p));
+        }
+        out
+    }
+
     /// Serves `n` requests with every lane backlogged; grants per lane.
     fn serve(weights: &[u32], n: usize) -> Vec<usize> {
         let mut q = FairQueue::default();
@@ -534,10 +543,7 @@ mod tests {
         }
         assert_eq!(q.remove_where(|w| *w == 0), Some(0));
         assert_eq!(q.remove_where(|w| *w == 2), Some(2));
-        let mut out = Vec::new();
-        while let Some((l, p)) = q.select(|_| true) {
-            out.extend(q.take(l, p));
-        }
+        let out = drain(&mut q);
         assert_eq!(out, vec![1, 3, 4]);
         assert!(q.is_empty());
     }
@@ -592,10 +598,7 @@ mod tests {
         q.push(0, 1, true, false, "high-c");
         q.push(0, 1, true, false, "high-d");
         assert_eq!((q.len_high(), q.len_low()), (2, 2));
-        let mut out = Vec::new();
-        while let Some((l, p)) = q.select(|_| true) {
-            out.extend(q.take(l, p));
-        }
+        let out = drain(&mut q);
         assert_eq!(out, vec!["high-c", "high-d", "low-a", "low-b"]);
     }
 

@@ -431,29 +431,44 @@ impl<B: Pooled> GroupState<B> {
         for high in [true, false] {
             loop {
                 let lease_ok = self.overdue_lease_ok();
-                let due = |w: &Waiter<B>| {
+                let due = move |w: &Waiter<B>| {
                     w.overdue_at.is_some_and(|t| t <= now)
                         && Self::runnable(w.need, &w.tenant, lease_ok)
                 };
-                let Some((lane, light, w)) = self.queue.pop_min_first_if(high, |w| w.since, due)
-                else {
+                if !self.grant_oldest(high, now, true, due) {
                     break;
-                };
-                match self.admit_as(w.need, w.id, &w.tenant, now, true) {
-                    Some(grant) => {
-                        self.counters.overdue += 1;
-                        if let Err(grant) = w.tx.send(grant) {
-                            self.undo_for(w.id, grant, &w.tenant);
-                        }
-                    }
-                    None => {
-                        // Cannot happen (checked under the same lock); put
-                        // it back rather than lose it.
-                        let weight = w.tenant.weight();
-                        self.queue.push(lane, weight, high, light, w);
-                        break;
-                    }
                 }
+                self.counters.overdue += 1;
+            }
+        }
+    }
+
+    /// Grants out of turn the oldest request of priority `high` that `pick`
+    /// accepts (charged to its user as any grant). False when there is
+    /// none, or it could not be admitted (it then stays queued).
+    fn grant_oldest(
+        &mut self,
+        high: bool,
+        now: Instant,
+        overdue: bool,
+        pick: impl Fn(&Waiter<B>) -> bool,
+    ) -> bool {
+        let Some((lane, light, w)) = self.queue.pop_min_first_if(high, |w| w.since, pick) else {
+            return false;
+        };
+        match self.admit_as(w.need, w.id, &w.tenant, now, overdue) {
+            Some(grant) => {
+                if let Err(grant) = w.tx.send(grant) {
+                    self.undo_for(w.id, grant, &w.tenant);
+                }
+                true
+            }
+            None => {
+                // Cannot happen (checked under the same lock); put it back
+                // rather than lose it.
+                let weight = w.tenant.weight();
+                self.queue.push(lane, weight, high, light, w);
+                false
             }
         }
     }
@@ -617,6 +632,10 @@ impl<B: Pooled> GroupState<B> {
     /// share before `tenant`'s next grant (a request that cannot run, such
     /// as a lease of a user at its cap, is owed nothing now).
     fn owed_by(&self, tenant: &Tenant) -> bool {
+        if self.queue.is_empty() {
+            // The common case, a transaction's statement with nothing queued.
+            return false;
+        }
         let lease_ok = self.lease_ok();
         self.queue.owes_others(tenant.index, |w| {
             Self::runnable(w.need, &w.tenant, lease_ok)
@@ -1118,21 +1137,9 @@ impl<B: Pooled> GroupState<B> {
             return;
         }
         let lease_ok = self.lease_ok();
-        let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
-        let Some((lane, light, w)) = self.queue.pop_min_first_if(true, |w| w.since, run) else {
-            return;
-        };
-        match self.admit(w.need, w.id, &w.tenant, now) {
-            Some(grant) => {
-                if let Err(grant) = w.tx.send(grant) {
-                    self.undo_for(w.id, grant, &w.tenant);
-                }
-            }
-            None => {
-                let weight = w.tenant.weight();
-                self.queue.push(lane, weight, true, light, w);
-            }
-        }
+        self.grant_oldest(true, now, false, move |w| {
+            Self::runnable(w.need, &w.tenant, lease_ok)
+        });
     }
 
     /// Age of the oldest queued request.
