@@ -375,3 +375,63 @@ async fn a_server_answering_late_keeps_the_set_until_it_is_stale() {
     drop(resume);
     read_again(&p, readings(&p).await, 1, Duration::from_secs(10)).await;
 }
+
+/// An event runs its body later, where no statement through the proxy
+/// marks the catalog stale: one whose body may change the catalog (DDL of
+/// a view, trigger or routine, dynamic SQL, a CALL of a procedure that
+/// runs DDL) would let a client make a view that takes a lock and use it
+/// before the next reading. Such an event is refused for every account;
+/// events running DML or a procedure without DDL are created as direct.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_whose_body_may_change_the_catalog_is_refused() {
+    let db = MariaDb::shared();
+    db.sql(
+        "DROP DATABASE IF EXISTS cc_ev;\n\
+         CREATE DATABASE cc_ev;\n\
+         CREATE TABLE cc_ev.t (id INT) ENGINE=InnoDB;\n\
+         CREATE PROCEDURE cc_ev.mkv() CREATE VIEW cc_ev.vp AS SELECT GET_LOCK('cc_ev_p', 0) AS g;\n\
+         CREATE PROCEDURE cc_ev.noop() SELECT 1;\n",
+    );
+    let p = one_backend(db, 600_000).await;
+    read_again(&p, 0, 1, Duration::from_secs(5)).await;
+    let mut a = client(&p, "cc_ev").await;
+    const AT: &str = "ON SCHEDULE AT CURRENT_TIMESTAMP + INTERVAL 1 HOUR";
+    for body in [
+        "CREATE VIEW ve AS SELECT GET_LOCK('cc_ev_v', 0) AS g",
+        "CREATE TRIGGER tr AFTER INSERT ON t FOR EACH ROW DO GET_LOCK('cc_ev_t', 0)",
+        "CALL mkv()",
+        "EXECUTE IMMEDIATE CONCAT('CREATE VI', 'EW vi AS SELECT 1')",
+        "BEGIN PREPARE s FROM @q; EXECUTE s; END",
+        "CREATE FUNCTION f() RETURNS INT RETURN GET_LOCK('cc_ev_f', 0)",
+    ] {
+        let sql = format!("CREATE EVENT e_bad {AT} DO {body}");
+        match a.query(&sql).await {
+            Response::Err(e) => assert_eq!(e.code, 1235, "{sql}: {e:?}"),
+            other => panic!("{sql}: created ({other:?})"),
+        }
+    }
+    for (name, body) in [
+        ("e_dml", "INSERT INTO t VALUES (1)"),
+        ("e_call", "CALL noop()"),
+    ] {
+        let sql = format!("CREATE EVENT {name} {AT} DO {body}");
+        let r = a.query(&sql).await;
+        assert!(!matches!(r, Response::Err(_)), "{sql}: {r:?}");
+    }
+    // Altering an event to such a body is the same.
+    match a.query("ALTER EVENT e_dml DO CALL mkv()").await {
+        Response::Err(e) => assert_eq!(e.code, 1235, "ALTER EVENT: {e:?}"),
+        other => panic!("ALTER EVENT to a DDL body: {other:?}"),
+    }
+    let n = value(
+        &mut a,
+        "SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = 'cc_ev'",
+    )
+    .await;
+    assert_eq!(
+        n.as_deref(),
+        Some("2"),
+        "only the two harmless events exist"
+    );
+    a.quit().await;
+}

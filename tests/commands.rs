@@ -120,6 +120,82 @@ fn assert_session_ended(p: &Proxy, id: u32, what: &str) {
     );
 }
 
+/// Error code of a query (0 = it succeeded).
+async fn code(c: &mut Conn, q: &str) -> u16 {
+    match c.query_drop(q).await {
+        Ok(()) => 0,
+        Err(Error::Server(e)) => e.code,
+        Err(e) => panic!("{q}: not a server error: {e}"),
+    }
+}
+
+/// A prepared KILL with a `?` takes the value bound to it, as direct: a
+/// text `EXECUTE … USING` (a variable, a string) and the binary protocol
+/// (the parameter described as the server describes it); a wrong number
+/// of values is the server's 1210 through myplex and direct alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_kill_takes_the_value_bound_to_its_placeholder() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(4).start().await;
+    let mut killer = conn(&p).await;
+    let mut direct = Conn::from_url(db.url("app", "secret", "test"))
+        .await
+        .expect("direct");
+    for c in [&mut killer, &mut direct] {
+        c.query_drop("PREPARE k FROM 'KILL ?'")
+            .await
+            .expect("prepare");
+        assert_eq!(code(c, "EXECUTE k").await, 1210, "no value");
+        assert_eq!(code(c, "EXECUTE k USING 1, 2").await, 1210, "two values");
+        let st = c.prep("KILL ?").await.expect("binary prepare");
+        assert_eq!(st.num_params(), 1);
+        assert_eq!(st.num_columns(), 0);
+    }
+    // KILL CONNECTION through a variable.
+    let victim = conn(&p).await;
+    killer
+        .query_drop(format!("SET @v = {}", victim.id()))
+        .await
+        .expect("set");
+    killer
+        .query_drop("EXECUTE k USING @v")
+        .await
+        .expect("EXECUTE k USING @v");
+    assert_session_ended(&p, victim.id(), "EXECUTE k USING @v left the victim");
+    // KILL QUERY with the id as a string.
+    let mut victim = conn(&p).await;
+    let vid = victim.id();
+    let sleeper = tokio::spawn(async move {
+        let r: Result<Option<i64>, Error> = victim.query_first("SELECT SLEEP(20)").await;
+        r
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    killer
+        .query_drop("PREPARE q FROM 'KILL QUERY ?'")
+        .await
+        .expect("prepare");
+    killer
+        .query_drop(format!("EXECUTE q USING '{vid}'"))
+        .await
+        .expect("EXECUTE q USING a string");
+    let r = tokio::time::timeout(Duration::from_secs(10), sleeper)
+        .await
+        .expect("the victim's SLEEP was not interrupted")
+        .expect("join");
+    assert!(matches!(r, Ok(Some(1)) | Err(_)), "interrupted: {r:?}");
+    // The binary protocol, executed twice (the second time with the types
+    // the driver sends again or not).
+    for _ in 0..2 {
+        let victim = conn(&p).await;
+        let id = victim.id();
+        killer
+            .exec_drop("KILL ?", (id,))
+            .await
+            .expect("binary KILL ?");
+        assert_session_ended(&p, id, "binary KILL ? left the victim");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_connection_ends_the_target_session() {
     let db = MariaDb::shared();

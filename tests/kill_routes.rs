@@ -523,6 +523,81 @@ async fn stored_code_from_the_server_that_may_kill_is_refused() {
     drop(a);
 }
 
+/// While the catalog of stored code is unknown, a shared account's
+/// statement that may run stored code (a function call, a table that may
+/// have a trigger or be a view, a CALL) waits for a reading and is refused
+/// if none comes: the code it may run is not known to be free of KILL.
+/// Statements that run none go on, and an account of its own runs
+/// everything. `code_catalog_refresh_ms = 0` keeps the catalog unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_the_catalog_is_unknown_a_shared_account_runs_no_stored_code() {
+    let db = MariaDb::shared_fast();
+    db.sql(
+        "CREATE DATABASE IF NOT EXISTS kru;
+         CREATE TABLE IF NOT EXISTS kru.t (id BIGINT) ENGINE=InnoDB;
+         CREATE OR REPLACE PROCEDURE kru.p() SELECT 1;
+",
+    );
+    let refuses = [
+        "SELECT ABS(1)",
+        "SELECT * FROM kru.t",
+        "INSERT INTO kru.t VALUES (1)",
+        "CALL kru.p()",
+        "SET @x = (SELECT 1)",
+        "DO ABS(1)",
+    ];
+    let runs = [
+        "SELECT 1",
+        "SELECT @x",
+        "SET NAMES utf8mb4",
+        "SET @y = 2",
+        "BEGIN",
+        "COMMIT",
+        "USE kru",
+    ];
+    let shared = Proxy::builder(db)
+        .groups(1)
+        .max_backend(2)
+        .with(|c| {
+            shared_account(c);
+            c.pool.code_catalog_refresh_ms = 0;
+        })
+        .start()
+        .await;
+    let mut a = conn(&shared).await;
+    for q in refuses {
+        assert_eq!(
+            code(&mut a, q).await,
+            1235,
+            "shared account, catalog unknown: {q}"
+        );
+    }
+    match a.prep("SELECT * FROM kru.t WHERE id = ?").await {
+        Err(Error::Server(e)) => assert_eq!(e.code, 1235, "prepared: {e:?}"),
+        other => panic!("prepared statement naming a table: {other:?}"),
+    }
+    for q in runs {
+        assert_eq!(
+            code(&mut a, q).await,
+            0,
+            "shared account, catalog unknown: {q}"
+        );
+    }
+    drop(a);
+    drop(shared);
+    let own = Proxy::builder(db)
+        .groups(1)
+        .max_backend(2)
+        .with(|c| c.pool.code_catalog_refresh_ms = 0)
+        .start()
+        .await;
+    let mut o = conn(&own).await;
+    for q in refuses.iter().chain(&runs) {
+        assert_eq!(code(&mut o, *q).await, 0, "account of its own: {q}");
+    }
+    drop(o);
+}
+
 /// Under load a KILL gets the next backend that comes back, ahead of the
 /// queued statements: two backends, one running the sleep to be killed,
 /// the other handed from one short transaction to the next by clients

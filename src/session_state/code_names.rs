@@ -635,6 +635,22 @@ pub fn may_name_a_table(kind: Kind, text: &[u8]) -> bool {
     }
 }
 
+/// Whether a statement may run stored code when nothing is known about
+/// which names do (the catalog is unknown): it may name a table (a
+/// trigger, a view; see [`may_name_a_table`]) or call a function (any
+/// parenthesis, strings included). A SELECT with neither a parenthesis nor
+/// FROM, TABLE or VALUES (`SELECT 1`, `SELECT @x`) runs none.
+pub fn may_run_unknown_code(kind: Kind, text: &[u8]) -> bool {
+    match kind {
+        Kind::Select if !text.contains(&b'(') => runs(text).any(|r| {
+            [&b"from"[..], b"values", b"table"]
+                .iter()
+                .any(|w| r.eq_ignore_ascii_case(w))
+        }),
+        _ => may_name_a_table(kind, text) || text.contains(&b'('),
+    }
+}
+
 /// One statement (no `;` anywhere) that starts, after whitespace, with a
 /// verb that never runs DDL (stored functions and triggers cannot either):
 /// the common statement is dismissed without a scan.
@@ -671,6 +687,25 @@ pub struct DdlScan {
     /// that may KILL (see [`CodeNames::may_kill`]), which a CALL must not
     /// run before the catalog has read it, where that is checked.
     pub routine: bool,
+    /// CREATE or ALTER with EVENT: an event's body runs later, where no
+    /// statement through the proxy marks the set stale.
+    pub event: bool,
+    /// PREPARE or IMMEDIATE: dynamic SQL, whose text may change the set.
+    pub dynamic: bool,
+}
+
+impl DdlScan {
+    /// For a text that defines an event: whether the body may change the
+    /// set when it runs (DDL that changes it, a routine definition,
+    /// dynamic SQL, or a CALL of a procedure that may: `calls_ddl`).
+    pub fn event_may_change(&self, calls_ddl: impl FnOnce() -> bool) -> bool {
+        self.event
+            && (self.ddl
+                || self.routine
+                || self.execute
+                || self.dynamic
+                || (self.call && calls_ddl()))
+    }
 }
 
 impl DdlScan {
@@ -685,14 +720,18 @@ impl DdlScan {
         };
         let mut creates = false;
         let mut routine = false;
+        let mut event = false;
         for r in runs(text).flat_map(variants) {
             let is = |w: &[u8]| r.eq_ignore_ascii_case(w);
             scan.call |= is(b"call");
             scan.execute |= is(b"execute");
             creates |= is(b"create") || is(b"alter");
             routine |= is(b"procedure") || is(b"function") || is(b"package");
+            event |= is(b"event");
+            scan.dynamic |= is(b"prepare") || is(b"immediate");
         }
         scan.routine = creates && routine;
+        scan.event = creates && event;
         scan
     }
 }

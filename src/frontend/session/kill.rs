@@ -35,6 +35,7 @@ use tokio::time::Instant;
 
 use super::{End, Session};
 use crate::protocol::packets::ErrPacket;
+use crate::session_state::code_names;
 
 /// Longest KILL expression planned (a prepared KILL keeps its expression
 /// for the statement's life without any backend holding it; a thread id
@@ -43,11 +44,28 @@ const MAX_EXPRESSION: usize = 1024;
 /// How long a KILL CONNECTION waits for its victims' sessions to end
 /// before it answers.
 const KILL_WAIT: Duration = Duration::from_secs(2);
-/// How long a CALL waits for the catalog of stored code while it is
+/// How long a statement that may run stored code waits for the catalog of it while it is
 /// unknown (a procedure created a moment ago is read within ~100 ms).
 const CATALOG_WAIT: Duration = Duration::from_secs(3);
+/// The refusal of a statement that may run stored code while the catalog
+/// of it is unknown.
+const CATALOG_UNKNOWN: &str = "a statement that may run stored code while myplex does not know which views, triggers, functions or procedures may KILL server threads (its catalog of stored code is unknown: /status, code_catalog)";
+/// The refusal of an event whose body may change the catalog when it runs.
+const EVENT_CHANGES_CODE: &str = "an event whose body may create or change views, triggers or stored routines (DDL, dynamic SQL or a CALL of a procedure that may) through myplex";
 /// The refusal of a statement whose stored code may run an unplanned KILL.
 const STORED_CODE_KILL: &str = "a statement running stored code that may KILL server threads (KILL in its body, dynamic SQL built at run time, or a body myplex cannot read) through myplex";
+
+/// What [`Session::runs_code`] asks of a text.
+#[derive(Clone, Copy)]
+enum Running {
+    /// The catalog matched a name in it: does a statement run it (not
+    /// only name it: DROP, SHOW, a routine's CREATE)?
+    Known,
+    /// Nothing is known: may a statement run any stored code?
+    Unknown,
+    /// Does it define an event (whose body runs later)?
+    EventDefinition,
+}
 
 /// A KILL the proxy carries out: connection or query of a proxy session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,9 +99,53 @@ pub enum Target {
 #[derive(Debug, Default)]
 pub(super) struct PreparedKills {
     /// By client statement id (COM_STMT_PREPARE).
-    by_id: HashMap<u32, Kill>,
+    by_id: HashMap<u32, PreparedKill>,
     /// By SQL statement name (`PREPARE name FROM 'KILL …'`), lowercased.
     by_name: HashMap<Vec<u8>, Kill>,
+}
+
+/// A KILL prepared with COM_STMT_PREPARE.
+#[derive(Debug, Clone)]
+struct PreparedKill {
+    kill: Kill,
+    /// Its `?` placeholders.
+    params: usize,
+    /// The parameter types the client bound last (the server keeps them
+    /// for executes that send none).
+    types: Option<Vec<u8>>,
+}
+
+impl Kill {
+    /// The expression the server computes the id from, if any.
+    fn expr(&self) -> Option<&str> {
+        match &self.target {
+            Target::Expr(e) | Target::QueryIdExpr(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Its `?` placeholders.
+    fn placeholders(&self, opts: crate::sql::lexer::LexOptions) -> usize {
+        self.expr()
+            .map_or(0, |e| super::kill_params::placeholders(e, opts))
+    }
+
+    /// The KILL with `args` in place of its placeholders; `None` when
+    /// their number differs (the server's ER_WRONG_ARGUMENTS).
+    fn bound(&self, args: &[String], opts: crate::sql::lexer::LexOptions) -> Option<Kill> {
+        let Some(e) = self.expr() else {
+            return args.is_empty().then(|| self.clone());
+        };
+        let e = super::kill_params::bind(e, args, opts)?;
+        let target = match self.target {
+            Target::QueryIdExpr(_) => Target::QueryIdExpr(e),
+            _ => Target::Expr(e),
+        };
+        Some(Kill {
+            query: self.query,
+            target,
+        })
+    }
 }
 
 /// What to do with a query that contains KILL.
@@ -413,10 +475,14 @@ impl Session {
     /// at run time, or a body `backend.user` cannot read (see
     /// `CodeNames::may_kill`); such a KILL takes server thread ids, which
     /// may name backends serving other accounts' clients. While the
-    /// catalog is unknown a CALL waits for it (up to [`CATALOG_WAIT`]) and
-    /// is refused if it stays unknown; other statements go on (a function
-    /// or trigger created directly on the server meanwhile is learnt at the
-    /// next reading). Only where [`Self::allow_unplanned_kill`] is false.
+    /// catalog is unknown, a statement that may run any stored code (see
+    /// [`code_names::may_run_unknown_code`]) waits for it (up to
+    /// [`CATALOG_WAIT`]) and is refused if it stays unknown: fail closed.
+    /// Only where [`Self::allow_unplanned_kill`] is false. For every
+    /// account, an event whose body may change the catalog when it runs
+    /// (later, where no statement through the proxy marks the catalog
+    /// stale, so that a view or trigger it made would be judged by the old
+    /// set: its locks, variables or KILL unseen) is refused.
     pub(super) async fn stored_code_may_kill(&self, sql: &[u8]) -> Option<&'static str> {
         let schema = self.state.schema.as_deref().unwrap_or_default();
         let catalog = &self.shared.pool.code_catalog;
@@ -424,14 +490,19 @@ impl Session {
         // run may not be where the matcher looks: any non-ASCII text is a
         // hit while some code may kill.
         let unreadable = || super::kill_dynamic::unreadable(sql, &self.state);
-        let hit = |n: &crate::session_state::code_names::CodeNames| {
+        let hit = |n: &code_names::CodeNames| {
             n.may_kill(sql, schema) || (n.may_reach_killers(sql, schema) && unreadable())
         };
+        let scan = code_names::DdlScan::of(sql);
+        let calls_ddl = || catalog.peek(|n| n.is_none_or(|n| n.calls_ddl(sql, schema)));
+        if scan.event_may_change(calls_ddl) && self.runs_code(sql, Running::EventDefinition) {
+            return Some(EVENT_CHANGES_CODE);
+        }
         if let Some(hit) = catalog.peek(|n| n.map(hit)) {
-            return (hit && !self.allow_unplanned_kill() && self.may_run_code(sql))
+            return (hit && !self.allow_unplanned_kill() && self.runs_code(sql, Running::Known))
                 .then_some(STORED_CODE_KILL);
         }
-        if !crate::session_state::code_names::DdlScan::of(sql).call || self.allow_unplanned_kill() {
+        if self.allow_unplanned_kill() || !self.runs_code(sql, Running::Unknown) {
             return None;
         }
         let never_read = self.shared.config.load().pool.code_catalog_refresh_ms == 0;
@@ -441,18 +512,14 @@ impl Session {
             catalog.known_within(CATALOG_WAIT).await
         };
         match names {
-            Some(n) => (hit(&n) && self.may_run_code(sql)).then_some(STORED_CODE_KILL),
-            None => Some(
-                "a CALL while myplex does not know which procedures may KILL server threads (its catalog of stored code is unknown: /status, code_catalog)",
-            ),
+            Some(n) => (hit(&n) && self.runs_code(sql, Running::Known)).then_some(STORED_CODE_KILL),
+            None => Some(CATALOG_UNKNOWN),
         }
     }
 
-    /// False when every statement of `sql` is one that names stored code
-    /// without running it (DROP, CREATE of a routine, SHOW, USE, the end of
-    /// a transaction …), read completely: dropping or showing a procedure
-    /// that may KILL is not refused. Asked only of a text that names one.
-    fn may_run_code(&self, sql: &[u8]) -> bool {
+    /// Whether `sql` runs stored code in the sense `how` asks. A text the
+    /// lexer cannot read completely always may.
+    fn runs_code(&self, sql: &[u8], how: Running) -> bool {
         use crate::sql::Kind;
         let opts = crate::session_state::authority::lex_options(&self.state, self.status);
         let a = crate::sql::analyze(sql, opts);
@@ -461,41 +528,84 @@ impl Session {
             let toks: Vec<_> = crate::sql::lexer::Lexer::new(text, opts).collect();
             defines_event(text, &toks)
         };
+        let names_code = |s: &crate::sql::Statement| {
+            (s.kind == Kind::RoutineDefinition && event(s))
+                || !matches!(
+                    s.kind,
+                    Kind::Drop
+                        | Kind::RoutineDefinition
+                        | Kind::Show
+                        | Kind::Use
+                        | Kind::Begin
+                        | Kind::Commit
+                        | Kind::Rollback
+                        | Kind::Savepoint
+                        | Kind::ReleaseSavepoint
+                        | Kind::Deallocate
+                        | Kind::Empty
+                )
+        };
         a.incomplete
-            || a.statements.iter().any(|s| {
-                (s.kind == Kind::RoutineDefinition && event(s))
-                    || !matches!(
-                        s.kind,
-                        Kind::Drop
-                            | Kind::RoutineDefinition
-                            | Kind::Show
-                            | Kind::Use
-                            | Kind::Begin
-                            | Kind::Commit
-                            | Kind::Rollback
-                            | Kind::Savepoint
-                            | Kind::ReleaseSavepoint
-                            | Kind::Deallocate
-                            | Kind::Empty
-                    )
+            || a.statements.iter().any(|s| match how {
+                Running::Known => names_code(s),
+                Running::Unknown => {
+                    let text = sql.get(s.span.clone()).unwrap_or(sql);
+                    names_code(s)
+                        && (s.kind == Kind::RoutineDefinition
+                            || code_names::may_run_unknown_code(s.kind, text))
+                }
+                Running::EventDefinition => s.kind == Kind::RoutineDefinition && event(s),
             })
     }
 
     /// COM_STMT_PREPARE of a KILL: a statement of the proxy's own, with no
-    /// parameters and no columns, as the server would describe it.
+    /// columns and one parameter per `?`, described as the server
+    /// describes them.
     pub(super) async fn prepare_kill(&mut self, seq: u8, k: Kill) -> Result<(), End> {
         if let Some(e) = self.stmt_count_full() {
             return self.send_err(seq, &e).await;
         }
+        let opts = crate::session_state::authority::lex_options(&self.state, self.status);
+        let params = k.placeholders(opts);
+        let Ok(n) = u16::try_from(params) else {
+            return self
+                .send_err(seq, &refused("a KILL with that many parameters"))
+                .await;
+        };
         self.next_stmt = self.next_stmt.wrapping_add(1).max(1);
         let id = self.next_stmt;
-        self.kills.by_id.insert(id, k);
+        self.kills.by_id.insert(
+            id,
+            PreparedKill {
+                kill: k,
+                params,
+                types: None,
+            },
+        );
         self.last_prepared = Some(id);
         let mut ok = Vec::with_capacity(12);
         ok.push(0);
         ok.extend_from_slice(&id.to_le_bytes());
-        ok.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0]);
+        ok.extend_from_slice(&[0, 0]);
+        ok.extend_from_slice(&n.to_le_bytes());
+        ok.extend_from_slice(&[0, 0, 0]);
         self.client.send_packet(seq, &ok).await?;
+        if params > 0 {
+            // The server's definition of a KILL's parameter: name `?`,
+            // binary, type NULL.
+            const PARAM: &[u8] =
+                b"\x03def\x00\x00\x00\x01?\x00\x0c\x3f\x00\x00\x00\x00\x00\x06\x80\x00\x00\x00\x00";
+            let mut seq = seq;
+            for _ in 0..params {
+                seq = seq.wrapping_add(1);
+                self.client.send_packet(seq, PARAM).await?;
+            }
+            if !self.caps.deprecate_eof() {
+                let mut eof = bytes::BytesMut::with_capacity(5);
+                crate::protocol::packets::eof_payload(&mut eof, 0, self.status);
+                self.client.send_packet(seq.wrapping_add(1), &eof).await?;
+            }
+        }
         Ok(())
     }
 
@@ -506,13 +616,38 @@ impl Session {
         cmd: u8,
         id: Option<u32>,
         seq: u8,
+        payload: &[u8],
     ) -> Result<Option<bool>, End> {
         use crate::protocol::command::*;
-        let Some((id, k)) = id.and_then(|i| Some((i, self.kills.by_id.get(&i)?.clone()))) else {
+        let Some((id, p)) = id.and_then(|i| Some((i, self.kills.by_id.get(&i)?.clone()))) else {
             return Ok(None);
         };
         match cmd {
             COM_STMT_EXECUTE | COM_STMT_BULK_EXECUTE => {
+                let k = if p.params == 0 {
+                    Some(p.kill)
+                } else if cmd == COM_STMT_EXECUTE {
+                    match super::kill_params::binary_args(payload, p.params, p.types.as_deref()) {
+                        Ok((args, types)) => {
+                            if let Some(held) = self.kills.by_id.get_mut(&id) {
+                                held.types = Some(types);
+                            }
+                            let opts = crate::session_state::authority::lex_options(
+                                &self.state,
+                                self.status,
+                            );
+                            p.kill.bound(&args, opts)
+                        }
+                        Err(_) => None,
+                    }
+                } else {
+                    None
+                };
+                let Some(k) = k else {
+                    let e = ErrPacket::new(1210, "HY000", super::kill_params::WRONG_ARGUMENTS_STMT);
+                    self.send_err(seq, &e).await?;
+                    return Ok(Some(false));
+                };
                 return Box::pin(self.kill(seq, k)).await.map(Some);
             }
             COM_STMT_CLOSE => {
@@ -553,6 +688,25 @@ impl Session {
                 _ => None,
             });
             if let Some(k) = named {
+                // `EXECUTE s USING …`: the values take the placeholders'
+                // places (only values that change nothing in the session).
+                let text = sql.get(stmt.span.clone()).unwrap_or(sql);
+                let toks: Vec<_> = crate::sql::lexer::Lexer::new(text, opts).collect();
+                let args =
+                    super::kill_params::using_args(text, &toks, super::kill_dynamic::expression);
+                let Some(args) = args else {
+                    let e = refused(
+                        "a KILL's USING value that is not a literal, a variable or a function without effects, through myplex",
+                    );
+                    self.send_err(seq, &e).await?;
+                    return Ok(Some(false));
+                };
+                let Some(k) = k.bound(&args, opts) else {
+                    let e =
+                        ErrPacket::new(1210, "HY000", super::kill_params::WRONG_ARGUMENTS_EXECUTE);
+                    self.send_err(seq, &e).await?;
+                    return Ok(Some(false));
+                };
                 return Box::pin(self.kill(seq, k)).await.map(Some);
             }
         }

@@ -199,7 +199,7 @@ fn prepared_name(s: &Statement) -> Option<Vec<u8>> {
 /// USING or the end), when it is one the server can compute without effect
 /// and with the same value twice: literals, user variables, parentheses,
 /// commas and [`PURE_FUNCTIONS`]; valid UTF-8.
-fn expression(sql: &[u8], toks: &[Token], at: usize) -> Option<String> {
+pub(super) fn expression(sql: &[u8], toks: &[Token], at: usize) -> Option<String> {
     let mut depth = 0usize;
     let mut end = at;
     for (i, t) in toks.iter().enumerate().skip(at) {

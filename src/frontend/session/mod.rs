@@ -19,6 +19,7 @@ mod idle;
 use execute::{queue_timeout_err, sync};
 pub mod kill;
 mod kill_dynamic;
+mod kill_params;
 mod large;
 pub mod local;
 mod row_count;
@@ -866,7 +867,10 @@ impl Session {
             | COM_STMT_SEND_LONG_DATA
             | COM_STMT_BULK_EXECUTE => {
                 let id = self.client_stmt_id(&pkt.payload);
-                if let Some(quit) = self.prepared_kill_command(cmd, id, seq).await? {
+                if let Some(quit) = self
+                    .prepared_kill_command(cmd, id, seq, &pkt.payload)
+                    .await?
+                {
                     return Ok(quit);
                 }
                 match cmd {
