@@ -378,10 +378,12 @@ async fn a_server_answering_late_keeps_the_set_until_it_is_stale() {
 
 /// An event runs its body later, where no statement through the proxy
 /// marks the catalog stale: one whose body may change the catalog (DDL of
-/// a view, trigger or routine, dynamic SQL, a CALL of a procedure that
-/// runs DDL) would let a client make a view that takes a lock and use it
-/// before the next reading. Such an event is refused for every account;
-/// events running DML or a procedure without DDL are created as direct.
+/// a view, trigger or routine, dynamic SQL, a CALL of any procedure, which
+/// may be replaced by one running DDL before the event runs) would let a
+/// client make a view that takes a lock and use it before the next
+/// reading. A statement that may define such an event — directly, in
+/// dynamic SQL, under SET STATEMENT, in a routine that creates it — is
+/// refused for every account; an event running DML is created as direct.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_whose_body_may_change_the_catalog_is_refused() {
     let db = MariaDb::shared();
@@ -396,42 +398,63 @@ async fn an_event_whose_body_may_change_the_catalog_is_refused() {
     read_again(&p, 0, 1, Duration::from_secs(5)).await;
     let mut a = client(&p, "cc_ev").await;
     const AT: &str = "ON SCHEDULE AT CURRENT_TIMESTAMP + INTERVAL 1 HOUR";
+    let mut refused = Vec::new();
     for body in [
         "CREATE VIEW ve AS SELECT GET_LOCK('cc_ev_v', 0) AS g",
         "CREATE TRIGGER tr AFTER INSERT ON t FOR EACH ROW DO GET_LOCK('cc_ev_t', 0)",
         "CALL mkv()",
+        "CALL noop()",
         "EXECUTE IMMEDIATE CONCAT('CREATE VI', 'EW vi AS SELECT 1')",
         "BEGIN PREPARE s FROM @q; EXECUTE s; END",
         "CREATE FUNCTION f() RETURNS INT RETURN GET_LOCK('cc_ev_f', 0)",
     ] {
-        let sql = format!("CREATE EVENT e_bad {AT} DO {body}");
-        match a.query(&sql).await {
+        refused.push(format!("CREATE EVENT e_bad {AT} DO {body}"));
+    }
+    const VIEW_EVENT: &str = "CREATE EVENT e_bad ON SCHEDULE AT CURRENT_TIMESTAMP + INTERVAL 1 HOUR \
+         DO CREATE VIEW ve AS SELECT GET_LOCK(''cc_ev_v'', 0) AS g";
+    refused.extend([
+        format!("EXECUTE IMMEDIATE '{VIEW_EVENT}'"),
+        format!("PREPARE s FROM '{VIEW_EVENT}'"),
+        format!(
+            "SET STATEMENT max_statement_time = 0 FOR {}",
+            VIEW_EVENT.replace("''", "'")
+        ),
+        format!("/*!50000 {} */", VIEW_EVENT.replace("''", "'")),
+        format!("CREATE PROCEDURE mk_ev() {}", VIEW_EVENT.replace("''", "'")),
+        format!("BEGIN NOT ATOMIC {}; END", VIEW_EVENT.replace("''", "'")),
+    ]);
+    for sql in &refused {
+        match a.query(sql).await {
             Response::Err(e) => assert_eq!(e.code, 1235, "{sql}: {e:?}"),
             other => panic!("{sql}: created ({other:?})"),
         }
     }
-    for (name, body) in [
-        ("e_dml", "INSERT INTO t VALUES (1)"),
-        ("e_call", "CALL noop()"),
-    ] {
-        let sql = format!("CREATE EVENT {name} {AT} DO {body}");
-        let r = a.query(&sql).await;
-        assert!(!matches!(r, Response::Err(_)), "{sql}: {r:?}");
-    }
-    // Altering an event to such a body is the same.
+    let sql = format!("CREATE EVENT e_dml {AT} DO INSERT INTO t VALUES (1)");
+    let r = a.query(&sql).await;
+    assert!(!matches!(r, Response::Err(_)), "{sql}: {r:?}");
+    // Altering an event to such a body is the same; its schedule is not.
     match a.query("ALTER EVENT e_dml DO CALL mkv()").await {
         Response::Err(e) => assert_eq!(e.code, 1235, "ALTER EVENT: {e:?}"),
         other => panic!("ALTER EVENT to a DDL body: {other:?}"),
     }
+    let r = a
+        .query("ALTER EVENT e_dml ON SCHEDULE AT CURRENT_TIMESTAMP + INTERVAL 2 HOUR")
+        .await;
+    assert!(
+        !matches!(r, Response::Err(_)),
+        "ALTER EVENT's schedule: {r:?}"
+    );
     let n = value(
         &mut a,
         "SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = 'cc_ev'",
     )
     .await;
-    assert_eq!(
-        n.as_deref(),
-        Some("2"),
-        "only the two harmless events exist"
-    );
+    assert_eq!(n.as_deref(), Some("1"), "only the harmless event exists");
+    let n = value(
+        &mut a,
+        "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = 'cc_ev'",
+    )
+    .await;
+    assert_eq!(n.as_deref(), Some("2"), "no procedure creating the event");
     a.quit().await;
 }

@@ -523,79 +523,106 @@ async fn stored_code_from_the_server_that_may_kill_is_refused() {
     drop(a);
 }
 
-/// While the catalog of stored code is unknown, a shared account's
-/// statement that may run stored code (a function call, a table that may
-/// have a trigger or be a view, a CALL) waits for a reading and is refused
-/// if none comes: the code it may run is not known to be free of KILL.
-/// Statements that run none go on, and an account of its own runs
-/// everything. `code_catalog_refresh_ms = 0` keeps the catalog unknown.
+/// While the catalog is unknown because a DDL statement is out (here one
+/// waiting on a metadata lock), a shared account's statements are judged
+/// by the set read last: they are not held back (no lock-out), and a
+/// function that may KILL is still refused. When the statement that is
+/// out may itself make code reaching a KILL (a view over such a function,
+/// by a user with a backend account of its own), that set no longer
+/// judges: a shared account's statement that may run stored code waits
+/// for a new reading and is refused without one, while one that runs none
+/// goes on; once the DDL is answered and read, all go on as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn while_the_catalog_is_unknown_a_shared_account_runs_no_stored_code() {
-    let db = MariaDb::shared_fast();
-    db.sql(
-        "CREATE DATABASE IF NOT EXISTS kru;
-         CREATE TABLE IF NOT EXISTS kru.t (id BIGINT) ENGINE=InnoDB;
-         CREATE OR REPLACE PROCEDURE kru.p() SELECT 1;
-",
-    );
-    let refuses = [
-        "SELECT ABS(1)",
-        "SELECT * FROM kru.t",
-        "INSERT INTO kru.t VALUES (1)",
-        "CALL kru.p()",
-        "SET @x = (SELECT 1)",
-        "DO ABS(1)",
-    ];
-    let runs = [
-        "SELECT 1",
-        "SELECT @x",
-        "SET NAMES utf8mb4",
-        "SET @y = 2",
-        "BEGIN",
-        "COMMIT",
-        "USE kru",
-    ];
-    let shared = Proxy::builder(db)
+async fn while_a_ddl_statement_is_out_the_last_catalog_judges_unless_it_may_make_killers() {
+    use common::mariadb::{OTHER_PASSWORD, OTHER_USER, ROOT_PASSWORD};
+    let server = MariaDb::start();
+    let db = &server;
+    let p = Proxy::builder(db)
         .groups(1)
-        .max_backend(2)
+        .max_backend(6)
+        .queue_timeout_ms(20_000)
         .with(|c| {
+            // `other` (in the fixture) logs in as its own account.
             shared_account(c);
-            c.pool.code_catalog_refresh_ms = 0;
+            c.pool.code_catalog_refresh_ms = 200;
         })
         .start()
         .await;
-    let mut a = conn(&shared).await;
-    for q in refuses {
-        assert_eq!(
-            code(&mut a, q).await,
-            1235,
-            "shared account, catalog unknown: {q}"
-        );
-    }
-    match a.prep("SELECT * FROM kru.t WHERE id = ?").await {
-        Err(Error::Server(e)) => assert_eq!(e.code, 1235, "prepared: {e:?}"),
-        other => panic!("prepared statement naming a table: {other:?}"),
-    }
-    for q in runs {
-        assert_eq!(
-            code(&mut a, q).await,
-            0,
-            "shared account, catalog unknown: {q}"
-        );
-    }
+    let since = p.catalog_readings();
+    db.sql(
+        "CREATE DATABASE krw;\n\
+         CREATE TABLE krw.plain (id BIGINT) ENGINE=InnoDB;\n\
+         DELIMITER //\n\
+         CREATE FUNCTION krw.f(n BIGINT) RETURNS INT DETERMINISTIC BEGIN KILL QUERY n; RETURN 1; END//\n\
+         DELIMITER ;\n\
+         CREATE VIEW krw.v AS SELECT 1 AS x;\n\
+         CREATE VIEW krw.vk AS SELECT 2 AS x;\n\
+         CREATE PROCEDURE krw.noop() SELECT 1;\n",
+    );
+    // (A procedure's DDL makes the reading read the routines at once.)
+    p.catalog_learnt_since(since, Duration::from_secs(10)).await;
+    let mut root = Conn::from_url(db.url("root", ROOT_PASSWORD, "krw"))
+        .await
+        .expect("root");
+    let mut a = conn(&p).await;
+    a.query_drop("USE krw").await.expect("use");
+    assert_eq!(code(&mut a, "SELECT f(0)").await, 1235, "a KILL function");
+    // An ordinary DDL statement waits on a lock root holds.
+    root.query_drop("BEGIN").await.expect("begin");
+    root.query_drop("SELECT * FROM krw.v")
+        .await
+        .expect("lock v");
+    let mut b = conn(&p).await;
+    let ddl = tokio::spawn(async move {
+        b.query_drop("CREATE OR REPLACE VIEW krw.v AS SELECT 3 AS x")
+            .await
+            .map(|_| b)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!ddl.is_finished(), "the view's DDL waits on root's lock");
+    let t = Instant::now();
+    assert_eq!(code(&mut a, "SELECT * FROM plain").await, 0, "held back");
+    assert_eq!(code(&mut a, "SELECT DATABASE()").await, 0, "held back");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(code(&mut a, "SELECT f(0)").await, 1235, "a KILL function");
+    root.query_drop("COMMIT").await.expect("commit");
+    drop(ddl.await.expect("join").expect("CREATE VIEW"));
+    // A view over the KILL function, by a user whose backends are its own
+    // (allowed for it), while root holds the view's lock.
+    root.query_drop("BEGIN").await.expect("begin");
+    root.query_drop("SELECT * FROM krw.vk")
+        .await
+        .expect("lock vk");
+    let mut o = Conn::from_url(p.url(OTHER_USER, OTHER_PASSWORD, "krw"))
+        .await
+        .expect("other");
+    let ddl = tokio::spawn(async move {
+        o.query_drop("CREATE OR REPLACE VIEW krw.vk AS SELECT krw.f(0) AS x")
+            .await
+            .map(|_| o)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!ddl.is_finished(), "the view's DDL waits on root's lock");
+    assert_eq!(code(&mut a, "SELECT 1").await, 0, "runs no stored code");
+    let t = Instant::now();
+    assert_eq!(
+        code(&mut a, "SELECT * FROM vk").await,
+        1235,
+        "judged by a set that does not know the new view"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_secs(2),
+        "did not wait: {:?}",
+        t.elapsed()
+    );
+    root.query_drop("COMMIT").await.expect("commit");
+    drop(ddl.await.expect("join").expect("CREATE VIEW over f"));
+    // Read again: the view is known to reach the KILL, plain tables run.
+    let since = p.catalog_readings();
+    p.catalog_learnt_since(since, Duration::from_secs(10)).await;
+    assert_eq!(code(&mut a, "SELECT * FROM vk").await, 1235, "known now");
+    assert_eq!(code(&mut a, "SELECT * FROM plain").await, 0);
     drop(a);
-    drop(shared);
-    let own = Proxy::builder(db)
-        .groups(1)
-        .max_backend(2)
-        .with(|c| c.pool.code_catalog_refresh_ms = 0)
-        .start()
-        .await;
-    let mut o = conn(&own).await;
-    for q in refuses.iter().chain(&runs) {
-        assert_eq!(code(&mut o, *q).await, 0, "account of its own: {q}");
-    }
-    drop(o);
 }
 
 /// Under load a KILL gets the next backend that comes back, ahead of the

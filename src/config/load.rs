@@ -86,6 +86,23 @@ fn finish(b: config::ConfigBuilder<config::builder::DefaultState>) -> Result<Con
     Ok(cfg)
 }
 
+/// A backend account that two `[[users]]` entries' clients log in as (as
+/// `server::users_and_pools` picks it: `backend_user`, else the user's
+/// own name when it has a password, else `backend.user`).
+fn shared_backend_account(c: &Config) -> Option<&str> {
+    let mut seen = std::collections::HashSet::new();
+    c.users
+        .iter()
+        .map(
+            |u| match (&u.backend_user, &u.backend_password, &u.password) {
+                (Some(bu), _, _) => bu.as_str(),
+                (None, Some(_), _) | (None, None, Some(_)) => u.name.as_str(),
+                _ => c.backend.user.as_str(),
+            },
+        )
+        .find(|a| !seen.insert(*a))
+}
+
 fn validate(c: &Config) -> Result<(), ConfigError> {
     let mut errs = Vec::new();
     if let Ok(a) = c.admin_listen.parse::<SocketAddr>()
@@ -186,6 +203,14 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
         errs.push("users: at least one [[users]] entry is needed (or server_users.enabled)".into());
     }
     errs.extend(c.server_users.errors());
+    if c.pool.code_catalog_refresh_ms == 0
+        && !c.pool.allow_unplannable_kill
+        && let Some(account) = shared_backend_account(c)
+    {
+        errs.push(format!(
+            "pool.code_catalog_refresh_ms = 0 with [[users]] entries sharing the backend account {account:?}: myplex could not tell which statements run stored code that may KILL another client's backend thread, and would refuse every statement that may run stored code for them; give each user its own backend account, read the catalog (a positive interval), or set pool.allow_unplannable_kill = true"
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
     for (i, u) in c.users.iter().enumerate() {
         let key = format!("users[{i}]");
@@ -288,6 +313,25 @@ mod tests {
         with("").expect("empty: no hand-over");
         let err = with("takeover.sock").expect_err("relative");
         assert!(err.to_string().contains("takeover_socket"), "{err}");
+    }
+
+    #[test]
+    fn never_reading_the_catalog_needs_backend_accounts_of_their_own() {
+        let users = "[[users]]\nname = \"a\"\npassword = \"x\"\nbackend_user = \"app\"\n\
+                     [[users]]\nname = \"b\"\npassword = \"y\"\nbackend_user = \"app\"\n";
+        let err = load_str(&format!("[pool]\ncode_catalog_refresh_ms = 0\n{users}"))
+            .expect_err("shared account, catalog never read");
+        assert!(err.to_string().contains("\"app\""), "{err}");
+        load_str(&format!(
+            "[pool]\ncode_catalog_refresh_ms = 0\nallow_unplannable_kill = true\n{users}"
+        ))
+        .expect("the operator allows it");
+        load_str(users).expect("the catalog is read");
+        load_str(
+            "[pool]\ncode_catalog_refresh_ms = 0\n[[users]]\nname = \"a\"\npassword = \"x\"\n\
+             [[users]]\nname = \"b\"\npassword = \"y\"\n",
+        )
+        .expect("accounts of their own");
     }
 
     #[test]

@@ -201,12 +201,17 @@ struct Writes {
     /// Hidden routines in the set installed last (warned about once).
     hidden_routines: usize,
     reason: Option<String>,
+    /// A statement sent since the last install may have made code that
+    /// reaches a KILL the last set does not show (see [`CodeCatalog::for_kill`]).
+    tainted: bool,
 }
 
 /// The catalog, shared by the sessions and its reader task.
 pub struct CodeCatalog {
     /// `None` = unknown.
     names: ArcSwapOption<CodeNames>,
+    /// The set installed last, kept while `names` is unknown.
+    last: ArcSwapOption<CodeNames>,
     writes: Mutex<Writes>,
     wake: Notify,
     /// Notified whenever a reading installs or confirms a set.
@@ -220,6 +225,7 @@ impl Default for CodeCatalog {
     fn default() -> Self {
         Self {
             names: ArcSwapOption::empty(),
+            last: ArcSwapOption::empty(),
             writes: Mutex::new(Writes {
                 generation: 0,
                 in_flight: 0,
@@ -228,6 +234,7 @@ impl Default for CodeCatalog {
                 installs: 0,
                 hidden_routines: 0,
                 reason: Some("not read yet".into()),
+                tainted: false,
             }),
             wake: Notify::new(),
             installed: Notify::new(),
@@ -298,20 +305,55 @@ impl CodeCatalog {
 
     /// Marks the set unknown until the statement about to be sent has been
     /// answered and the catalog read again, when it may change the set
-    /// (`ddl`, see [`code_names::DdlScan`]).
-    pub fn guard_if(self: &Arc<Self>, ddl: bool) -> Option<DdlGuard> {
-        if !ddl {
+    /// (`ddl`, see [`code_names::DdlScan`]). `taints`: it may also make
+    /// code that reaches a KILL the last set does not show, so that set is
+    /// not used for the KILL gate either until a new one is installed.
+    pub fn guard_if(self: &Arc<Self>, ddl: bool, taints: bool) -> Option<DdlGuard> {
+        if !ddl && !taints {
             return None;
         }
         if let Ok(mut w) = self.writes.lock() {
             w.in_flight += 1;
             w.generation += 1;
+            w.tainted |= taints;
             w.reason = Some("a view or trigger may have changed through this proxy".into());
         }
         self.names.store(None);
         Some(DdlGuard {
             catalog: self.clone(),
         })
+    }
+
+    /// The set installed last, even while the current one is unknown.
+    pub fn last(&self) -> Option<Arc<CodeNames>> {
+        self.last.load_full()
+    }
+
+    /// The set the KILL gate judges by: the current one, or while it is
+    /// unknown the one installed last, unless a statement sent since may
+    /// have made code that reaches a KILL that set does not show (a name of
+    /// such code, the word KILL or dynamic SQL in a definition: see
+    /// `Session::guard_catalog`) or the reading cannot see everything.
+    /// Through this proxy no other statement can make such code (a body
+    /// holding KILL is refused, and so is dynamic SQL built at run time
+    /// where a KILL could reach another account's client), so the set
+    /// read last still names all of it: only code created elsewhere since
+    /// is missing, as it is from any set until the next reading. `None`
+    /// when there is no such set: wait for a reading.
+    pub fn for_kill(&self) -> Option<Arc<CodeNames>> {
+        if let Some(n) = self.names() {
+            return Some(n);
+        }
+        if self.blind.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let tainted = self.writes.lock().map_or(true, |w| w.tainted);
+        if tainted { None } else { self.last() }
+    }
+
+    /// The last reading found it cannot see every object clients may use.
+    pub fn is_blind(&self) -> bool {
+        self.blind.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// For the admin endpoint.
@@ -387,8 +429,10 @@ impl CodeCatalog {
                     );
                 }
                 w.hidden_routines = hidden;
-                self.names
-                    .store(Some(Arc::new(names.with_version(w.installs))));
+                w.tainted = false;
+                let names = Arc::new(names.with_version(w.installs));
+                self.last.store(Some(names.clone()));
+                self.names.store(Some(names));
             }
             None if self.names.load().is_none() => return false,
             None => {}
@@ -846,9 +890,10 @@ mod tests {
         assert!(c.names().is_some());
         // A reading begun before a DDL statement was sent.
         let (g, _) = c.generation();
-        let guard = c.guard_if(code_names::may_change_code_names(
-            b"CREATE VIEW v AS SELECT 1",
-        ));
+        let guard = c.guard_if(
+            code_names::may_change_code_names(b"CREATE VIEW v AS SELECT 1"),
+            false,
+        );
         assert!(guard.is_some());
         assert!(c.names().is_none(), "unknown from before the DDL is sent");
         assert!(!c.install(g, Some(names())));
@@ -871,7 +916,7 @@ mod tests {
         let c = c.clone();
         tokio::spawn(async move {
             tokio::time::sleep(at).await;
-            drop(c.guard_if(true));
+            drop(c.guard_if(true, false));
         })
     }
 
@@ -930,7 +975,7 @@ mod tests {
         assert!(c.install(g, Some(names())));
         assert!(c.install(g, None));
         assert_eq!(c.status(Duration::from_secs(1)).readings, 2);
-        drop(c.guard_if(code_names::may_change_code_names(b"DROP VIEW v")));
+        drop(c.guard_if(code_names::may_change_code_names(b"DROP VIEW v"), false));
         let (g, _) = c.generation();
         assert!(
             !c.install(g, None),
@@ -944,15 +989,43 @@ mod tests {
         let (g, _) = c.generation();
         assert!(c.install(g, Some(names())));
         assert!(
-            c.guard_if(code_names::may_change_code_names(
-                b"CREATE TEMPORARY TABLE x (a INT)"
-            ))
+            c.guard_if(
+                code_names::may_change_code_names(b"CREATE TEMPORARY TABLE x (a INT)"),
+                false,
+            )
             .is_none()
         );
         assert!(
-            c.guard_if(code_names::may_change_code_names(b"SELECT * FROM t"))
+            c.guard_if(code_names::may_change_code_names(b"SELECT * FROM t"), false)
                 .is_none()
         );
         assert!(c.names().is_some());
+    }
+
+    #[test]
+    fn the_kill_gate_keeps_the_last_set_unless_a_statement_tainted_it() {
+        let c = Arc::new(CodeCatalog::default());
+        assert!(c.for_kill().is_none(), "never read");
+        let (g, _) = c.generation();
+        assert!(c.install(g, Some(names())));
+        // A DDL statement that cannot make code reaching a KILL: the set
+        // is unknown, the last one still judges KILLs.
+        let guard = c.guard_if(true, false);
+        assert!(c.names().is_none());
+        assert_eq!(c.for_kill().map(|n| n.len()), Some(1));
+        drop(guard);
+        // One that may: no set for the KILL gate until the next install,
+        // also after its reply.
+        let guard = c.guard_if(true, true);
+        assert!(c.for_kill().is_none(), "tainted while out");
+        drop(guard);
+        assert!(c.for_kill().is_none(), "tainted until read again");
+        let (g, _) = c.generation();
+        assert!(c.install(g, Some(names())));
+        assert!(c.for_kill().is_some(), "a new reading clears it");
+        // A reading that cannot see everything: none either.
+        drop(c.guard_if(true, false));
+        c.blind.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(c.for_kill().is_none(), "blind");
     }
 }

@@ -611,19 +611,10 @@ pub fn default_has_effects(default: Option<&str>) -> bool {
 /// only when a subquery may be in them.
 pub fn may_name_a_table(kind: Kind, text: &[u8]) -> bool {
     match kind {
-        Kind::Begin
-        | Kind::Commit
-        | Kind::Rollback
-        | Kind::Savepoint
-        | Kind::ReleaseSavepoint
-        | Kind::Use
-        | Kind::Empty
-        | Kind::Xa
-        | Kind::Deallocate
-        | Kind::Prepare
-        | Kind::UnlockTables
-        | Kind::Kill
-        | Kind::RoutineDefinition => false,
+        k if k.runs_nothing() => false,
+        Kind::Xa | Kind::Prepare | Kind::UnlockTables | Kind::Kill | Kind::RoutineDefinition => {
+            false
+        }
         Kind::Set | Kind::Do | Kind::Show | Kind::Other | Kind::GetDiagnostics => {
             runs(text).any(|r| {
                 [&b"select"[..], b"values", b"table", b"from"]
@@ -636,18 +627,35 @@ pub fn may_name_a_table(kind: Kind, text: &[u8]) -> bool {
 }
 
 /// Whether a statement may run stored code when nothing is known about
-/// which names do (the catalog is unknown): it may name a table (a
-/// trigger, a view; see [`may_name_a_table`]) or call a function (any
-/// parenthesis, strings included). A SELECT with neither a parenthesis nor
-/// FROM, TABLE or VALUES (`SELECT 1`, `SELECT @x`) runs none.
+/// which names do (for the KILL gate, while no catalog can be trusted).
+/// Read coarsely, failing closed: any parenthesis may be a function call,
+/// and the letters FROM, TABLE, VALUES, SELECT, FOR, CALL or EXECUTE
+/// anywhere in a SET, SELECT or DO (words run together with a number or a
+/// version comment's digits included) may name a table, a view or a
+/// procedure; statements that end or begin transactions, USE and the like
+/// run none, SHOW only through a parenthesis, every other kind may.
 pub fn may_run_unknown_code(kind: Kind, text: &[u8]) -> bool {
+    let paren = text.contains(&b'(');
+    let has = |w: &[u8]| text.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
     match kind {
-        Kind::Select if !text.contains(&b'(') => runs(text).any(|r| {
-            [&b"from"[..], b"values", b"table"]
+        k if k.runs_nothing() => false,
+        Kind::UnlockTables | Kind::Xa => false,
+        Kind::Show => paren,
+        Kind::Select | Kind::Set | Kind::Do => {
+            paren
+                || [
+                    &b"from"[..],
+                    b"table",
+                    b"values",
+                    b"for",
+                    b"call",
+                    b"execute",
+                ]
                 .iter()
-                .any(|w| r.eq_ignore_ascii_case(w))
-        }),
-        _ => may_name_a_table(kind, text) || text.contains(&b'('),
+                .any(|w| has(w))
+                || (kind != Kind::Select && has(b"select"))
+        }
+        _ => true,
     }
 }
 
@@ -695,16 +703,13 @@ pub struct DdlScan {
 }
 
 impl DdlScan {
-    /// For a text that defines an event: whether the body may change the
-    /// set when it runs (DDL that changes it, a routine definition,
-    /// dynamic SQL, or a CALL of a procedure that may: `calls_ddl`).
-    pub fn event_may_change(&self, calls_ddl: impl FnOnce() -> bool) -> bool {
-        self.event
-            && (self.ddl
-                || self.routine
-                || self.execute
-                || self.dynamic
-                || (self.call && calls_ddl()))
+    /// Whether the text's words name an event (CREATE or ALTER … EVENT)
+    /// and a change of the set its body may make when it runs: DDL that
+    /// changes it, a routine definition, dynamic SQL, or a CALL (of any
+    /// procedure: one that runs no DDL now may be replaced by one that does
+    /// before the event runs).
+    pub fn event_may_change(&self) -> bool {
+        self.event && (self.ddl || self.routine || self.execute || self.dynamic || self.call)
     }
 }
 
@@ -1131,6 +1136,51 @@ mod tests {
             "CREATE PROCEDURE p() SELECT 1",
         ] {
             assert!(!may_change_code_names(no.as_bytes()), "{no}");
+        }
+    }
+
+    #[test]
+    fn what_may_run_code_when_nothing_is_known() {
+        let runs = |sql: &str| {
+            let a = crate::sql::analyze(sql.as_bytes(), LexOptions::default());
+            a.incomplete
+                || a.statements
+                    .iter()
+                    .any(|s| may_run_unknown_code(s.kind, &sql.as_bytes()[s.span.clone()]))
+        };
+        for none in [
+            "SELECT 1",
+            "SELECT @x",
+            "SELECT @@version_comment LIMIT 1",
+            "SET NAMES utf8mb4",
+            "SET autocommit = 0",
+            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            "BEGIN",
+            "COMMIT",
+            "USE test",
+            "SHOW VARIABLES LIKE 'x'",
+            "SHOW TABLES",
+        ] {
+            assert!(!runs(none), "{none}");
+        }
+        for some in [
+            "SELECT f()",
+            "SELECT DATABASE()",
+            "SELECT x FROM v",
+            "SELECT x /*!50000FROM v*/",
+            "SELECT x,1e0FROM v",
+            "SET STATEMENT max_statement_time = 0 FOR CALL p",
+            "SET STATEMENT max_statement_time = 0 FOR UPDATE t SET c = 1",
+            "SET @x = (SELECT 1)",
+            "ANALYZE UPDATE t SET c = 1",
+            "INSERT INTO t VALUES (1)",
+            "CALL p",
+            "EXECUTE s",
+            "DO f(1)",
+            "SHOW STATUS WHERE f(1)",
+            "HANDLER t READ FIRST",
+        ] {
+            assert!(runs(some), "{some}");
         }
     }
 }

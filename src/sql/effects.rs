@@ -131,6 +131,24 @@ pub enum Kind {
     Empty,
 }
 
+impl Kind {
+    /// Statements that run no code and name no table: transaction
+    /// control, USE, DEALLOCATE PREPARE, and no statement at all.
+    pub fn runs_nothing(self) -> bool {
+        matches!(
+            self,
+            Kind::Begin
+                | Kind::Commit
+                | Kind::Rollback
+                | Kind::Savepoint
+                | Kind::ReleaseSavepoint
+                | Kind::Use
+                | Kind::Deallocate
+                | Kind::Empty
+        )
+    }
+}
+
 /// A `[schema.]table` name.
 pub type TableName = (Option<Vec<u8>>, Vec<u8>);
 

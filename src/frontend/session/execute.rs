@@ -868,12 +868,38 @@ impl Session {
         // A routine created where unplanned KILLs are refused: its CALL
         // waits for the catalog to have read its body.
         let new_routine = || scan.routine && !self.allow_unplanned_kill();
+        // Text prepared earlier with PREPARE … FROM is not read here.
+        let taints = (scan.execute && !self.inv.ddl_prepared.is_empty())
+            || ((scan.ddl || scan.routine || scan.call)
+                && self.may_make_killer_code(text, prepared_in));
         catalog.guard_if(
             scan.ddl
                 || (scan.call && calls_ddl())
                 || (scan.execute && !self.inv.ddl_prepared.is_empty())
                 || new_routine(),
+            taints,
         )
+    }
+
+    /// Whether a statement that may define or change code (DDL, a routine,
+    /// a CALL, an EXECUTE) may make code that reaches a KILL the catalog's
+    /// last set does not show: it names code that may KILL (per that set;
+    /// any, when none was read), or holds the word KILL or dynamic SQL.
+    /// Such a statement keeps the KILL gate
+    /// from judging by that set until the catalog is read again.
+    fn may_make_killer_code(&self, text: &[u8], prepared_in: Option<&[u8]>) -> bool {
+        use crate::sql::scan::{Found, words};
+        let w = words(text);
+        if w.has(Found::KILL) || w.has(Found::PREPARE) || w.has(Found::IMMEDIATE) {
+            return true;
+        }
+        let schema = self.state.schema.as_deref().unwrap_or_default();
+        let unreadable = || super::kill_dynamic::unreadable(text, &self.state);
+        self.shared.pool.code_catalog.last().is_none_or(|n| {
+            n.may_kill(text, schema)
+                || prepared_in.is_some_and(|p| n.may_kill(text, p))
+                || (n.may_reach_killers(text, schema) && unreadable())
+        })
     }
 
     /// Runs the probes the authority asked for, on the backend that just

@@ -44,28 +44,16 @@ const MAX_EXPRESSION: usize = 1024;
 /// How long a KILL CONNECTION waits for its victims' sessions to end
 /// before it answers.
 const KILL_WAIT: Duration = Duration::from_secs(2);
-/// How long a statement that may run stored code waits for the catalog of it while it is
-/// unknown (a procedure created a moment ago is read within ~100 ms).
+/// How long a statement that may run stored code waits for a catalog of it
+/// while none can be trusted (a procedure created a moment ago is read within ~100 ms).
 const CATALOG_WAIT: Duration = Duration::from_secs(3);
-/// The refusal of a statement that may run stored code while the catalog
-/// of it is unknown.
-const CATALOG_UNKNOWN: &str = "a statement that may run stored code while myplex does not know which views, triggers, functions or procedures may KILL server threads (its catalog of stored code is unknown: /status, code_catalog)";
+/// The refusal of a statement that may run stored code while no catalog
+/// of it can be trusted.
+const CATALOG_UNKNOWN: &str = "a statement that may run stored code while myplex does not know which procedures, functions, triggers or views may KILL server threads (its catalog of stored code is unknown: /status, code_catalog)";
 /// The refusal of an event whose body may change the catalog when it runs.
-const EVENT_CHANGES_CODE: &str = "an event whose body may create or change views, triggers or stored routines (DDL, dynamic SQL or a CALL of a procedure that may) through myplex";
+const EVENT_CHANGES_CODE: &str = "an event whose body may create or change views, triggers or stored routines (DDL, dynamic SQL or a CALL) through myplex";
 /// The refusal of a statement whose stored code may run an unplanned KILL.
 const STORED_CODE_KILL: &str = "a statement running stored code that may KILL server threads (KILL in its body, dynamic SQL built at run time, or a body myplex cannot read) through myplex";
-
-/// What [`Session::runs_code`] asks of a text.
-#[derive(Clone, Copy)]
-enum Running {
-    /// The catalog matched a name in it: does a statement run it (not
-    /// only name it: DROP, SHOW, a routine's CREATE)?
-    Known,
-    /// Nothing is known: may a statement run any stored code?
-    Unknown,
-    /// Does it define an event (whose body runs later)?
-    EventDefinition,
-}
 
 /// A KILL the proxy carries out: connection or query of a proxy session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,12 +119,13 @@ impl Kill {
     }
 
     /// The KILL with `args` in place of its placeholders; `None` when
-    /// their number differs (the server's ER_WRONG_ARGUMENTS).
+    /// their number differs (the server's ER_WRONG_ARGUMENTS) or the bound
+    /// expression is longer than [`MAX_EXPRESSION`].
     fn bound(&self, args: &[String], opts: crate::sql::lexer::LexOptions) -> Option<Kill> {
         let Some(e) = self.expr() else {
             return args.is_empty().then(|| self.clone());
         };
-        let e = super::kill_params::bind(e, args, opts)?;
+        let e = super::kill_params::bind(e, args, opts).filter(|e| e.len() <= MAX_EXPRESSION)?;
         let target = match self.target {
             Target::QueryIdExpr(_) => Target::QueryIdExpr(e),
             _ => Target::Expr(e),
@@ -475,14 +464,20 @@ impl Session {
     /// at run time, or a body `backend.user` cannot read (see
     /// `CodeNames::may_kill`); such a KILL takes server thread ids, which
     /// may name backends serving other accounts' clients. While the
-    /// catalog is unknown, a statement that may run any stored code (see
-    /// [`code_names::may_run_unknown_code`]) waits for it (up to
-    /// [`CATALOG_WAIT`]) and is refused if it stays unknown: fail closed.
-    /// Only where [`Self::allow_unplanned_kill`] is false. For every
-    /// account, an event whose body may change the catalog when it runs
-    /// (later, where no statement through the proxy marks the catalog
-    /// stale, so that a view or trigger it made would be judged by the old
-    /// set: its locks, variables or KILL unseen) is refused.
+    /// catalog is unknown the set read last judges, unless a statement
+    /// sent since may have made code reaching a KILL it does not show
+    /// (`CodeCatalog::for_kill`: an ordinary DDL statement waiting on a
+    /// lock does not stop shared accounts); without such a set a statement
+    /// that may run stored code ([`code_names::may_run_unknown_code`])
+    /// waits for a reading (up to [`CATALOG_WAIT`]) and is refused without
+    /// one, at once where none will come (`code_catalog_refresh_ms = 0`, a
+    /// reading that cannot see everything). Only where
+    /// [`Self::allow_unplanned_kill`] is false. For
+    /// every account, a statement that may define an event whose body may
+    /// change the catalog when it runs (later, where no statement through
+    /// the proxy marks the catalog stale, so that a view or trigger it made
+    /// would be judged by the old set: its locks, variables or KILL unseen)
+    /// is refused: see [`Self::may_define_such_event`].
     pub(super) async fn stored_code_may_kill(&self, sql: &[u8]) -> Option<&'static str> {
         let schema = self.state.schema.as_deref().unwrap_or_default();
         let catalog = &self.shared.pool.code_catalog;
@@ -494,32 +489,40 @@ impl Session {
             n.may_kill(sql, schema) || (n.may_reach_killers(sql, schema) && unreadable())
         };
         let scan = code_names::DdlScan::of(sql);
-        let calls_ddl = || catalog.peek(|n| n.is_none_or(|n| n.calls_ddl(sql, schema)));
-        if scan.event_may_change(calls_ddl) && self.runs_code(sql, Running::EventDefinition) {
+        if scan.event_may_change() && self.may_define_such_event(sql) {
             return Some(EVENT_CHANGES_CODE);
         }
         if let Some(hit) = catalog.peek(|n| n.map(hit)) {
-            return (hit && !self.allow_unplanned_kill() && self.runs_code(sql, Running::Known))
+            return (hit && !self.allow_unplanned_kill() && self.may_run_code(sql))
                 .then_some(STORED_CODE_KILL);
         }
-        if self.allow_unplanned_kill() || !self.runs_code(sql, Running::Unknown) {
+        if self.allow_unplanned_kill() {
+            return None;
+        }
+        if let Some(n) = catalog.for_kill() {
+            return (hit(&n) && self.may_run_code(sql)).then_some(STORED_CODE_KILL);
+        }
+        // No set to judge by: fail closed for what may run code.
+        if !scan.call && !self.may_run_unknown_code(sql) {
             return None;
         }
         let never_read = self.shared.config.load().pool.code_catalog_refresh_ms == 0;
-        let names = if never_read {
+        let names = if never_read || catalog.is_blind() {
             None
         } else {
             catalog.known_within(CATALOG_WAIT).await
         };
         match names {
-            Some(n) => (hit(&n) && self.runs_code(sql, Running::Known)).then_some(STORED_CODE_KILL),
+            Some(n) => (hit(&n) && self.may_run_code(sql)).then_some(STORED_CODE_KILL),
             None => Some(CATALOG_UNKNOWN),
         }
     }
 
-    /// Whether `sql` runs stored code in the sense `how` asks. A text the
-    /// lexer cannot read completely always may.
-    fn runs_code(&self, sql: &[u8], how: Running) -> bool {
+    /// False when every statement of `sql` is one that names stored code
+    /// without running it (DROP, CREATE of a routine, SHOW, USE, the end of
+    /// a transaction …), read completely: dropping or showing a procedure
+    /// that may KILL is not refused. Asked only of a text that names one.
+    fn may_run_code(&self, sql: &[u8]) -> bool {
         use crate::sql::Kind;
         let opts = crate::session_state::authority::lex_options(&self.state, self.status);
         let a = crate::sql::analyze(sql, opts);
@@ -528,33 +531,56 @@ impl Session {
             let toks: Vec<_> = crate::sql::lexer::Lexer::new(text, opts).collect();
             defines_event(text, &toks)
         };
-        let names_code = |s: &crate::sql::Statement| {
-            (s.kind == Kind::RoutineDefinition && event(s))
-                || !matches!(
-                    s.kind,
-                    Kind::Drop
-                        | Kind::RoutineDefinition
-                        | Kind::Show
-                        | Kind::Use
-                        | Kind::Begin
-                        | Kind::Commit
-                        | Kind::Rollback
-                        | Kind::Savepoint
-                        | Kind::ReleaseSavepoint
-                        | Kind::Deallocate
-                        | Kind::Empty
-                )
+        a.incomplete
+            || a.statements.iter().any(|s| {
+                (s.kind == Kind::RoutineDefinition && event(s))
+                    || !(s.kind.runs_nothing()
+                        || matches!(s.kind, Kind::Drop | Kind::RoutineDefinition | Kind::Show))
+            })
+    }
+
+    /// Whether some statement of `sql` may run stored code while nothing
+    /// is known about which names do (a text not read completely may).
+    fn may_run_unknown_code(&self, sql: &[u8]) -> bool {
+        let opts = crate::session_state::authority::lex_options(&self.state, self.status);
+        let a = crate::sql::analyze(sql, opts);
+        a.incomplete
+            || a.statements.iter().any(|s| {
+                let text = sql.get(s.span.clone()).unwrap_or(sql);
+                code_names::may_run_unknown_code(s.kind, text)
+            })
+    }
+
+    /// Whether `sql`, whose words name an event and a change of the code
+    /// catalog (`DdlScan::event_may_change`), may define such an event,
+    /// now or later: true unless it is read completely and every
+    /// statement is plain DML, DDL of tables or views, or a statement that
+    /// runs nothing (fail closed: a routine's definition — which may create
+    /// the event when called —, dynamic SQL, `SET STATEMENT … FOR`, a
+    /// compound statement, a `CALL` all count).
+    fn may_define_such_event(&self, sql: &[u8]) -> bool {
+        use crate::sql::Kind;
+        let opts = crate::session_state::authority::lex_options(&self.state, self.status);
+        let a = crate::sql::analyze(sql, opts);
+        let plain_set = |s: &crate::sql::Statement| {
+            let text = sql.get(s.span.clone()).unwrap_or(sql);
+            !crate::sql::lexer::Lexer::new(text, opts).any(|t| t.is_word(text, b"for"))
         };
         a.incomplete
-            || a.statements.iter().any(|s| match how {
-                Running::Known => names_code(s),
-                Running::Unknown => {
-                    let text = sql.get(s.span.clone()).unwrap_or(sql);
-                    names_code(s)
-                        && (s.kind == Kind::RoutineDefinition
-                            || code_names::may_run_unknown_code(s.kind, text))
-                }
-                Running::EventDefinition => s.kind == Kind::RoutineDefinition && event(s),
+            || a.statements.iter().any(|s| match s.kind {
+                Kind::Set => !plain_set(s),
+                Kind::Select
+                | Kind::Insert
+                | Kind::Update
+                | Kind::Delete
+                | Kind::Replace
+                | Kind::Create
+                | Kind::Drop
+                | Kind::Rename
+                | Kind::Truncate
+                | Kind::Show
+                | Kind::Do => false,
+                k => !k.runs_nothing(),
             })
     }
 

@@ -63,6 +63,10 @@ pub fn using_args(
     let mut depth = 0usize;
     let mut first = using + 1;
     for (i, t) in toks.iter().enumerate().skip(using + 1) {
+        if depth == 0 && t.is_word(sql, b"using") {
+            // `pure` stopped there: what follows was not checked.
+            return None;
+        }
         let end_here = t.is_symbol(sql, b";");
         if t.is_symbol(sql, b"(") {
             depth += 1;
@@ -178,7 +182,8 @@ fn value(v: &[u8], ty: u8, unsigned: bool) -> Result<(String, usize), BadParams>
         0 | 15 | 16 | 246..=254 => {
             let (len, head) = lenenc(v).ok_or(BadParams::Wrong)?;
             let len = usize::try_from(len).map_err(|_| BadParams::Wrong)?;
-            let bytes = v.get(head..head + len).ok_or(BadParams::Wrong)?;
+            let end = head.checked_add(len).ok_or(BadParams::Wrong)?;
+            let bytes = v.get(head..end).ok_or(BadParams::Wrong)?;
             let mut s = String::with_capacity(10 + 2 * len);
             s.push_str("_binary X'");
             for b in bytes {
@@ -302,6 +307,11 @@ mod tests {
         );
         let none = |_: &[u8], _: &[Token], _: usize| None;
         assert_eq!(using_args(sql, &toks, none), None, "not pure");
+        // A second top-level USING ends what the purity check reads: what
+        // follows it must not be bound unchecked.
+        let sql = b"EXECUTE s USING 1 USING utf8) + GET_LOCK('l', 0) + (0";
+        let toks: Vec<Token> = Lexer::new(sql, opts()).collect();
+        assert_eq!(using_args(sql, &toks, all), None);
         let sql = b"EXECUTE s";
         let toks: Vec<Token> = Lexer::new(sql, opts()).collect();
         assert_eq!(using_args(sql, &toks, none), Some(vec![]));
