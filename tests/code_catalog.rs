@@ -444,6 +444,11 @@ async fn an_event_whose_body_may_change_the_catalog_is_refused() {
         !matches!(r, Response::Err(_)),
         "ALTER EVENT's schedule: {r:?}"
     );
+    let r = a.query("ALTER EVENT e_dml RENAME TO e_dml2").await;
+    assert!(
+        !matches!(r, Response::Err(_)),
+        "ALTER EVENT … RENAME: {r:?}"
+    );
     let n = value(
         &mut a,
         "SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = 'cc_ev'",

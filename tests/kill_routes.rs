@@ -91,6 +91,14 @@ async fn ran_to_its_end(route: &str, run: tokio::task::JoinHandle<Result<Option<
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_route_kills_another_clients_backend_thread() {
     let db = MariaDb::shared_fast();
+    // Server thread ids above every myplex id this test hands out (one
+    // per connection), so that a KILL read as a myplex id names no session.
+    for _ in 0..100 {
+        let c = Conn::from_url(db.url(APP_USER, APP_PASSWORD, "test"))
+            .await
+            .expect("direct");
+        c.disconnect().await.expect("disconnect");
+    }
     let p = Proxy::builder(db)
         .groups(1)
         .max_backend(6)
@@ -102,6 +110,7 @@ async fn no_route_kills_another_clients_backend_thread() {
         .await
         .expect("drop");
     for q in [
+        "DROP PROCEDURE IF EXISTS kr_v",
         "DROP PROCEDURE IF EXISTS kr_q",
         "DROP PROCEDURE IF EXISTS kr_b",
         "DROP PROCEDURE IF EXISTS kr_l",
@@ -115,6 +124,30 @@ async fn no_route_kills_another_clients_backend_thread() {
     // as a myplex id (1094: no such session; server thread ids are larger
     // than the few myplex ids of this test); the rest is refused (1235).
     let routes: &[(&str, &[Step])] = &[
+        // A version comment's digits glued to the word.
+        (
+            "version_comment_kill",
+            &[("/*!50000KILL*/ QUERY {tid}", None)],
+        ),
+        (
+            "mariadb_comment_kill",
+            &[("/*M!100000KILL*/ QUERY {tid}", None)],
+        ),
+        (
+            "version_comment_prepare",
+            &[
+                ("SET @s = CONCAT('KI', 'LL QUERY ', {tid})", Some(0)),
+                ("/*!50000PREPARE*/ s FROM @s", None),
+                ("EXECUTE s", None),
+            ],
+        ),
+        (
+            "version_comment_procedure",
+            &[
+                ("CREATE PROCEDURE kr_v(x INT) /*!50000KILL*/ QUERY x", None),
+                ("CALL kr_v({tid})", None),
+            ],
+        ),
         (
             "prepare_from_variable",
             &[
@@ -467,6 +500,7 @@ async fn stored_code_from_the_server_that_may_kill_is_refused() {
          CREATE TABLE krs.t (id BIGINT) ENGINE=InnoDB;\n\
          CREATE TABLE krs.plain (id BIGINT) ENGINE=InnoDB;\n\
          CREATE PROCEDURE krs.p(n BIGINT) KILL QUERY n;\n\
+         CREATE PROCEDURE krs.ke(n BIGINT) KILL QUERY n;\n\
          DELIMITER //\n\
          CREATE PROCEDURE krs.dynp(n BIGINT) BEGIN SET @s = CONCAT('KI', 'LL QUERY ', n); \
          PREPARE s FROM @s; EXECUTE s; END//\n\
@@ -493,6 +527,9 @@ async fn stored_code_from_the_server_that_may_kill_is_refused() {
         "INSERT INTO t VALUES ({tid})",
         "SELECT * FROM v",
         "DO f({tid})",
+        // The server finds routines accent-insensitively.
+        "CALL kè({tid})",
+        "SHOW VARIABLES WHERE Variable_name = 'x' OR f({tid}) = 2",
     ];
     for (i, q) in routes.iter().enumerate() {
         let (tid, run) = victim(&p, &mut a, &format!("s{i}")).await;

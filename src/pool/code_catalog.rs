@@ -395,6 +395,9 @@ impl CodeCatalog {
 
     fn forget(&self, reason: String) {
         if let Ok(mut w) = self.writes.lock() {
+            // Not read for too long: the set read last may miss code made
+            // since, so the KILL gate waits for a reading too.
+            w.tainted = true;
             if w.reason.as_deref() != Some(reason.as_str()) {
                 tracing::warn!(%reason, "view and trigger catalog unknown: statements that may name a table are treated as running stored code");
             }

@@ -700,6 +700,8 @@ pub struct DdlScan {
     pub event: bool,
     /// PREPARE or IMMEDIATE: dynamic SQL, whose text may change the set.
     pub dynamic: bool,
+    /// Like `ddl`, without counting RENAME (an event's own rename).
+    event_ddl: bool,
 }
 
 impl DdlScan {
@@ -709,7 +711,7 @@ impl DdlScan {
     /// procedure: one that runs no DDL now may be replaced by one that does
     /// before the event runs).
     pub fn event_may_change(&self) -> bool {
-        self.event && (self.ddl || self.routine || self.execute || self.dynamic || self.call)
+        self.event && (self.event_ddl || self.routine || self.execute || self.dynamic || self.call)
     }
 }
 
@@ -737,6 +739,7 @@ impl DdlScan {
         }
         scan.routine = creates && routine;
         scan.event = creates && event;
+        scan.event_ddl = scan.event && changes_code_names(text, false);
         scan
     }
 }
@@ -746,6 +749,12 @@ impl DdlScan {
 /// strings included), or give a table a sequence default: the catalog is
 /// stale from before it is sent until it is read again after.
 pub fn may_change_code_names(text: &[u8]) -> bool {
+    changes_code_names(text, true)
+}
+
+/// [`may_change_code_names`], with `RENAME` counting as a verb and an
+/// object or not (`ALTER EVENT e RENAME TO f` renames no table).
+fn changes_code_names(text: &[u8], rename_counts: bool) -> bool {
     if plainly_not_ddl(text) {
         return false;
     }
@@ -774,7 +783,7 @@ pub fn may_change_code_names(text: &[u8]) -> bool {
                 let create = is(b"create");
                 verb |= create;
                 creates |= create;
-                let rename = is(b"rename");
+                let rename = rename_counts && is(b"rename");
                 verb |= rename;
                 object |= rename;
             }

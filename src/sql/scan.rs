@@ -82,6 +82,9 @@ pub struct WordScan {
     word: [u8; 9],
     /// Its length (past 9: too long to be one of ours).
     len: usize,
+    /// The run so far is ASCII digits only: a letter next ends them as
+    /// far as the word goes (`/*!50000KILL*/` is KILL to the server).
+    digits: bool,
     found: Found,
 }
 
@@ -97,6 +100,7 @@ impl WordScan {
             state: State::Code,
             word: [0; 9],
             len: 0,
+            digits: false,
             found: Found::default(),
         }
     }
@@ -215,6 +219,13 @@ impl WordScan {
 
     fn code_byte(&mut self, b: u8) {
         if word_byte(b) {
+            if self.len == 0 {
+                self.digits = true;
+            }
+            if self.digits && !b.is_ascii_digit() {
+                self.digits = false;
+                self.len = 0;
+            }
             if self.len < 9 {
                 self.word[self.len] = b.to_ascii_lowercase();
             }
@@ -235,7 +246,8 @@ impl WordScan {
     }
 }
 
-/// The words of `text` (every run, strings and comments included): what
+/// The words of `text` (every run, strings and comments included, a run's
+/// leading digits apart): what
 /// [`Mode::Words`] finds, found faster over a whole text (it runs on every
 /// query) by looking only where a word may start with one of ours.
 pub fn words(text: &[u8]) -> Found {
@@ -248,7 +260,16 @@ pub fn words(text: &[u8]) -> Found {
     for (i, &b) in text.iter().enumerate() {
         // `| 0x20` maps exactly K/k, P/p and I/i onto these three.
         let lower = b | 0x20;
-        if !matches!(lower, b'k' | b'p' | b'i') || (i > 0 && word_byte(text[i - 1])) {
+        if !matches!(lower, b'k' | b'p' | b'i') {
+            continue;
+        }
+        // A run of digits right before counts apart (`/*!50000KILL*/`,
+        // `/*M!100000KILL*/`: the server reads a version, then the word).
+        let start = text[..i]
+            .iter()
+            .rposition(|c| !c.is_ascii_digit())
+            .map_or(0, |p| p + 1);
+        if start > 0 && word_byte(text[start - 1]) {
             continue;
         }
         for (word, hit) in OURS {
@@ -330,12 +351,14 @@ mod tests {
             "words mode sees strings"
         );
         assert!(words(b"PREPARE s FROM @q").has(Found::PREPARE));
+        // Digits right before count apart, as a version comment's do
+        // (over-approximates `5kill`, an identifier to the server).
+        assert!(words(b"SELECT 5kill").has(Found::KILL));
         assert!(words(b"execute Immediate @q").has(Found::IMMEDIATE));
         for none in [
             &b"SELECT * FROM skill"[..],
             b"SELECT killer",
             b"SELECT kill_5",
-            b"SELECT 5kill",
             b"SELECT $kill",
             b"\x83kill",
             b"kill\x83",
@@ -396,5 +419,28 @@ mod tests {
         s.feed(b"LL");
         assert!(s.found().is_empty(), "the word may go on");
         assert!(s.finish().has(Found::KILL));
+    }
+
+    #[test]
+    fn a_version_comments_digits_do_not_hide_a_word() {
+        for text in [&b"/*!50000KILL*/ 5"[..], b"/*M!100000KILL*/ 5", b"1kill"] {
+            assert!(
+                words(text).has(Found::KILL),
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+            let mut s = WordScan::new(Mode::Quotes(LexOptions::default()));
+            s.feed(text);
+            assert!(s.finish().has(Found::KILL));
+        }
+        for text in [&b"x5kill"[..], b"skill", b"5x_kill", b"'/*!50000KILL*/'"] {
+            let mut s = WordScan::new(Mode::Quotes(LexOptions::default()));
+            s.feed(text);
+            assert!(
+                !s.finish().has(Found::KILL),
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+        }
     }
 }

@@ -888,17 +888,30 @@ impl Session {
     /// Such a statement keeps the KILL gate
     /// from judging by that set until the catalog is read again.
     fn may_make_killer_code(&self, text: &[u8], prepared_in: Option<&[u8]>) -> bool {
-        use crate::sql::scan::{Found, words};
-        let w = words(text);
+        use crate::sql::scan::{Found, Mode, WordScan};
+        // Outside strings and comments (executable comments are code),
+        // where the lexer reads the text; anywhere otherwise.
+        let unreadable = super::kill_dynamic::unreadable(text, &self.state)
+            || !crate::session_state::authority::lexable_charset(&self.state);
+        let mode = if unreadable {
+            Mode::Words
+        } else {
+            Mode::Quotes(crate::session_state::authority::lex_options(
+                &self.state,
+                self.status,
+            ))
+        };
+        let mut scan = WordScan::new(mode);
+        scan.feed(text);
+        let w = scan.finish();
         if w.has(Found::KILL) || w.has(Found::PREPARE) || w.has(Found::IMMEDIATE) {
             return true;
         }
         let schema = self.state.schema.as_deref().unwrap_or_default();
-        let unreadable = || super::kill_dynamic::unreadable(text, &self.state);
         self.shared.pool.code_catalog.last().is_none_or(|n| {
             n.may_kill(text, schema)
                 || prepared_in.is_some_and(|p| n.may_kill(text, p))
-                || (n.may_reach_killers(text, schema) && unreadable())
+                || (n.may_reach_killers(text, schema) && (unreadable || !text.is_ascii()))
         })
     }
 

@@ -101,6 +101,9 @@ struct PreparedKill {
     /// The parameter types the client bound last (the server keeps them
     /// for executes that send none).
     types: Option<Vec<u8>>,
+    /// COM_STMT_SEND_LONG_DATA sent a value since the last execute: not
+    /// read (a thread id is short), so that execute is refused.
+    long_data: bool,
 }
 
 impl Kill {
@@ -485,8 +488,21 @@ impl Session {
         // run may not be where the matcher looks: any non-ASCII text is a
         // hit while some code may kill.
         let unreadable = || super::kill_dynamic::unreadable(sql, &self.state);
+        // The server compares routine names accent- and case-insensitively
+        // (`kè` is `ke`), the matcher by their ASCII runs: a name with
+        // non-ASCII bytes may be one of them.
+        let non_ascii_name = || {
+            let opts = crate::session_state::authority::lex_options(&self.state, self.status);
+            crate::sql::lexer::Lexer::new(sql, opts).any(|t| {
+                matches!(
+                    t.kind,
+                    crate::sql::lexer::TokenKind::Word | crate::sql::lexer::TokenKind::QuotedIdent
+                ) && t.text(sql).iter().any(|b| *b >= 0x80)
+            })
+        };
         let hit = |n: &code_names::CodeNames| {
-            n.may_kill(sql, schema) || (n.may_reach_killers(sql, schema) && unreadable())
+            n.may_kill(sql, schema)
+                || (n.may_reach_killers(sql, schema) && (unreadable() || non_ascii_name()))
         };
         let scan = code_names::DdlScan::of(sql);
         if scan.event_may_change() && self.may_define_such_event(sql) {
@@ -533,7 +549,10 @@ impl Session {
         };
         a.incomplete
             || a.statements.iter().any(|s| {
+                let text = sql.get(s.span.clone()).unwrap_or(sql);
                 (s.kind == Kind::RoutineDefinition && event(s))
+                    // `SHOW … WHERE f(…)` runs a function.
+                    || (s.kind == Kind::Show && text.contains(&b'('))
                     || !(s.kind.runs_nothing()
                         || matches!(s.kind, Kind::Drop | Kind::RoutineDefinition | Kind::Show))
             })
@@ -606,6 +625,7 @@ impl Session {
                 kill: k,
                 params,
                 types: None,
+                long_data: false,
             },
         );
         self.last_prepared = Some(id);
@@ -650,9 +670,12 @@ impl Session {
         };
         match cmd {
             COM_STMT_EXECUTE | COM_STMT_BULK_EXECUTE => {
+                if let Some(held) = self.kills.by_id.get_mut(&id) {
+                    held.long_data = false;
+                }
                 let k = if p.params == 0 {
                     Some(p.kill)
-                } else if cmd == COM_STMT_EXECUTE {
+                } else if cmd == COM_STMT_EXECUTE && !p.long_data {
                     match super::kill_params::binary_args(payload, p.params, p.types.as_deref()) {
                         Ok((args, types)) => {
                             if let Some(held) = self.kills.by_id.get_mut(&id) {
@@ -688,7 +711,13 @@ impl Session {
                 );
                 self.send_err(seq, &e).await?;
             }
-            // SEND_LONG_DATA never gets a reply; a KILL has no parameters.
+            // SEND_LONG_DATA never gets a reply; the next execute refuses
+            // what it sent.
+            COM_STMT_SEND_LONG_DATA => {
+                if let Some(held) = self.kills.by_id.get_mut(&id) {
+                    held.long_data = true;
+                }
+            }
             _ => {}
         }
         Ok(Some(false))
