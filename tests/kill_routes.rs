@@ -133,6 +133,15 @@ async fn no_route_kills_another_clients_backend_thread() {
             "mariadb_comment_kill",
             &[("/*M!100000KILL*/ QUERY {tid}", None)],
         ),
+        // A float's exponent glued to the word: the server reads `1146e0`.
+        (
+            "exponent_kill",
+            &[(
+                "BEGIN NOT ATOMIC DECLARE EXIT HANDLER FOR 1146e0KILL {tid}; \
+                 SELECT * FROM mysql.no_such_table; END",
+                None,
+            )],
+        ),
         (
             "version_comment_prepare",
             &[
@@ -294,6 +303,15 @@ async fn no_route_kills_another_clients_backend_thread() {
     q.extend_from_slice(b"; -- '");
     assert_eq!(code(&mut s, q.as_slice()).await, 1235, "sjis route");
     ran_to_its_end("sjis", run).await;
+    // latin1: 0xA0 is a space to the server, not part of a name.
+    let (tid, run) = victim(&p, &mut a, "v_latin1").await;
+    let mut l = conn(&p).await;
+    l.query_drop("SET NAMES latin1").await.expect("latin1");
+    let mut q = b"\xa0KILL QUERY ".to_vec();
+    q.extend_from_slice(tid.to_string().as_bytes());
+    let _ = code(&mut l, q.as_slice()).await;
+    ran_to_its_end("latin1 0xA0", run).await;
+    drop(l);
     // A query in sjis without those words is not affected.
     let one: Option<i64> = s
         .query_first(&b"SELECT 1 -- \x83\x5c"[..])

@@ -5,10 +5,13 @@
 //!
 //! Owns only the question "may this text contain one of those words as a
 //! keyword"; it over-approximates and never under-approximates:
-//! - a word is a run of `[A-Za-z0-9_$]` and bytes from 0x80 up (the
-//!   server's identifier bytes); a keyword can only be a whole such run, so
-//!   a byte from 0x80 up next to the letters (a multi-byte character of sjis
-//!   or gbk, even one whose trail byte is a letter) makes the run no keyword;
+//! - a run is a stretch of `[A-Za-z0-9_$]`; one of our words counts when it
+//!   ends a run and starts it, or the run starts with a digit (the server
+//!   may read a number first: `/*!50000KILL*/` is a version and KILL,
+//!   `1146e0KILL` the number `1146e0` and KILL, `0x1fKILL` a hex number
+//!   and KILL), or the word follows `\N` (NULL). Bytes from 0x80 up separate runs: in a single-byte character
+//!   set some of them are spaces or symbols to the server (latin1's 0xA0),
+//!   and a multi-byte character next to the letters only adds a match;
 //! - [`Mode::Words`] looks at every run, inside strings and comments too
 //!   (sound for every client character set, including those whose trail
 //!   bytes look like quotes);
@@ -78,18 +81,35 @@ enum State {
 pub struct WordScan {
     mode: Mode,
     state: State,
-    /// The current word's first bytes, lowercased.
-    word: [u8; 9],
-    /// Its length (past 9: too long to be one of ours).
+    /// The current run's last 9 bytes, lowercased (the oldest first).
+    tail: [u8; 9],
+    /// The run's length.
     len: usize,
-    /// The run so far is ASCII digits only: a letter next ends them as
-    /// far as the word goes (`/*!50000KILL*/` is KILL to the server).
-    digits: bool,
+    /// The run starts with an ASCII digit.
+    digit_first: bool,
+    /// The run started right after a backslash.
+    after_backslash: bool,
+    /// The last byte scanned as code was a backslash.
+    backslash: bool,
     found: Found,
 }
 
 fn word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
+}
+
+/// Our words, longest last.
+const OURS: [(&[u8], Found); 3] = [
+    (b"kill", Found::KILL),
+    (b"prepare", Found::PREPARE),
+    (b"immediate", Found::IMMEDIATE),
+];
+
+/// Whether one of our words may start a `prefix`-long part into a run: it
+/// starts the run, or the run starts with a digit (a number the server
+/// reads apart), or the part before it is the `N` of `\N`.
+fn starts_apart(prefix: usize, digit_first: bool, n_after_backslash: bool) -> bool {
+    prefix == 0 || digit_first || (prefix == 1 && n_after_backslash)
 }
 
 impl WordScan {
@@ -98,9 +118,11 @@ impl WordScan {
         Self {
             mode,
             state: State::Code,
-            word: [0; 9],
+            tail: [0; 9],
             len: 0,
-            digits: false,
+            digit_first: false,
+            after_backslash: false,
+            backslash: false,
             found: Found::default(),
         }
     }
@@ -125,15 +147,26 @@ impl WordScan {
     }
 
     fn end_word(&mut self) {
-        let w = &self.word[..self.len.min(9)];
-        let hit = match self.len {
-            4 if w == b"kill" => Found::KILL,
-            7 if w == b"prepare" => Found::PREPARE,
-            9 if w == b"immediate" => Found::IMMEDIATE,
-            _ => Found::default(),
-        };
-        self.found.0 |= hit.0;
+        if self.len == 0 {
+            return;
+        }
+        let n_after_backslash = self.after_backslash && self.first_letter_n();
+        for (word, hit) in OURS {
+            let k = word.len();
+            if self.len >= k
+                && &self.tail[9 - k..] == word
+                && starts_apart(self.len - k, self.digit_first, n_after_backslash)
+            {
+                self.found.0 |= hit.0;
+            }
+        }
         self.len = 0;
+    }
+
+    /// The run's first byte is `n` (known only while the run is short
+    /// enough for the tail to hold it, which is all `\N` needs).
+    fn first_letter_n(&self) -> bool {
+        self.len <= 9 && self.tail[9 - self.len] == b'n'
     }
 
     fn byte(&mut self, b: u8) {
@@ -220,19 +253,17 @@ impl WordScan {
     fn code_byte(&mut self, b: u8) {
         if word_byte(b) {
             if self.len == 0 {
-                self.digits = true;
+                self.digit_first = b.is_ascii_digit();
+                self.after_backslash = self.backslash;
             }
-            if self.digits && !b.is_ascii_digit() {
-                self.digits = false;
-                self.len = 0;
-            }
-            if self.len < 9 {
-                self.word[self.len] = b.to_ascii_lowercase();
-            }
+            self.tail.copy_within(1.., 0);
+            self.tail[8] = b.to_ascii_lowercase();
             self.len = self.len.saturating_add(1);
+            self.backslash = false;
             return;
         }
         self.end_word();
+        self.backslash = b == b'\\';
         if matches!(self.mode, Mode::Words) {
             return;
         }
@@ -246,44 +277,57 @@ impl WordScan {
     }
 }
 
-/// The words of `text` (every run, strings and comments included, a run's
-/// leading digits apart): what
+/// The words of `text` (every run, strings and comments included): what
 /// [`Mode::Words`] finds, found faster over a whole text (it runs on every
-/// query) by looking only where a word may start with one of ours.
+/// query) by comparing only where one of ours may start.
 pub fn words(text: &[u8]) -> Found {
-    const OURS: [(&[u8], Found); 3] = [
-        (b"kill", Found::KILL),
-        (b"prepare", Found::PREPARE),
-        (b"immediate", Found::IMMEDIATE),
-    ];
     let mut found = Found::default();
+    let mut run_start = 0;
+    let mut in_run = false;
     for (i, &b) in text.iter().enumerate() {
+        if !word_byte(b) {
+            in_run = false;
+            continue;
+        }
+        if !in_run {
+            in_run = true;
+            run_start = i;
+        }
         // `| 0x20` maps exactly K/k, P/p and I/i onto these three.
-        let lower = b | 0x20;
-        if !matches!(lower, b'k' | b'p' | b'i') {
-            continue;
-        }
-        // A run of digits right before counts apart (`/*!50000KILL*/`,
-        // `/*M!100000KILL*/`: the server reads a version, then the word).
-        let start = text[..i]
-            .iter()
-            .rposition(|c| !c.is_ascii_digit())
-            .map_or(0, |p| p + 1);
-        if start > 0 && word_byte(text[start - 1]) {
-            continue;
-        }
-        for (word, hit) in OURS {
-            let end = i + word.len();
-            if text
-                .get(i..end)
-                .is_some_and(|w| w.eq_ignore_ascii_case(word))
-                && text.get(end).is_none_or(|&c| !word_byte(c))
-            {
-                found.0 |= hit.0;
+        if matches!(b | 0x20, b'k' | b'p' | b'i') {
+            let n_after_backslash =
+                run_start > 0 && text[run_start - 1] == b'\\' && text[run_start] | 0x20 == b'n';
+            let digit_first = text[run_start].is_ascii_digit();
+            if starts_apart(i - run_start, digit_first, n_after_backslash) {
+                for (word, hit) in OURS {
+                    let end = i + word.len();
+                    if text
+                        .get(i..end)
+                        .is_some_and(|w| w.eq_ignore_ascii_case(word))
+                        && text.get(end).is_none_or(|&c| !word_byte(c))
+                    {
+                        found.0 |= hit.0;
+                    }
+                }
             }
         }
     }
     found
+}
+
+/// Whether one of our words touches a byte from 0x80 up: where that byte
+/// is a space or a symbol to the server (latin1's 0xA0), the server reads
+/// the word alone while the lexer reads it as part of a name.
+pub fn glued_to_high_byte(text: &[u8]) -> bool {
+    (0..text.len()).any(|i| {
+        OURS.iter().any(|(word, _)| {
+            let end = i + word.len();
+            text.get(i..end)
+                .is_some_and(|w| w.eq_ignore_ascii_case(word))
+                && (i.checked_sub(1).is_some_and(|p| text[p] >= 0x80)
+                    || text.get(end).is_some_and(|&c| c >= 0x80))
+        })
+    })
 }
 
 #[cfg(test)]
@@ -354,14 +398,17 @@ mod tests {
         // Digits right before count apart, as a version comment's do
         // (over-approximates `5kill`, an identifier to the server).
         assert!(words(b"SELECT 5kill").has(Found::KILL));
+        // Bytes from 0x80 up separate (latin1's 0xA0 is a space to the
+        // server; next to a multi-byte character this over-approximates).
+        assert!(words(b"\x83kill").has(Found::KILL));
+        assert!(words(b"kill\x83").has(Found::KILL));
         assert!(words(b"execute Immediate @q").has(Found::IMMEDIATE));
         for none in [
             &b"SELECT * FROM skill"[..],
             b"SELECT killer",
             b"SELECT kill_5",
             b"SELECT $kill",
-            b"\x83kill",
-            b"kill\x83",
+            b"SELECT x5_kill",
             b"preparedness immediately",
         ] {
             assert!(
@@ -423,7 +470,18 @@ mod tests {
 
     #[test]
     fn a_version_comments_digits_do_not_hide_a_word() {
-        for text in [&b"/*!50000KILL*/ 5"[..], b"/*M!100000KILL*/ 5", b"1kill"] {
+        for text in [
+            &b"/*!50000KILL*/ 5"[..],
+            b"/*M!100000KILL*/ 5",
+            b"1kill",
+            b"FOR 1146e0KILL 5",
+            b"1.146e3KILL 5",
+            b".5e0KILL 5",
+            b"SELECT \\Nkill",
+            b"\xa0KILL 5",
+            b"0x1fKILL 5",
+            b"5x_kill",
+        ] {
             assert!(
                 words(text).has(Found::KILL),
                 "{:?}",
@@ -433,7 +491,13 @@ mod tests {
             s.feed(text);
             assert!(s.finish().has(Found::KILL));
         }
-        for text in [&b"x5kill"[..], b"skill", b"5x_kill", b"'/*!50000KILL*/'"] {
+        for text in [
+            &b"skill"[..],
+            b"x5kill",
+            b"'/*!50000KILL*/'",
+            b"nkill",
+            b"\\nokill",
+        ] {
             let mut s = WordScan::new(Mode::Quotes(LexOptions::default()));
             s.feed(text);
             assert!(
@@ -442,5 +506,13 @@ mod tests {
                 String::from_utf8_lossy(text)
             );
         }
+    }
+
+    #[test]
+    fn a_word_next_to_a_high_byte_is_glued() {
+        assert!(glued_to_high_byte(b"\xa0KILL 5"));
+        assert!(glued_to_high_byte(b"KILL\xa0QUERY 5"));
+        assert!(!glued_to_high_byte(b"KILL QUERY 5 -- caf\xc3\xa9"));
+        assert!(!glued_to_high_byte(b"SELECT '\xc3\xa9'"));
     }
 }

@@ -355,6 +355,11 @@ pub fn plan_for(
             "KILL, PREPARE or EXECUTE IMMEDIATE in text myplex cannot read (non-ASCII text in big5, cp932, gbk, gb18030 or sjis, or KILL under sql_mode=ORACLE)",
         ));
     }
+    if crate::sql::scan::glued_to_high_byte(sql) {
+        return Some(KillPlan::Refuse(
+            "KILL, PREPARE or IMMEDIATE next to a byte from 0x80 up (a space or symbol in some character sets)",
+        ));
+    }
     let opts = crate::session_state::authority::lex_options(state, status);
     plan(
         sql,
