@@ -282,37 +282,41 @@ impl WordScan {
 /// query) by comparing only where one of ours may start.
 pub fn words(text: &[u8]) -> Found {
     let mut found = Found::default();
-    let mut run_start = 0;
-    let mut in_run = false;
     for (i, &b) in text.iter().enumerate() {
-        if !word_byte(b) {
-            in_run = false;
+        // `| 0x20` maps exactly K/k, P/p and I/i onto these three.
+        if !matches!(b | 0x20, b'k' | b'p' | b'i') {
             continue;
         }
-        if !in_run {
-            in_run = true;
-            run_start = i;
-        }
-        // `| 0x20` maps exactly K/k, P/p and I/i onto these three.
-        if matches!(b | 0x20, b'k' | b'p' | b'i') {
-            let n_after_backslash =
-                run_start > 0 && text[run_start - 1] == b'\\' && text[run_start] | 0x20 == b'n';
-            let digit_first = text[run_start].is_ascii_digit();
-            if starts_apart(i - run_start, digit_first, n_after_backslash) {
-                for (word, hit) in OURS {
-                    let end = i + word.len();
-                    if text
-                        .get(i..end)
-                        .is_some_and(|w| w.eq_ignore_ascii_case(word))
-                        && text.get(end).is_none_or(|&c| !word_byte(c))
-                    {
-                        found.0 |= hit.0;
-                    }
-                }
+        for (word, hit) in OURS {
+            let end = i + word.len();
+            if text
+                .get(i..end)
+                .is_some_and(|w| w.eq_ignore_ascii_case(word))
+                && text.get(end).is_none_or(|&c| !word_byte(c))
+                && starts_a_word(text, i)
+            {
+                found.0 |= hit.0;
             }
         }
     }
     found
+}
+
+/// Whether a word of ours at `i` (matched, ending its run) starts apart
+/// (see [`starts_apart`]): looked at only after a match, so the common
+/// byte costs one comparison.
+fn starts_a_word(text: &[u8], i: usize) -> bool {
+    let run_start = text[..i]
+        .iter()
+        .rposition(|&c| !word_byte(c))
+        .map_or(0, |p| p + 1);
+    let n_after_backslash =
+        run_start > 0 && text[run_start - 1] == b'\\' && text[run_start] | 0x20 == b'n';
+    starts_apart(
+        i - run_start,
+        text[run_start].is_ascii_digit(),
+        n_after_backslash,
+    )
 }
 
 /// Whether one of our words touches a byte from 0x80 up: where that byte
