@@ -44,3 +44,12 @@ pub use effects::{
 };
 pub use keywords::is_keyword;
 pub use lexer::LexOptions;
+
+/// Appends `bytes` in upper-case hex, as the body of an `X'…'` literal.
+pub fn push_hex_upper(out: &mut Vec<u8>, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+    out.reserve(2 * bytes.len());
+    for &b in bytes {
+        out.extend_from_slice(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]]);
+    }
+}

@@ -1399,10 +1399,7 @@ fn lock_check_query(held: &[Vec<u8>], pending: &[Vec<u8>]) -> Vec<u8> {
     for n in held {
         sep(&mut q);
         q.extend_from_slice(b"IS_USED_LOCK(X'");
-        for &b in n {
-            const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-            q.extend_from_slice(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]]);
-        }
+        crate::sql::push_hex_upper(&mut q, n);
         q.extend_from_slice(b"')=CONNECTION_ID()");
     }
     for lit in pending {

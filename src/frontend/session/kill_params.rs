@@ -184,13 +184,12 @@ fn value(v: &[u8], ty: u8, unsigned: bool) -> Result<(String, usize), BadParams>
             let len = usize::try_from(len).map_err(|_| BadParams::Wrong)?;
             let end = head.checked_add(len).ok_or(BadParams::Wrong)?;
             let bytes = v.get(head..end).ok_or(BadParams::Wrong)?;
-            let mut s = String::with_capacity(10 + 2 * len);
-            s.push_str("_binary X'");
-            for b in bytes {
-                s.push_str(&format!("{b:02X}"));
-            }
-            s.push('\'');
-            Ok((s, head + len))
+            let mut s = Vec::with_capacity(11 + 2 * len);
+            s.extend_from_slice(b"_binary X'");
+            crate::sql::push_hex_upper(&mut s, bytes);
+            s.push(b'\'');
+            let s = String::from_utf8(s).map_err(|_| BadParams::Wrong)?;
+            Ok((s, end))
         }
         _ => Err(BadParams::Wrong),
     }
