@@ -491,10 +491,8 @@ impl CodeNames {
         if self.killers == 0 {
             return false;
         }
-        let lower = schema.to_ascii_lowercase();
         let here = self
-            .schemas
-            .get(&lower)
+            .schema_objects(schema)
             .is_some_and(|o| !o.killers.map.is_empty() || o.killers_non_ascii);
         here || text.iter().any(|c| *c == b'.' || *c == b';')
     }
@@ -539,17 +537,21 @@ impl CodeNames {
         !self.is_empty() && self.find(text, schema, Member::Objects)
     }
 
-    fn find(&self, text: &[u8], schema: &[u8], kind: Member) -> bool {
-        let mut buf = [0u8; MAX_KEY];
-        // The schema lowercased on the stack, no allocation (a schema name
-        // is at most 64 characters, 256 bytes).
+    /// The objects of `schema` (any letter case), looked up with the name
+    /// lowercased on the stack, no allocation (a schema name is at most 64
+    /// characters, 256 bytes).
+    fn schema_objects(&self, schema: &[u8]) -> Option<&SchemaObjects> {
         let mut lower = [0u8; MAX_KEY];
         let n = schema.len().min(MAX_KEY);
         for (d, c) in lower.iter_mut().zip(schema) {
             *d = c.to_ascii_lowercase();
         }
-        let current = self.schemas.get(&lower[..n]);
-        let current = current.map(|c| c.of(kind));
+        self.schemas.get(&lower[..n])
+    }
+
+    fn find(&self, text: &[u8], schema: &[u8], kind: Member) -> bool {
+        let mut buf = [0u8; MAX_KEY];
+        let current = self.schema_objects(schema).map(|c| c.of(kind));
         // Another schema's object is named qualified (`s.v`, `s` . `v`) or
         // after a USE in the same text: a single statement without a dot
         // can only name the session's schema's objects.

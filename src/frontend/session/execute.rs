@@ -660,21 +660,25 @@ impl Session {
                         }
                     }
                 }
-                // Views and triggers run code the text does not show.
-                let names = self.shared.pool.code_catalog.names();
-                match (&executing, names.as_deref()) {
-                    // A prepared statement's answer is kept per installed set.
-                    (Some(e), Some(n))
-                        if e.key.schema.as_deref().unwrap_or_default() == &schema_before[..] =>
-                    {
-                        if e.names_code(n) {
-                            authority::mark_all_stored_code(&mut analysis);
+                // Views and triggers run code the text does not show (the
+                // set is looked at in place: no reference count taken).
+                self.shared
+                    .pool
+                    .code_catalog
+                    .peek(|names| match (&executing, names) {
+                        // A prepared statement's answer is kept per installed set.
+                        (Some(e), Some(n))
+                            if e.key.schema.as_deref().unwrap_or_default()
+                                == &schema_before[..] =>
+                        {
+                            if e.names_code(n) {
+                                authority::mark_all_stored_code(&mut analysis);
+                            }
                         }
-                    }
-                    (_, names) => {
-                        authority::mark_code_names(&mut analysis, sql, &schema_before, names)
-                    }
-                }
+                        (_, names) => {
+                            authority::mark_code_names(&mut analysis, sql, &schema_before, names)
+                        }
+                    });
                 let mut fu = authority::after_query(
                     &mut self.inv,
                     &mut co.backend.marks,
@@ -689,8 +693,12 @@ impl Session {
                     self.state.vars.remove(n);
                     co.backend.state.vars.remove(n);
                 }
-                // The backend ran the same statements: same collation.
-                co.backend.state.take_collations_from(&self.state);
+                // The backend ran the same statements: same collation (both
+                // were brought to the same state before the statement, so
+                // only a reply that reported changes can part them).
+                if !out.state.is_empty() {
+                    co.backend.state.take_collations_from(&self.state);
+                }
                 self.inv.calc_found_rows |= found_rows_held;
                 self.follow_up(&mut co.backend, fu, &out, insert_id_read)
                     .await;

@@ -285,7 +285,7 @@ fn renamed_column(def: &[u8], name: &[u8]) -> Option<Vec<u8>> {
 /// last row (the server then counts the rows that matched), offsets inside
 /// UNION / EXCEPT / INTERSECT parts.
 pub fn found_rows_after(stmt: &[u8], rows: u64, opts: crate::sql::LexOptions) -> Option<u64> {
-    if !stmt.windows(5).any(|w| w.eq_ignore_ascii_case(b"limit")) {
+    if !has_limit_letters(stmt) {
         return Some(rows);
     }
     let toks: Vec<_> = crate::sql::lexer::Lexer::new(stmt, opts).collect();
@@ -331,6 +331,23 @@ pub fn found_rows_after(stmt: &[u8], rows: u64, opts: crate::sql::LexOptions) ->
         Some(Some(o)) if rows > 0 => Some(o.saturating_add(rows)),
         Some(_) => None,
     }
+}
+
+/// Whether `stmt` holds the letters `limit` (any case) anywhere: the common
+/// statement has none and is answered without lexing. One comparison per
+/// byte (the first letter), the rest only where an `l` is.
+fn has_limit_letters(stmt: &[u8]) -> bool {
+    let mut rest = stmt;
+    while let Some(i) = rest.iter().position(|c| *c | 0x20 == b'l') {
+        if rest
+            .get(i + 1..i + 5)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"imit"))
+        {
+            return true;
+        }
+        rest = &rest[i + 1..];
+    }
+    false
 }
 
 impl Session {
@@ -537,6 +554,18 @@ mod tests {
         ] {
             assert_eq!(c(q), None, "{q}");
         }
+    }
+
+    #[test]
+    fn limit_letters_are_found_in_any_case_and_place() {
+        assert!(has_limit_letters(b"select a from t LiMiT 3"));
+        assert!(has_limit_letters(b"limit"));
+        assert!(has_limit_letters(b"select 'all limits'"));
+        assert!(!has_limit_letters(
+            b"select a from t where l = 1 and lim = 2"
+        ));
+        assert!(!has_limit_letters(b"select a from t limi"));
+        assert!(!has_limit_letters(b""));
     }
 
     #[test]
