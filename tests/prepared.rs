@@ -109,6 +109,73 @@ async fn statements_follow_clients_across_backends() {
     );
 }
 
+/// The server reads a prepared text once, at prepare, under the preparing
+/// session's `sql_mode` and character sets. A client whose settings differ
+/// must not run a statement another client prepared (as `'a' || ?` is a
+/// concatenation under PIPES_AS_CONCAT and a logical OR otherwise), and a
+/// statement moved to a backend that lost it is read again as it was first
+/// read, whatever the session's settings are now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_is_read_as_it_was_prepared_whoever_shares_its_text() {
+    let db = MariaDb::shared();
+    let p = Proxy::builder(db).groups(1).max_backend(1).start().await;
+    let mut direct = Conn::from_url(format!(
+        "{}?prefer_socket=false",
+        db.url("app", "secret", "test")
+    ))
+    .await
+    .expect("direct");
+    let q = "SELECT CAST(('a' || ?) AS CHAR(10)) AS r";
+    // Direct: a session's statement keeps the reading of its prepare.
+    let sd = direct.prep(q).await.expect("prepare direct");
+    let v: Option<String> = direct.exec_first(&sd, ("x",)).await.expect("exec");
+    assert_eq!(v.as_deref(), Some("0"), "a logical OR by default");
+    // Through one backend: B prepares first, A (PIPES_AS_CONCAT) the same text.
+    let mut a = conn(&p).await;
+    let mut b = conn(&p).await;
+    let sb = b.prep(q).await.expect("prepare b");
+    let v: Option<String> = b.exec_first(&sb, ("x",)).await.expect("exec b");
+    assert_eq!(v.as_deref(), Some("0"));
+    a.query_drop("SET SESSION sql_mode = 'PIPES_AS_CONCAT'")
+        .await
+        .expect("sql_mode");
+    let sa = a.prep(q).await.expect("prepare a");
+    let v: Option<String> = a.exec_first(&sa, ("x",)).await.expect("exec a");
+    assert_eq!(v.as_deref(), Some("ax"), "A's text is a concatenation");
+    let v: Option<String> = b.exec_first(&sb, ("y",)).await.expect("exec b again");
+    assert_eq!(
+        v.as_deref(),
+        Some("0"),
+        "B's statement must not run as A's session read the same text"
+    );
+    // A goes back to the default mode: its statement stays a concatenation
+    // (as direct), also once it must be prepared again on a new backend.
+    a.query_drop("SET SESSION sql_mode = DEFAULT")
+        .await
+        .expect("sql_mode back");
+    // B leaves a user variable and goes: the only backend is closed (or
+    // reset), so A's next execute prepares its statement again.
+    b.query_drop("SET @left_behind = 1")
+        .await
+        .expect("user var");
+    drop(sb);
+    b.disconnect().await.expect("disconnect b");
+    let v: Option<String> = a.exec_first(&sa, ("z",)).await.expect("exec a again");
+    assert_eq!(v.as_deref(), Some("az"), "prepared again as first read");
+    let prepares: Option<(String, u64)> = a
+        .query_first("SHOW SESSION STATUS LIKE 'Com_stmt_prepare'")
+        .await
+        .expect("prepares");
+    assert_eq!(
+        prepares.map(|p| p.1),
+        Some(1),
+        "the execute above ran on a backend that prepared it afresh"
+    );
+    // And the session's own mode is back for its plain statements.
+    let plain: Option<i64> = a.query_first("SELECT 'a' || 'x'").await.expect("plain");
+    assert_eq!(plain, Some(0), "the session's sql_mode is its own again");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prepared_statements_do_not_pin() {
     let db = MariaDb::shared();

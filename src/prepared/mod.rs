@@ -7,4 +7,4 @@ pub mod execute;
 pub mod registry;
 
 pub use backend_map::{BackendStmt, BackendStmts};
-pub use registry::{Registry, StmtEntry, StmtKey};
+pub use registry::{PrepareState, Registry, StmtEntry, StmtKey};

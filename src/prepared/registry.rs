@@ -1,6 +1,9 @@
 //! The prepared-statement registry: one entry per (credential pool, schema,
-//! SQL) holding the server's prepare response, shared by every client that
-//! prepares the same text. Bounded by the configured capacity and by
+//! session state, SQL) holding the server's prepare response, shared by
+//! every client that prepares the same text in the same state (the server
+//! fixes a statement's meaning when it prepares it: `sql_mode`, character
+//! sets and the like decide how the text was read, so a statement prepared
+//! under other settings is not the same statement). Bounded by the configured capacity and by
 //! [`MAX_BYTES`]: least recently used entries leave the map first, whether
 //! or not a client holds them (a client keeps its own `Arc`, so its
 //! statements go on working; a later prepare of the same text makes a new
@@ -20,8 +23,68 @@ pub struct StmtKey {
     pub pool: usize,
     /// Schema the statement was prepared in (name resolution depends on it).
     pub schema: Option<Vec<u8>>,
+    /// The session state it was prepared in (how the server read it).
+    pub state: PrepareState,
     /// Statement text.
     pub sql: Vec<u8>,
+}
+
+/// The session state a statement was prepared in, beyond its schema: every
+/// replayable session variable set away from a fresh connection's value
+/// (fail closed: not only those known to change how a text is read, such as
+/// `sql_mode`, `character_set_client`, `collation_connection` or
+/// `system_versioning_asof`) and the result character set's collation (the
+/// prepare response's column definitions are in it). A statement is shared
+/// only between sessions in the same state, and prepared again on another
+/// backend in this state (see `Session::prepare_entry`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct PrepareState {
+    /// The session's replayable variables (`TrackedState::vars`).
+    pub vars: std::collections::BTreeMap<String, String>,
+    /// `TrackedState::results_collation`.
+    pub results_collation: Option<String>,
+    /// Set (to the session's id) while the session holds state that cannot
+    /// be replayed (a variable the proxy cannot set again, a state change it
+    /// could not read): such a statement is never shared with another
+    /// session.
+    pub private: Option<u64>,
+}
+
+impl PrepareState {
+    /// The state of `session`; `private` when it holds state that cannot be
+    /// replayed.
+    pub fn of(session: &crate::session_state::TrackedState, private: Option<u64>) -> Self {
+        Self {
+            vars: session.vars.clone(),
+            results_collation: session.results_collation.clone(),
+            private,
+        }
+    }
+
+    /// `current` with this state's variables and result collation (and
+    /// `schema`, when one is given): what a backend must be brought to for
+    /// the statement to be prepared as it first was.
+    pub fn applied_to(
+        &self,
+        current: &crate::session_state::TrackedState,
+        schema: Option<&Vec<u8>>,
+    ) -> crate::session_state::TrackedState {
+        let mut at = current.clone();
+        at.vars.clone_from(&self.vars);
+        at.results_collation.clone_from(&self.results_collation);
+        if let Some(s) = schema {
+            at.schema = Some(s.clone());
+        }
+        at
+    }
+
+    fn bytes(&self) -> usize {
+        self.vars
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 48)
+            .sum::<usize>()
+            + self.results_collation.as_ref().map_or(0, String::len)
+    }
 }
 
 /// A registered statement.
@@ -119,6 +182,7 @@ impl StmtEntry {
     pub fn bytes(&self) -> usize {
         self.key.sql.len()
             + self.key.schema.as_ref().map_or(0, Vec::len)
+            + self.key.state.bytes()
             + self.response.iter().map(|p| p.len() + 24).sum::<usize>()
             + 96
     }
@@ -316,6 +380,7 @@ mod tests {
         StmtKey {
             pool: 0,
             schema: Some(b"test".to_vec()),
+            state: PrepareState::default(),
             sql: sql.as_bytes().to_vec(),
         }
     }
@@ -331,6 +396,25 @@ mod tests {
         other_schema.schema = None;
         let c = r.insert(other_schema, 1, 1, vec![]);
         assert_ne!(a.id, c.id);
+    }
+
+    #[test]
+    fn a_text_prepared_in_another_session_state_is_another_statement() {
+        let mut r = Registry::new(10);
+        let a = r.insert(key("SELECT ?"), 1, 1, vec![vec![0; 12]]);
+        let mut ansi = key("SELECT ?");
+        ansi.state
+            .vars
+            .insert("sql_mode".into(), "ANSI_QUOTES".into());
+        let b = r.insert(ansi.clone(), 1, 1, vec![vec![0; 12]]);
+        assert_ne!(a.id, b.id, "sql_mode decides how the text was read");
+        assert_eq!(r.insert(ansi.clone(), 1, 1, vec![vec![0; 12]]).id, b.id);
+        let mut private = ansi;
+        private.state.private = Some(7);
+        assert_ne!(r.insert(private, 1, 1, vec![vec![0; 12]]).id, b.id);
+        let mut latin1 = key("SELECT ?");
+        latin1.state.results_collation = Some("latin1_swedish_ci".into());
+        assert_ne!(r.insert(latin1, 1, 1, vec![vec![0; 12]]).id, a.id);
     }
 
     #[test]

@@ -286,9 +286,15 @@ impl Session {
         if let Some(e) = self.stmt_count_full() {
             return self.send_err(seq, &e).await;
         }
+        // State the proxy cannot replay may decide how the server reads
+        // the text: such a statement stays this session's own.
+        let private = (self.pins.has(PinReason::SessionVariable)
+            || self.pins.has(PinReason::UnknownState))
+        .then_some(u64::from(self.id));
         let key = StmtKey {
             pool: self.pool,
             schema: self.state.schema.clone(),
+            state: crate::prepared::PrepareState::of(&self.state, private),
             sql: pkt.payload[1..].to_vec(),
         };
         // Always asked of a server: only it knows the statement's current
@@ -353,16 +359,30 @@ impl Session {
         }
     }
 
-    /// Prepares a registry entry on `backend`, in the schema it was
-    /// prepared in. `Ok(Err(e))` is the server refusing.
+    /// Prepares a registry entry on `backend` in the state it was first
+    /// prepared in (its schema, for names; its session variables, for how
+    /// the server reads the text: the session may have changed either
+    /// since), then brings the backend back to the session's state.
+    /// `Ok(Err(e))` is the server refusing (the backend is in the session's
+    /// state again); a backend that could not be brought back is an `Err`
+    /// (it is closed: what it holds is not known).
     async fn prepare_entry(
         &mut self,
         backend: &mut Leased,
         entry: &StmtEntry,
     ) -> Result<Result<Prepared, RawErr>, BackendError> {
-        // The statement must resolve names in the schema it was prepared in.
-        let switch = entry.key.schema.is_some() && entry.key.schema != backend.state.schema;
-        if let (true, Some(db)) = (switch, &entry.key.schema) {
+        let at = entry
+            .key
+            .state
+            .applied_to(&backend.state, entry.key.schema.as_ref());
+        if at == backend.state {
+            return prepare_within_limit(backend, &entry.key.sql, self.stmt_cap()).await;
+        }
+        // The schema first, on its own: a schema dropped since is the
+        // server's error, with nothing changed.
+        if at.schema != backend.state.schema
+            && let Some(db) = &at.schema
+        {
             let mut p = vec![COM_INIT_DB];
             p.extend_from_slice(db);
             if let crate::backend::InternalReply::Err(e) =
@@ -370,17 +390,33 @@ impl Session {
             {
                 return Ok(Err(RawErr::from_packet(&e)));
             }
+            backend.state.schema = at.schema.clone();
         }
-        let prepared = prepare_within_limit(backend, &entry.key.sql, self.stmt_cap()).await?;
-        if switch {
-            let plan = backend.plan_toward(&self.state);
-            if let Some(e) = super::sync(backend, &plan).await? {
-                if let Ok(p) = &prepared {
-                    backend.close_stmt(p.id).await?;
-                }
-                return Ok(Err(RawErr::from_packet(&e)));
+        // Then the variables, in one SET (refused as a whole or applied).
+        let plan = backend.plan_toward(&at);
+        let prepared = match super::sync(backend, &plan).await? {
+            Some(e) => Err(RawErr::from_packet(&e)),
+            None => {
+                backend.state.adopt(&at);
+                prepare_within_limit(backend, &entry.key.sql, self.stmt_cap()).await?
             }
+        };
+        // Back to the session's state. A session without a schema keeps the
+        // statement's for now (only a change of user, which drops every
+        // statement, leaves one): recorded as such, the next checkout
+        // clears it.
+        let mut back = self.state.clone();
+        if back.schema.is_none() {
+            back.schema.clone_from(&backend.state.schema);
         }
+        let plan = backend.plan_toward(&back);
+        if let Some(e) = super::sync(backend, &plan).await? {
+            return Err(BackendError::Protocol(format!(
+                "could not restore the session's state after preparing a statement in its own: {}",
+                e.message
+            )));
+        }
+        backend.state.adopt(&back);
         Ok(prepared)
     }
 
