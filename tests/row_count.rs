@@ -335,6 +335,67 @@ async fn call_never_reads_another_clients_count() {
     b.quit().await;
 }
 
+/// A view or a stored function that reads ROW_COUNT() / FOUND_ROWS() does
+/// so without the statement text showing it: the code catalog knows them,
+/// and a statement naming one gets the session's counts set on the backend
+/// first (text and prepared), byte for byte as direct where the server lets
+/// them be set, and a count of no one's (0) where it does not — never the
+/// other client's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_and_functions_never_read_another_clients_count() {
+    let db = MariaDb::shared();
+    setup(db, "rc_t7");
+    db.sql(
+        "CREATE OR REPLACE VIEW test.rc_v AS SELECT ROW_COUNT() AS rc, FOUND_ROWS() AS fr; \
+         CREATE FUNCTION IF NOT EXISTS test.rc_f() RETURNS BIGINT NO SQL RETURN ROW_COUNT()",
+    );
+    // Started after they exist: its first catalog reading knows them.
+    let p = proxy(db).await;
+    let steps: &[Step] = &[
+        (A, Op::Thread),
+        (B, Op::Q("SELECT 1")),
+        (A, Op::Q("UPDATE rc_t7 SET v = v + 1")),
+        (B, Op::Q("SELECT rc, fr FROM rc_v")),
+        (A, Op::Q("SELECT id FROM rc_t7")),
+        (A, Op::Q("UPDATE rc_t7 SET v = v + 1")),
+        (B, Op::Q("SELECT rc_f()")),
+        (A, Op::Q("UPDATE rc_t7 SET v = v + 1")),
+        (B, Op::P("SELECT rc_f() AS seen")),
+        (A, Op::Q("UPDATE rc_t7 SET v = v + 1")),
+        (B, Op::P("SELECT rc, fr FROM test.rc_v")),
+        (B, Op::Thread),
+    ];
+    let failures = compare(
+        &p.addr.to_string(),
+        &db.addr(),
+        BASE_CAPS | DEPRECATE_EOF,
+        steps,
+    )
+    .await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // B's own count is 1 (an UPDATE), which no statement can set without
+    // changing data: B reads 0, not A's 3.
+    let caps = BASE_CAPS | DEPRECATE_EOF;
+    let mut a = login(&p.addr.to_string(), caps).await;
+    let mut b = login(&p.addr.to_string(), caps).await;
+    assert_eq!(
+        a.query_one(&thread_query()).await,
+        b.query_one(&thread_query()).await,
+        "one backend"
+    );
+    b.query_ok("UPDATE rc_t7 SET v = v + 1 WHERE id = 1").await;
+    a.query_ok("UPDATE rc_t7 SET v = v + 1").await;
+    assert_eq!(b.query_one("SELECT rc_f()").await, "0");
+    b.query_ok("UPDATE rc_t7 SET v = v + 1 WHERE id = 1").await;
+    a.query("SELECT * FROM rc_t7").await;
+    a.query_ok("UPDATE rc_t7 SET v = v + 1").await;
+    // B's FOUND_ROWS() is 1 (its last SELECT), A's 3.
+    assert_eq!(b.query_one("SELECT rc FROM rc_v").await, "0");
+    assert_eq!(b.query_one("SELECT fr FROM rc_v").await, "1");
+    a.quit().await;
+    b.quit().await;
+}
+
 /// Session mode: every statement runs on the client's own connection, as
 /// direct (a routine reads the caller's 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -204,6 +204,11 @@ struct SchemaObjects {
     killers: KeySet<()>,
     /// Such a name has no ASCII run.
     killers_non_ascii: bool,
+    /// Routines, tables and views whose code may read `ROW_COUNT()` or
+    /// `FOUND_ROWS()` (see [`CodeNames::reads_counts`]).
+    count_readers: KeySet<()>,
+    /// Such a name has no ASCII run.
+    count_readers_non_ascii: bool,
 }
 
 /// Which kind of member a match looks for.
@@ -212,6 +217,7 @@ enum Member {
     Objects,
     Procedures,
     Killers,
+    CountReaders,
 }
 
 impl SchemaObjects {
@@ -220,6 +226,7 @@ impl SchemaObjects {
             Member::Objects => (&self.names, self.non_ascii),
             Member::Procedures => (&self.procedures, self.procedures_non_ascii),
             Member::Killers => (&self.killers, self.killers_non_ascii),
+            Member::CountReaders => (&self.count_readers, self.count_readers_non_ascii),
         }
     }
 }
@@ -310,6 +317,8 @@ pub struct CodeNames {
     procedures: usize,
     /// How many names whose code may run an unplanned KILL.
     killers: usize,
+    /// How many names whose code may read the previous statement's counts.
+    count_readers: usize,
     /// Routines whose body the server did not show (counted among the
     /// killers: nothing proves they run no KILL).
     hidden_routines: usize,
@@ -342,6 +351,7 @@ impl CodeNames {
     ) -> Self {
         let mut set = CodeNames::default();
         set.add_killers(views, triggers, procs, funcs);
+        set.add_count_readers(views, triggers, procs, funcs);
         for p in procs {
             if procedure_may_change(p.definition.as_deref()) {
                 set.insert_as(&p.schema, &p.name, Member::Procedures);
@@ -399,6 +409,7 @@ impl CodeNames {
             Member::Objects => (&mut o.names, &mut o.non_ascii),
             Member::Procedures => (&mut o.procedures, &mut o.procedures_non_ascii),
             Member::Killers => (&mut o.killers, &mut o.killers_non_ascii),
+            Member::CountReaders => (&mut o.count_readers, &mut o.count_readers_non_ascii),
         };
         match key_of(name.as_bytes()) {
             Some(k) => *keys.entry(k) = (),
@@ -408,6 +419,7 @@ impl CodeNames {
             Member::Objects => self.objects += 1,
             Member::Procedures => self.procedures += 1,
             Member::Killers => self.killers += 1,
+            Member::CountReaders => self.count_readers += 1,
         }
     }
 
@@ -459,20 +471,88 @@ impl CodeNames {
                 pending.push((&v.schema, &v.name, def));
             }
         }
+        self.add_to_fixpoint(pending, Member::Killers);
+    }
+
+    /// Adds each pending (schema, name, code) whose code names a member of
+    /// `kind`, again and again until a pass adds nothing.
+    fn add_to_fixpoint(&mut self, mut pending: Vec<(&str, &str, &str)>, kind: Member) {
         loop {
             let before = pending.len();
             pending.retain(|(schema, name, code)| {
-                if self.may_kill(code.as_bytes(), schema.as_bytes()) {
-                    self.insert_as(schema, name, Member::Killers);
+                if self.count(kind) > 0 && self.find(code.as_bytes(), schema.as_bytes(), kind) {
+                    self.insert_as(schema, name, kind);
                     false
                 } else {
                     true
                 }
             });
-            if pending.len() == before || self.killers == 0 {
+            if pending.len() == before {
                 break;
             }
         }
+    }
+
+    fn count(&self, kind: Member) -> usize {
+        match kind {
+            Member::Objects => self.objects,
+            Member::Procedures => self.procedures,
+            Member::Killers => self.killers,
+            Member::CountReaders => self.count_readers,
+        }
+    }
+
+    /// The names whose code may read the counts the previous statement of
+    /// the connection left (`ROW_COUNT()`, `FOUND_ROWS()`: under pooling,
+    /// possibly another client's): a view, routine or trigger whose code
+    /// holds either name (as a word anywhere, strings included: fail
+    /// closed), a routine whose body the server did not show, and, to a
+    /// fixpoint, a routine, trigger or view naming any of these.
+    fn add_count_readers(
+        &mut self,
+        views: &[ViewRow],
+        triggers: &[TriggerRow],
+        procs: &[ProcRow],
+        funcs: &[ProcRow],
+    ) {
+        let mut pending: Vec<(&str, &str, &str)> = Vec::new();
+        let routines = procs.iter().chain(funcs);
+        for r in routines {
+            match r.definition.as_deref().filter(|d| !d.trim().is_empty()) {
+                None => self.insert_as(&r.schema, &r.name, Member::CountReaders),
+                Some(def) if names_counts(def) => {
+                    self.insert_as(&r.schema, &r.name, Member::CountReaders)
+                }
+                Some(def) => pending.push((&r.schema, &r.name, def)),
+            }
+        }
+        for t in triggers {
+            match t.body.as_deref() {
+                Some(body) if names_counts(body) => {
+                    self.insert_as(&t.schema, &t.table, Member::CountReaders)
+                }
+                Some(body) => pending.push((&t.schema, &t.table, body)),
+                None => {}
+            }
+        }
+        for v in views {
+            match v.definition.as_deref().filter(|d| !d.trim().is_empty()) {
+                None => self.insert_as(&v.schema, &v.name, Member::CountReaders),
+                Some(def) if names_counts(def) => {
+                    self.insert_as(&v.schema, &v.name, Member::CountReaders)
+                }
+                Some(def) => pending.push((&v.schema, &v.name, def)),
+            }
+        }
+        self.add_to_fixpoint(pending, Member::CountReaders);
+    }
+
+    /// True when `text`, run with `schema` as the session's schema, may run
+    /// code (a view, a function, a table's trigger, a CALLed procedure)
+    /// that reads `ROW_COUNT()` or `FOUND_ROWS()`: the counts the
+    /// connection's previous statement left, which the text does not show.
+    pub fn reads_counts(&self, text: &[u8], schema: &[u8]) -> bool {
+        self.count_readers > 0 && self.find(text, schema, Member::CountReaders)
     }
 
     /// True when `text`, run with `schema` as the session's schema, may
@@ -588,6 +668,15 @@ impl CodeNames {
             })
         })
     }
+}
+
+/// Code that holds `ROW_COUNT` or `FOUND_ROWS` anywhere (any case; in a
+/// string or comment too, or as part of a longer name: fail closed).
+fn names_counts(code: &str) -> bool {
+    let b = code.as_bytes();
+    [&b"row_count"[..], &b"found_rows"[..]]
+        .iter()
+        .any(|w| b.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)))
 }
 
 /// A view whose definition shows (or may hide) an effect on the session.
@@ -970,6 +1059,67 @@ mod tests {
         assert!(names.calls_ddl(b"CALL app.mkv()", b"other"));
         // Procedures are not objects a statement's text runs.
         assert!(!names.touches(b"SELECT * FROM mkv", b"app"));
+    }
+
+    #[test]
+    fn code_that_may_read_the_previous_statements_counts_is_known_by_name() {
+        let row = |name: &str, def: Option<&str>| ProcRow {
+            schema: "app".into(),
+            name: name.into(),
+            definition: def.map(str::to_string),
+        };
+        let procs = [
+            row("p_rc", Some("BEGIN SELECT ROW_COUNT(); END")),
+            row("p_plain", Some("BEGIN SELECT 1; END")),
+            row("p_hidden", None),
+        ];
+        let funcs = [
+            row("f_fr", Some("RETURN found_rows()")),
+            row("f_calls", Some("RETURN f_fr() + 1")),
+            row("f_pure", Some("RETURN 1")),
+        ];
+        let triggers = [
+            TriggerRow {
+                schema: "app".into(),
+                table: "t_rc".into(),
+                body: Some("SET @n = ROW_COUNT()".into()),
+            },
+            trig("app", "t_plain"),
+        ];
+        let views = [
+            view("app", "v_counts", "select row_count() AS `rc`"),
+            view("app", "v_over", "select `x` from `app`.`v_counts`"),
+            view("app", "v_fn", "select `app`.`f_calls`() AS `x`"),
+            view("app", "v_plain", "select 1 AS `x`"),
+        ];
+        let set = CodeNames::build_full(&views, &triggers, &procs, &funcs);
+        let reads = |q: &str| set.reads_counts(q.as_bytes(), b"app");
+        for q in [
+            "SELECT rc FROM v_counts",
+            "SELECT * FROM V_OVER",
+            "SELECT x FROM v_fn",
+            "SELECT f_fr()",
+            "DO f_calls()",
+            "CALL p_rc()",
+            "CALL p_hidden()",
+            "INSERT INTO t_rc VALUES (1)",
+        ] {
+            assert!(reads(q), "{q}");
+        }
+        for q in [
+            "SELECT x FROM v_plain",
+            "SELECT f_pure()",
+            "CALL p_plain()",
+            "INSERT INTO t_plain VALUES (1)",
+            "SELECT 1",
+        ] {
+            assert!(!reads(q), "{q}");
+        }
+        // Another schema's reader is named qualified.
+        assert!(set.reads_counts(b"SELECT * FROM app.v_counts", b"other"));
+        assert!(!set.reads_counts(b"SELECT * FROM v_counts", b"other"));
+        let none = CodeNames::build_full(&[view("app", "v", "select 1")], &[], &[], &[]);
+        assert!(!none.reads_counts(b"SELECT * FROM v", b"app"));
     }
 
     #[test]

@@ -110,11 +110,16 @@ impl Session {
         if !self.row_count_gate_prepared(seq, &entry).await? {
             return Ok(());
         }
+        // Set once the statement is routed, as for COM_STMT_EXECUTE.
+        let prime = self.prime_row_count.take();
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(());
         };
         for attempt in 0..2 {
-            let Some((next, route)) = self.route_or_fail(co, client_id, &entry, seq).await? else {
+            let Some((next, route)) = self
+                .route_or_fail(co, client_id, &entry, seq, prime)
+                .await?
+            else {
                 return Ok(());
             };
             co = next;

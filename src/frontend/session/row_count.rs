@@ -21,9 +21,10 @@
 //! INTO, CREATE … SELECT, DDL and SET (0), CALL (its final OK), EXECUTE,
 //! COM_PING, COM_INIT_DB, COM_STMT_RESET, COM_CHANGE_USER, COM_RESET_CONNECTION);
 //! after a result set or an error it is -1; COM_STMT_PREPARE, COM_STMT_CLOSE
-//! and COM_STATISTICS leave it. Stored functions and triggers read the
-//! caller's previous count too: they are not visible in the text (see
-//! docs/compatibility.md).
+//! and COM_STATISTICS leave it. Stored functions, triggers and views read
+//! the caller's previous counts too without the text showing it: the code
+//! catalog names them (`CodeNames::reads_counts`), and a statement naming
+//! one is treated as stored code (its counts set on the backend first).
 
 use std::ops::Range;
 
@@ -98,10 +99,12 @@ pub fn may_read(sql: &[u8]) -> bool {
 }
 
 /// What the first statement of `analysis` (of `sql`) reads; `None` when
-/// it cannot read the previous statement's count.
-pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions) -> Option<Reads> {
+/// it cannot read the previous statement's count. `code_reads`: the text
+/// names code that may read the counts without showing it (a view, a
+/// function, a table's trigger: see `CodeNames::reads_counts`).
+pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions, code_reads: bool) -> Option<Reads> {
     let Some(st) = analysis.statements.first() else {
-        return analysis.incomplete.then(|| Reads {
+        return (analysis.incomplete || code_reads).then(|| Reads {
             calls: Vec::new(),
             found_rows: Vec::new(),
             later_found_rows: false,
@@ -117,7 +120,7 @@ pub fn reads(sql: &[u8], analysis: &Analysis, opts: LexOptions) -> Option<Reads>
             Kind::Call | Kind::Execute | Kind::ExecuteImmediate | Kind::Compound
         )
     };
-    let mut hidden = analysis.incomplete || runs_code(st);
+    let mut hidden = analysis.incomplete || code_reads || runs_code(st);
     // Every statement sets ROW_COUNT(), only a SELECT sets FOUND_ROWS():
     // until one does, later statements read the previous command's. A
     // visible call there needs the count set on the backend; stored code
@@ -210,25 +213,44 @@ pub enum Prime {
     OneRow,
     /// `SELECT 1 FROM DUAL WHERE 0`: ROW_COUNT() -1, FOUND_ROWS() 0.
     NoRow,
+    /// `SELECT 1` then `DO 0`: ROW_COUNT() 0, FOUND_ROWS() 1.
+    ZeroOneRow,
+    /// `SELECT 1 FROM DUAL WHERE 0` then `DO 0`: ROW_COUNT() 0,
+    /// FOUND_ROWS() 0.
+    ZeroNoRow,
 }
 
 impl Prime {
-    const ALL: [Prime; 3] = [Prime::Zero, Prime::OneRow, Prime::NoRow];
+    const ALL: [Prime; 5] = [
+        Prime::Zero,
+        Prime::OneRow,
+        Prime::NoRow,
+        Prime::ZeroOneRow,
+        Prime::ZeroNoRow,
+    ];
 
-    /// The statement.
-    pub fn query(self) -> &'static str {
+    /// The statement that sets FOUND_ROWS(), if any.
+    fn select(self) -> Option<&'static str> {
         match self {
-            Prime::Zero => "DO 0",
-            Prime::OneRow => "SELECT 1",
-            Prime::NoRow => "SELECT 1 FROM DUAL WHERE 0",
+            Prime::Zero => None,
+            Prime::OneRow | Prime::ZeroOneRow => Some("SELECT 1"),
+            Prime::NoRow | Prime::ZeroNoRow => Some("SELECT 1 FROM DUAL WHERE 0"),
+        }
+    }
+
+    /// The statement that then sets ROW_COUNT() to 0, if any.
+    fn zero(self) -> Option<&'static str> {
+        match self {
+            Prime::Zero | Prime::ZeroOneRow | Prime::ZeroNoRow => Some("DO 0"),
+            Prime::OneRow | Prime::NoRow => None,
         }
     }
 
     /// ROW_COUNT() after it.
     fn row_count(self) -> i64 {
-        match self {
-            Prime::Zero => 0,
-            Prime::OneRow | Prime::NoRow => -1,
+        match self.zero() {
+            Some(_) => 0,
+            None => -1,
         }
     }
 
@@ -236,8 +258,8 @@ impl Prime {
     fn found_rows(self) -> Option<u64> {
         match self {
             Prime::Zero => None,
-            Prime::OneRow => Some(1),
-            Prime::NoRow => Some(0),
+            Prime::OneRow | Prime::ZeroOneRow => Some(1),
+            Prime::NoRow | Prime::ZeroNoRow => Some(0),
         }
     }
 
@@ -294,10 +316,11 @@ pub fn plan(sql: &[u8], reads: &Reads, known: Known, rewritable: bool) -> Plan {
     };
     let found_rows = ((text.is_none() && !reads.found_rows.is_empty()) || reads.later_found_rows)
         .then_some(known.found_rows);
-    // Stored code may read FOUND_ROWS() too: set it as well where a prime
-    // can.
+    // Stored code may read FOUND_ROWS() too: set it as well, to the
+    // session's value where a prime can, else to 1 (a value of no one's:
+    // never the backend's, which may be another client's).
     let prime = if reads.hidden && found_rows.is_none() {
-        Prime::leaving(row_count, Some(known.found_rows)).or(Prime::leaving(row_count, None))
+        Prime::leaving(row_count, Some(known.found_rows)).or(Prime::leaving(row_count, Some(1)))
     } else {
         Prime::leaving(row_count, found_rows)
     };
@@ -344,7 +367,68 @@ pub fn refused() -> crate::protocol::packets::ErrPacket {
     )
 }
 
+/// Whether a text names code that may read the counts (see
+/// `CodeNames::reads_counts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CodeReads {
+    /// It names none.
+    No,
+    /// It names such code, or nothing is known about which names do and it
+    /// may name a table (fail closed).
+    Yes,
+    /// Nothing is known about which names do; the text has not been read
+    /// (ask again with its analysis).
+    Unknown,
+}
+
 impl super::Session {
+    /// Whether `sql`, run in the session's schema, names code that may read
+    /// the counts the backend's previous statement left.
+    fn code_reads_counts(&self, sql: &[u8], analysis: Option<&Analysis>) -> CodeReads {
+        let schema = self.state.schema.as_deref().unwrap_or_default();
+        self.code_reads_counts_in(sql, schema, analysis)
+    }
+
+    /// The same, with `schema` as the session's schema. Judged by the
+    /// catalog's current set, or while it is unknown (after a DDL statement,
+    /// until it is read again) the set read last, as objects created
+    /// elsewhere are until the next reading; with no set to judge by
+    /// (before the first reading, or when the readings cannot see
+    /// everything), by the text: any statement that may name a table may.
+    fn code_reads_counts_in(
+        &self,
+        sql: &[u8],
+        schema: &[u8],
+        analysis: Option<&Analysis>,
+    ) -> CodeReads {
+        let catalog = &self.shared.pool.code_catalog;
+        let known = catalog
+            .peek(|n| n.map(|n| n.reads_counts(sql, schema)))
+            .or_else(|| {
+                (!catalog.is_blind())
+                    .then(|| catalog.last())
+                    .flatten()
+                    .map(|n| n.reads_counts(sql, schema))
+            });
+        match (known, analysis) {
+            (Some(true), _) => CodeReads::Yes,
+            (Some(false), _) => CodeReads::No,
+            (None, None) => CodeReads::Unknown,
+            (None, Some(a)) => {
+                let names_one = a.incomplete
+                    || a.statements.iter().any(|st| {
+                        let text = sql.get(st.span.clone()).unwrap_or(sql);
+                        crate::session_state::code_names::may_name_a_table(st.kind, text)
+                    });
+                if names_one {
+                    CodeReads::Yes
+                } else {
+                    CodeReads::No
+                }
+            }
+        }
+    }
+
     /// What the session's previous statement left.
     fn known_counts(&self) -> Known {
         Known {
@@ -370,13 +454,18 @@ impl super::Session {
         seq: u8,
         sql: &[u8],
     ) -> Result<Option<Option<Vec<u8>>>, super::End> {
-        if self.row_count_held() || !may_read(sql) {
+        if self.row_count_held() {
+            return Ok(Some(None));
+        }
+        let code = self.code_reads_counts(sql, None);
+        if code == CodeReads::No && !may_read(sql) {
             return Ok(Some(None));
         }
         let lex = crate::session_state::authority::lex_options(&self.state, self.status);
         let mut analysis = crate::sql::analyze(sql, lex);
         analysis.incomplete |= !crate::session_state::authority::lexable_charset(&self.state);
-        let Some(r) = reads(sql, &analysis, lex) else {
+        let code_reads = self.code_reads_counts(sql, Some(&analysis)) == CodeReads::Yes;
+        let Some(r) = reads(sql, &analysis, lex, code_reads) else {
             return Ok(Some(None));
         };
         match plan(sql, &r, self.known_counts(), true) {
@@ -401,11 +490,19 @@ impl super::Session {
         entry: &crate::prepared::StmtEntry,
     ) -> Result<bool, super::End> {
         let sql = &entry.key.sql[..];
-        if self.row_count_held() || !may_read(sql) {
+        if self.row_count_held() {
+            return Ok(true);
+        }
+        // Named in the schema it was prepared in.
+        let schema = entry.key.schema.as_deref().unwrap_or_default();
+        let code = self.code_reads_counts_in(sql, schema, None);
+        if code == CodeReads::No && !may_read(sql) {
             return Ok(true);
         }
         let lex = crate::session_state::authority::lex_options(&self.state, self.status);
-        let Some(r) = reads(sql, &entry.analysis(lex), lex) else {
+        let analysis = entry.analysis(lex);
+        let code_reads = self.code_reads_counts_in(sql, schema, Some(&analysis)) == CodeReads::Yes;
+        let Some(r) = reads(sql, &analysis, lex, code_reads) else {
             return Ok(true);
         };
         match plan(sql, &r, self.known_counts(), false) {
@@ -426,10 +523,13 @@ pub async fn prime(
     backend: &mut crate::backend::BackendConn,
     prime: Prime,
 ) -> Result<(), crate::backend::BackendError> {
-    match prime {
-        Prime::Zero => backend.exec(prime.query()).await,
-        Prime::OneRow | Prime::NoRow => backend.query_row(prime.query()).await.map(|_| ()),
+    if let Some(q) = prime.select() {
+        backend.query_row(q).await?;
     }
+    if let Some(q) = prime.zero() {
+        backend.exec(q).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -438,7 +538,7 @@ mod tests {
 
     fn r(q: &str) -> Option<Reads> {
         let a = crate::sql::analyze(q.as_bytes(), LexOptions::default());
-        reads(q.as_bytes(), &a, LexOptions::default())
+        reads(q.as_bytes(), &a, LexOptions::default(), false)
     }
 
     #[test]
@@ -559,14 +659,14 @@ mod tests {
         assert_eq!(
             p("CALL p()", Some(4), true),
             Plan::Prime {
-                prime: Prime::Zero,
+                prime: Prime::ZeroOneRow,
                 text: None
             }
         );
         assert_eq!(
             p("CALL p()", None, true),
             Plan::Prime {
-                prime: Prime::Zero,
+                prime: Prime::ZeroOneRow,
                 text: None
             }
         );
@@ -580,7 +680,7 @@ mod tests {
         assert_eq!(
             p("CALL p(ROW_COUNT())", Some(4), true),
             Plan::Prime {
-                prime: Prime::Zero,
+                prime: Prime::ZeroOneRow,
                 text: Some(b"CALL p(4)".to_vec())
             }
         );
@@ -627,8 +727,13 @@ mod tests {
             p("SELECT ROW_COUNT(), FOUND_ROWS()", Some(-1), 1, true),
             prime(Prime::OneRow)
         );
+        // Two statements set both (a SELECT, then DO 0).
         assert_eq!(
             p("SELECT ROW_COUNT(), FOUND_ROWS()", Some(0), 1, true),
+            prime(Prime::ZeroOneRow)
+        );
+        assert_eq!(
+            p("SELECT ROW_COUNT(), FOUND_ROWS()", Some(0), 2, true),
             Plan::Refuse
         );
         // A prepared statement: never rewritten.
@@ -655,9 +760,11 @@ mod tests {
         );
         // Stored code later in the query: set where a prime can, never
         // refused for it.
+        // (FOUND_ROWS() 4 cannot be set: 1, no one's, rather than the
+        // backend's, which may be another client's.)
         assert_eq!(
             p("UPDATE t SET a = 1; CALL p()", Some(0), 4, true),
-            prime(Prime::Zero)
+            prime(Prime::ZeroOneRow)
         );
         assert_eq!(
             p("UPDATE t SET a = 1; CALL p()", Some(-1), 0, true),
@@ -666,6 +773,33 @@ mod tests {
         // Stored code: FOUND_ROWS() set too where a prime can.
         assert_eq!(p("CALL p()", Some(-1), 0, true), prime(Prime::NoRow));
         assert_eq!(p("CALL p()", Some(-1), 9, true), prime(Prime::OneRow));
-        assert_eq!(p("CALL p()", Some(0), 0, true), prime(Prime::Zero));
+        assert_eq!(p("CALL p()", Some(0), 0, true), prime(Prime::ZeroNoRow));
+        assert_eq!(p("CALL p()", Some(0), 1, true), prime(Prime::ZeroOneRow));
+        assert_eq!(p("CALL p()", Some(0), 7, true), prime(Prime::ZeroOneRow));
+    }
+
+    #[test]
+    fn code_the_text_does_not_show_reads_the_sessions_counts() {
+        let a = crate::sql::analyze(b"SELECT rc FROM v", LexOptions::default());
+        assert_eq!(
+            reads(b"SELECT rc FROM v", &a, LexOptions::default(), false),
+            None
+        );
+        let r = reads(b"SELECT rc FROM v", &a, LexOptions::default(), true).expect("reads");
+        assert!(r.hidden && r.calls.is_empty());
+        let known = |row_count, found_rows| Known {
+            row_count,
+            found_rows,
+        };
+        let plan_of = |k| match plan(b"SELECT rc FROM v", &r, k, true) {
+            Plan::Prime { prime, text: None } => prime,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(plan_of(known(Some(-1), 1)), Prime::OneRow);
+        assert_eq!(plan_of(known(Some(-1), 0)), Prime::NoRow);
+        assert_eq!(plan_of(known(Some(0), 1)), Prime::ZeroOneRow);
+        // A count no statement can set: 0 and 1, never the backend's.
+        assert_eq!(plan_of(known(Some(3), 57)), Prime::ZeroOneRow);
+        assert_eq!(plan_of(known(None, 0)), Prime::ZeroNoRow);
     }
 }

@@ -480,16 +480,29 @@ impl Session {
         }))
     }
 
-    /// [`Self::route`] for a command on `co`. When it fails the client is
-    /// told (the server's refusal, or a lost backend) and `None` comes back.
+    /// [`Self::route`] for a command on `co`, then the session's counts set
+    /// on the backend (`prime`: after the route, since a lazy prepare in
+    /// the statement's own state runs COM_INIT_DB / SET, which set
+    /// ROW_COUNT()). When either fails the client is told (the server's
+    /// refusal, or a lost backend) and `None` comes back.
     pub(super) async fn route_or_fail(
         &mut self,
         mut co: Checkout,
         client_id: u32,
         entry: &StmtEntry,
         seq: u8,
+        prime: Option<super::row_count::Prime>,
     ) -> Result<Option<(Checkout, Route)>, End> {
-        match self.route(&mut co.backend, client_id, entry).await {
+        let routed = match self.route(&mut co.backend, client_id, entry).await {
+            Ok(Ok(r)) => match prime {
+                Some(p) => super::row_count::prime(&mut co.backend, p)
+                    .await
+                    .map(|()| Ok(r)),
+                None => Ok(Ok(r)),
+            },
+            other => other,
+        };
+        match routed {
             Ok(Ok(r)) => Ok(Some((co, r))),
             Ok(Err(e)) => {
                 self.sync_stmt_pins();
@@ -582,27 +595,22 @@ impl Session {
         if !self.row_count_gate_prepared(seq, &entry).await? {
             return Ok(());
         }
-        // Checkout sets the session's count on the backend; a retry after
-        // ER_NEED_REPREPARE sets it again (the refused EXECUTE left -1).
-        let prime = self.prime_row_count;
+        // The session's counts are set on the backend once the statement
+        // is routed (a lazy prepare in the statement's own state runs
+        // COM_INIT_DB / SET, which set ROW_COUNT()), and again on a retry
+        // after ER_NEED_REPREPARE (the refused EXECUTE left -1).
+        let prime = self.prime_row_count.take();
         let Some(mut co) = self.checkout(seq).await? else {
             return Ok(());
         };
         for attempt in 0..2 {
-            let Some((next, route)) = self.route_or_fail(co, client_id, &entry, seq).await? else {
+            let Some((next, route)) = self
+                .route_or_fail(co, client_id, &entry, seq, prime)
+                .await?
+            else {
                 return Ok(());
             };
             co = next;
-            if attempt > 0
-                && let Some(p) = prime
-                && let Err(e) = super::row_count::prime(&mut co.backend, p).await
-            {
-                let held_state = co.was_pinned || !self.only_session_mode();
-                drop(co);
-                self.forget_all_held();
-                let err = errors::backend_lost(&e.to_string());
-                return self.lost_backend(seq, &err, held_state).await;
-            }
             let held_types = self
                 .stmts
                 .get(&client_id)
