@@ -367,66 +367,33 @@ pub fn refused() -> crate::protocol::packets::ErrPacket {
     )
 }
 
-/// Whether a text names code that may read the counts (see
-/// `CodeNames::reads_counts`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CodeReads {
-    /// It names none.
-    No,
-    /// It names such code, or nothing is known about which names do and it
-    /// may name a table (fail closed).
-    Yes,
-    /// Nothing is known about which names do; the text has not been read
-    /// (ask again with its analysis).
-    Unknown,
-}
-
 impl super::Session {
     /// Whether `sql`, run in the session's schema, names code that may read
     /// the counts the backend's previous statement left.
-    fn code_reads_counts(&self, sql: &[u8], analysis: Option<&Analysis>) -> CodeReads {
+    fn code_reads_counts(&self, sql: &[u8]) -> bool {
         let schema = self.state.schema.as_deref().unwrap_or_default();
-        self.code_reads_counts_in(sql, schema, analysis)
+        self.code_reads_counts_in(sql, schema)
     }
 
     /// The same, with `schema` as the session's schema. Judged by the
     /// catalog's current set, or while it is unknown (after a DDL statement,
     /// until it is read again) the set read last, as objects created
-    /// elsewhere are until the next reading; with no set to judge by
-    /// (before the first reading, or when the readings cannot see
-    /// everything), by the text: any statement that may name a table may.
-    fn code_reads_counts_in(
-        &self,
-        sql: &[u8],
-        schema: &[u8],
-        analysis: Option<&Analysis>,
-    ) -> CodeReads {
+    /// elsewhere are until the next reading. With no set at all (no reading
+    /// yet, `pool.code_catalog_refresh_ms = 0`, or readings that cannot see
+    /// everything) such code is not known: documented (setting a count on
+    /// the backend before every statement naming a table would change the
+    /// session's status counters and cost a round trip each).
+    fn code_reads_counts_in(&self, sql: &[u8], schema: &[u8]) -> bool {
         let catalog = &self.shared.pool.code_catalog;
-        let known = catalog
+        catalog
             .peek(|n| n.map(|n| n.reads_counts(sql, schema)))
             .or_else(|| {
                 (!catalog.is_blind())
                     .then(|| catalog.last())
                     .flatten()
                     .map(|n| n.reads_counts(sql, schema))
-            });
-        match (known, analysis) {
-            (Some(true), _) => CodeReads::Yes,
-            (Some(false), _) => CodeReads::No,
-            (None, None) => CodeReads::Unknown,
-            (None, Some(a)) => {
-                let names_one = a.incomplete
-                    || a.statements.iter().any(|st| {
-                        let text = sql.get(st.span.clone()).unwrap_or(sql);
-                        crate::session_state::code_names::may_name_a_table(st.kind, text)
-                    });
-                if names_one {
-                    CodeReads::Yes
-                } else {
-                    CodeReads::No
-                }
-            }
-        }
+            })
+            .unwrap_or(false)
     }
 
     /// What the session's previous statement left.
@@ -457,14 +424,13 @@ impl super::Session {
         if self.row_count_held() {
             return Ok(Some(None));
         }
-        let code = self.code_reads_counts(sql, None);
-        if code == CodeReads::No && !may_read(sql) {
+        let code_reads = self.code_reads_counts(sql);
+        if !code_reads && !may_read(sql) {
             return Ok(Some(None));
         }
         let lex = crate::session_state::authority::lex_options(&self.state, self.status);
         let mut analysis = crate::sql::analyze(sql, lex);
         analysis.incomplete |= !crate::session_state::authority::lexable_charset(&self.state);
-        let code_reads = self.code_reads_counts(sql, Some(&analysis)) == CodeReads::Yes;
         let Some(r) = reads(sql, &analysis, lex, code_reads) else {
             return Ok(Some(None));
         };
@@ -495,13 +461,12 @@ impl super::Session {
         }
         // Named in the schema it was prepared in.
         let schema = entry.key.schema.as_deref().unwrap_or_default();
-        let code = self.code_reads_counts_in(sql, schema, None);
-        if code == CodeReads::No && !may_read(sql) {
+        let code_reads = self.code_reads_counts_in(sql, schema);
+        if !code_reads && !may_read(sql) {
             return Ok(true);
         }
         let lex = crate::session_state::authority::lex_options(&self.state, self.status);
         let analysis = entry.analysis(lex);
-        let code_reads = self.code_reads_counts_in(sql, schema, Some(&analysis)) == CodeReads::Yes;
         let Some(r) = reads(sql, &analysis, lex, code_reads) else {
             return Ok(true);
         };
