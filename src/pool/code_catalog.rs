@@ -281,6 +281,20 @@ impl CodeCatalog {
         f(self.names.load().as_deref())
     }
 
+    /// `f` of the set that judges what a statement may run while it is
+    /// sent: the current one, or while it is unknown (after a DDL
+    /// statement, until it is read again) the one installed last, as
+    /// objects created elsewhere are judged until the next reading. `None`
+    /// when there is none (no reading yet, or readings that cannot see
+    /// everything).
+    pub fn peek_settled<R>(&self, f: impl FnOnce(&CodeNames) -> R) -> Option<R> {
+        match self.names.load().as_deref() {
+            Some(n) => Some(f(n)),
+            None if self.is_blind() => None,
+            None => self.last().map(|n| f(&n)),
+        }
+    }
+
     /// The set, waiting up to `limit` for a reading to install one while
     /// it is unknown (a statement that may change it was just answered, or
     /// the first reading is under way). `None` at once when the last

@@ -112,6 +112,29 @@ pub struct StmtEntry {
     /// Whether the text names a code-bearing object, in the prepare
     /// schema, as of set version `v`: `v << 1 | answer` (0 = not yet).
     names_code: std::sync::atomic::AtomicU64,
+    /// Whether it names code that reads the counts, kept the same way.
+    reads_counts: std::sync::atomic::AtomicU64,
+}
+
+/// `answer` for the set `names`, kept in `slot` as `version << 1 | answer`
+/// so that it is computed once per installed set (a set not installed,
+/// version 0, is asked each time).
+fn per_set(
+    slot: &std::sync::atomic::AtomicU64,
+    names: &crate::session_state::code_names::CodeNames,
+    answer: impl FnOnce() -> bool,
+) -> bool {
+    use std::sync::atomic::Ordering;
+    let v = names.version();
+    let cached = slot.load(Ordering::Relaxed);
+    if v != 0 && cached >> 1 == v {
+        return cached & 1 == 1;
+    }
+    let hit = answer();
+    if v != 0 {
+        slot.store(v << 1 | u64::from(hit), Ordering::Relaxed);
+    }
+    hit
 }
 
 impl StmtEntry {
@@ -142,21 +165,23 @@ impl StmtEntry {
     /// True when the text, run in the schema it was prepared in, names a
     /// member of `names`: answered once per installed set.
     pub fn names_code(&self, names: &crate::session_state::code_names::CodeNames) -> bool {
-        use std::sync::atomic::Ordering;
         if names.is_empty() {
             return false;
         }
-        let cached = self.names_code.load(Ordering::Relaxed);
-        if names.version() != 0 && cached >> 1 == names.version() {
-            return cached & 1 == 1;
-        }
         let schema = self.key.schema.as_deref().unwrap_or_default();
-        let hit = names.touches(&self.key.sql, schema);
-        if names.version() != 0 {
-            self.names_code
-                .store(names.version() << 1 | u64::from(hit), Ordering::Relaxed);
-        }
-        hit
+        per_set(&self.names_code, names, || {
+            names.touches(&self.key.sql, schema)
+        })
+    }
+
+    /// True when the text, run in the schema it was prepared in, names code
+    /// that may read the previous statement's counts (see
+    /// `CodeNames::reads_counts`): answered once per installed set.
+    pub fn reads_counts(&self, names: &crate::session_state::code_names::CodeNames) -> bool {
+        let schema = self.key.schema.as_deref().unwrap_or_default();
+        per_set(&self.reads_counts, names, || {
+            names.reads_counts(&self.key.sql, schema)
+        })
     }
 
     /// The statement digest (hash, text) of the text under `opts`: the
@@ -286,6 +311,7 @@ impl Registry {
             analysis: std::sync::OnceLock::new(),
             changes_code_names: std::sync::OnceLock::new(),
             names_code: std::sync::atomic::AtomicU64::new(0),
+            reads_counts: std::sync::atomic::AtomicU64::new(0),
             digest: std::sync::OnceLock::new(),
         });
         self.bytes += e.bytes();

@@ -480,7 +480,7 @@ impl CodeNames {
         loop {
             let before = pending.len();
             pending.retain(|(schema, name, code)| {
-                if self.count(kind) > 0 && self.find(code.as_bytes(), schema.as_bytes(), kind) {
+                if self.names_member(code.as_bytes(), schema.as_bytes(), kind) {
                     self.insert_as(schema, name, kind);
                     false
                 } else {
@@ -491,6 +491,12 @@ impl CodeNames {
                 break;
             }
         }
+    }
+
+    /// Whether `text`, run in `schema`, names a member of `kind` (none
+    /// at all: answered without reading the text).
+    fn names_member(&self, text: &[u8], schema: &[u8], kind: Member) -> bool {
+        self.count(kind) > 0 && self.find(text, schema, kind)
     }
 
     fn count(&self, kind: Member) -> usize {
@@ -552,7 +558,7 @@ impl CodeNames {
     /// that reads `ROW_COUNT()` or `FOUND_ROWS()`: the counts the
     /// connection's previous statement left, which the text does not show.
     pub fn reads_counts(&self, text: &[u8], schema: &[u8]) -> bool {
-        self.count_readers > 0 && self.find(text, schema, Member::CountReaders)
+        self.names_member(text, schema, Member::CountReaders)
     }
 
     /// True when `text`, run with `schema` as the session's schema, may
@@ -560,7 +566,7 @@ impl CodeNames {
     /// a view) that may run a KILL myplex cannot plan: with server thread
     /// ids, which may name other clients' pooled backends.
     pub fn may_kill(&self, text: &[u8], schema: &[u8]) -> bool {
-        self.killers > 0 && self.find(text, schema, Member::Killers)
+        self.names_member(text, schema, Member::Killers)
     }
 
     /// True when `text`, run in `schema`, may reach a name whose code may
@@ -586,7 +592,7 @@ impl CodeNames {
     /// True when `text` (a CALL), run with `schema` as the session's
     /// schema, may call a procedure that changes the set.
     pub fn calls_ddl(&self, text: &[u8], schema: &[u8]) -> bool {
-        self.procedures > 0 && self.find(text, schema, Member::Procedures)
+        self.names_member(text, schema, Member::Procedures)
     }
 
     /// No code-bearing object at all: nothing to match.

@@ -277,26 +277,31 @@ impl WordScan {
     }
 }
 
+/// Where one of our words is spelled in `text` (any case): its start, end
+/// and which. Only a byte that may start one is compared further.
+fn spelled(text: &[u8]) -> impl Iterator<Item = (usize, usize, Found)> + '_ {
+    text.iter()
+        .enumerate()
+        // `| 0x20` maps exactly K/k, P/p and I/i onto these three.
+        .filter(|(_, b)| matches!(*b | 0x20, b'k' | b'p' | b'i'))
+        .flat_map(move |(i, _)| {
+            OURS.iter().filter_map(move |(word, hit)| {
+                let end = i + word.len();
+                text.get(i..end)
+                    .is_some_and(|w| w.eq_ignore_ascii_case(word))
+                    .then_some((i, end, *hit))
+            })
+        })
+}
+
 /// The words of `text` (every run, strings and comments included): what
 /// [`Mode::Words`] finds, found faster over a whole text (it runs on every
 /// query) by comparing only where one of ours may start.
 pub fn words(text: &[u8]) -> Found {
     let mut found = Found::default();
-    for (i, &b) in text.iter().enumerate() {
-        // `| 0x20` maps exactly K/k, P/p and I/i onto these three.
-        if !matches!(b | 0x20, b'k' | b'p' | b'i') {
-            continue;
-        }
-        for (word, hit) in OURS {
-            let end = i + word.len();
-            if text
-                .get(i..end)
-                .is_some_and(|w| w.eq_ignore_ascii_case(word))
-                && text.get(end).is_none_or(|&c| !word_byte(c))
-                && starts_a_word(text, i)
-            {
-                found.0 |= hit.0;
-            }
+    for (i, end, hit) in spelled(text) {
+        if text.get(end).is_none_or(|&c| !word_byte(c)) && starts_a_word(text, i) {
+            found.0 |= hit.0;
         }
     }
     found
@@ -323,14 +328,9 @@ fn starts_a_word(text: &[u8], i: usize) -> bool {
 /// is a space or a symbol to the server (latin1's 0xA0), the server reads
 /// the word alone while the lexer reads it as part of a name.
 pub fn glued_to_high_byte(text: &[u8]) -> bool {
-    (0..text.len()).any(|i| {
-        OURS.iter().any(|(word, _)| {
-            let end = i + word.len();
-            text.get(i..end)
-                .is_some_and(|w| w.eq_ignore_ascii_case(word))
-                && (i.checked_sub(1).is_some_and(|p| text[p] >= 0x80)
-                    || text.get(end).is_some_and(|&c| c >= 0x80))
-        })
+    spelled(text).any(|(i, end, _)| {
+        i.checked_sub(1).is_some_and(|p| text[p] >= 0x80)
+            || text.get(end).is_some_and(|&c| c >= 0x80)
     })
 }
 

@@ -369,30 +369,18 @@ pub fn refused() -> crate::protocol::packets::ErrPacket {
 
 impl super::Session {
     /// Whether `sql`, run in the session's schema, names code that may read
-    /// the counts the backend's previous statement left.
+    /// the counts the backend's previous statement left, as the set that
+    /// judges says (`CodeCatalog::peek_settled`). With no set at all (no
+    /// reading yet, `pool.code_catalog_refresh_ms = 0`, or readings that
+    /// cannot see everything) such code is not known: documented (setting a
+    /// count on the backend before every statement naming a table would
+    /// change the session's status counters and cost a round trip each).
     fn code_reads_counts(&self, sql: &[u8]) -> bool {
         let schema = self.state.schema.as_deref().unwrap_or_default();
-        self.code_reads_counts_in(sql, schema)
-    }
-
-    /// The same, with `schema` as the session's schema. Judged by the
-    /// catalog's current set, or while it is unknown (after a DDL statement,
-    /// until it is read again) the set read last, as objects created
-    /// elsewhere are until the next reading. With no set at all (no reading
-    /// yet, `pool.code_catalog_refresh_ms = 0`, or readings that cannot see
-    /// everything) such code is not known: documented (setting a count on
-    /// the backend before every statement naming a table would change the
-    /// session's status counters and cost a round trip each).
-    fn code_reads_counts_in(&self, sql: &[u8], schema: &[u8]) -> bool {
-        let catalog = &self.shared.pool.code_catalog;
-        catalog
-            .peek(|n| n.map(|n| n.reads_counts(sql, schema)))
-            .or_else(|| {
-                (!catalog.is_blind())
-                    .then(|| catalog.last())
-                    .flatten()
-                    .map(|n| n.reads_counts(sql, schema))
-            })
+        self.shared
+            .pool
+            .code_catalog
+            .peek_settled(|n| n.reads_counts(sql, schema))
             .unwrap_or(false)
     }
 
@@ -459,9 +447,13 @@ impl super::Session {
         if self.row_count_held() {
             return Ok(true);
         }
-        // Named in the schema it was prepared in.
-        let schema = entry.key.schema.as_deref().unwrap_or_default();
-        let code_reads = self.code_reads_counts_in(sql, schema);
+        // Named in the schema it was prepared in; answered once per set.
+        let code_reads = self
+            .shared
+            .pool
+            .code_catalog
+            .peek_settled(|n| entry.reads_counts(n))
+            .unwrap_or(false);
         if !code_reads && !may_read(sql) {
             return Ok(true);
         }
