@@ -291,7 +291,7 @@ impl CodeCatalog {
         match self.names.load().as_deref() {
             Some(n) => Some(f(n)),
             None if self.is_blind() => None,
-            None => self.last().map(|n| f(&n)),
+            None => self.last.load().as_deref().map(f),
         }
     }
 
@@ -358,7 +358,7 @@ impl CodeCatalog {
         if let Some(n) = self.names() {
             return Some(n);
         }
-        if self.blind.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.is_blind() {
             return None;
         }
         let tainted = self.writes.lock().map_or(true, |w| w.tainted);
