@@ -37,6 +37,8 @@
 #                OUT/syscalls.txt)                   []
 #   PERF_RECORD  1: sample each proxy's CPU over the measured window
 #                (`perf record`, OUT/<point>-perf.data)  []
+#   PERF_CALLGRAPH  perf record's call-graph option(s), e.g.
+#                `--call-graph dwarf,16384` for user-space stacks  [-g]
 #   STATUS_VARS  server status counters reported per transaction, per point
 #                (written to OUT/server-per-trx.txt) [Questions Com_stmt_prepare ...]
 set -euo pipefail
@@ -244,7 +246,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
             fi
             rec_pid=
             if [[ ${PERF_RECORD:-} == 1 && -n ${PID[$t]:-} ]]; then
-                perf record -q -F 999 -g -p "${PID[$t]}" -o "${f%.txt}-perf.data" -- sleep "$TIME" >/dev/null 2>&1 &
+                read -ra callgraph <<<"${PERF_CALLGRAPH:--g}"
+                perf record -q -F 999 "${callgraph[@]}" -p "${PID[$t]}" -o "${f%.txt}-perf.data" -- sleep "$TIME" >/dev/null 2>&1 &
                 rec_pid=$!
             fi
             wait "$sb" || rc=$?
