@@ -1108,11 +1108,27 @@ impl Session {
                 && self.status & status::IN_TRANS == 0
                 && !self.pins.has(PinReason::SessionMode) =>
             {
-                Some(backend.query_row("SELECT LAST_INSERT_ID()").await)
+                Some(backend.query_row(&READ_LAST_INSERT_ID[1..]).await)
             }
             None => None,
         };
         if let Some(read) = read {
+            // `@@warning_count` read with it (errors, warnings and notes in
+            // the diagnostics area, which a query of no table leaves as it
+            // is): an empty area needs no cleanup before anyone else gets
+            // the backend — the mark an error or a warning left would
+            // otherwise stay through every later statement of the session
+            // (they clear the server's area, not the mark) and park the
+            // backend at every transaction end; a non-empty one needs it,
+            // whatever the bookkeeping thought.
+            if let Ok(Some(row)) = &read
+                && let Some(n) = row
+                    .get(1)
+                    .and_then(|c| c.as_deref())
+                    .and_then(|c| c.parse::<u64>().ok())
+            {
+                backend.marks.diagnostics = n > 0;
+            }
             if let Ok(Some(row)) = read
                 && let Some(id) = row
                     .first()
@@ -1345,8 +1361,6 @@ pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
     });
 }
 
-/// `SELECT LAST_INSERT_ID()` as a COM_QUERY payload, written as is behind
-/// the statement that ends a transaction (no allocation per transaction).
 /// First wait after the server refused a new backend as full (doubling up
 /// to [`SERVER_FULL_RETRY_MAX`]).
 const SERVER_FULL_RETRY: Duration = Duration::from_millis(20);
@@ -1375,7 +1389,10 @@ impl FullBackoff {
     }
 }
 
-const READ_LAST_INSERT_ID: &[u8] = b"\x03SELECT LAST_INSERT_ID()";
+/// `SELECT LAST_INSERT_ID(), @@warning_count` as a COM_QUERY payload,
+/// written as is behind the statement that ends a transaction (no
+/// allocation per transaction); its text alone when asked after one.
+const READ_LAST_INSERT_ID: &[u8] = b"\x03SELECT LAST_INSERT_ID(), @@warning_count";
 const _: () = assert!(READ_LAST_INSERT_ID[0] == COM_QUERY);
 
 /// True for a COM_QUERY that is exactly `COMMIT` or `ROLLBACK` (any case,
