@@ -643,6 +643,13 @@ const PINNING: &[Base] = &[
         PLAIN,
     ),
     pin(
+        "user variable by := in a derived table EXPLAIN materialises",
+        "EXPLAIN SELECT * FROM (SELECT @lm_b := 5 v) d",
+        &["SET @lm_b = NULL"],
+        Some("SELECT @lm_b"),
+        PLAIN,
+    ),
+    pin(
         "user variable by SELECT INTO",
         "SELECT 7 INTO @lm_c",
         &["SET @lm_c = NULL"],
@@ -669,6 +676,30 @@ const PINNING: &[Base] = &[
         &["SELECT RELEASE_LOCK('lm_lock')"],
         Some(OWN_LOCK),
         EVERY_WRAP,
+    ),
+    // MariaDB runs a derived table (and a constant subquery) while it
+    // explains a statement: the lock is taken, the sequence moved, the
+    // variable set, as if the statement ran.
+    pin(
+        "EXPLAIN of a derived table taking GET_LOCK",
+        "EXPLAIN SELECT * FROM (SELECT GET_LOCK('lm_lock', 0) g) d",
+        &["SELECT RELEASE_LOCK('lm_lock')"],
+        Some(OWN_LOCK),
+        PLAIN,
+    ),
+    pin(
+        "DESC of a derived table taking GET_LOCK",
+        "DESC SELECT * FROM (SELECT GET_LOCK('lm_lock', 0) g) d",
+        &["SELECT RELEASE_LOCK('lm_lock')"],
+        Some(OWN_LOCK),
+        PLAIN,
+    ),
+    pin(
+        "sequence NEXTVAL in a derived table EXPLAIN FORMAT=JSON materialises",
+        "EXPLAIN FORMAT=JSON SELECT * FROM (SELECT NEXTVAL(lm_seq) n) d",
+        &[],
+        Some("SELECT LASTVAL(lm_seq) > 0"),
+        PLAIN,
     ),
     pin(
         "get_lock lowercase",

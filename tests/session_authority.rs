@@ -1144,3 +1144,73 @@ async fn session_mode_runs_no_check_after_call() {
     let mut c = conn(&p).await;
     assert_eq!(selects_during_call(&mut c).await, want);
 }
+
+/// The session's active role.
+async fn role(c: &mut Conn) -> Option<String> {
+    c.query_first::<Option<String>, _>("SELECT CURRENT_ROLE()")
+        .await
+        .expect("CURRENT_ROLE()")
+        .flatten()
+}
+
+/// The role a session has active after a change of its account's default
+/// role made outside the proxy (here an administrator's `SET DEFAULT ROLE
+/// … FOR`, directly on the server): direct, a session keeps the role it
+/// logged in with, and a login after the change gets the new default. The
+/// proxy learnt the default from its own `SET DEFAULT ROLE` and from its
+/// backends' logins only, so after the administrator's change a new client
+/// was served by a backend logged in with the old default role and had its
+/// privileges. The pool now asks the account's default role on an idle
+/// backend every maintenance tick and starts a new roles epoch when it
+/// changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_role_changed_outside_the_proxy_reaches_no_later_client() {
+    let db = binlog_server();
+    db.sql(
+        "CREATE ROLE sa_r1;\n\
+         GRANT SELECT ON mysql.* TO sa_r1;\n\
+         GRANT sa_r1 TO 'app'@'%';",
+    );
+    let p = Proxy::builder(&db)
+        .groups(1)
+        .max_backend(2)
+        .queue_timeout_ms(5000)
+        .start()
+        .await;
+    let mut a = conn(&p).await;
+    a.query_drop("SET DEFAULT ROLE sa_r1")
+        .await
+        .expect("SET DEFAULT ROLE");
+    assert_eq!(
+        role(&mut a).await,
+        None,
+        "A keeps the role it logged in with"
+    );
+    // D logs in after A's change: it has the new default, as direct, and
+    // leaves a backend logged in with it idle.
+    let mut d = conn(&p).await;
+    assert_eq!(role(&mut d).await.as_deref(), Some("sa_r1"));
+    // The administrator takes the default away, on the server itself.
+    db.sql("SET DEFAULT ROLE NONE FOR 'app'@'%'");
+    // A client logging in from now on gets no role, as direct, once the
+    // pool noticed (within a few maintenance ticks).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = conn(&p).await;
+        let now = role(&mut c).await;
+        c.disconnect().await.expect("disconnect");
+        if now.is_none() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "10 s after the default role was taken away on the server, a new client still got {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Those logged in before keep theirs.
+    assert_eq!(role(&mut d).await.as_deref(), Some("sa_r1"), "D's own role");
+    assert_eq!(role(&mut a).await, None, "A's own role");
+    d.disconnect().await.expect("disconnect");
+    a.disconnect().await.expect("disconnect");
+}

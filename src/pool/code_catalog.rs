@@ -619,7 +619,9 @@ impl CodeCatalog {
         ))))
     }
 
-    /// One reading, installed when nothing changed meanwhile.
+    /// One reading, installed when nothing changed meanwhile; the backend
+    /// account's default role is asked on the same connection after it
+    /// ([`super::Pool::check_default_role_on`]).
     pub async fn refresh(
         &self,
         pool: &Arc<super::Pool>,
@@ -682,7 +684,8 @@ impl CodeCatalog {
                 let full = self.read(&mut helper.conn, reader, false, true, true);
                 match tokio::time::timeout(limit, full).await {
                     Ok(Ok(Ok(names))) => {
-                        helper.give_back(true);
+                        let kept = check_roles(pool, &mut helper.conn, limit).await;
+                        helper.give_back(kept);
                         if !self.install_read_at(generation, names, full_started) {
                             // Raced a DDL statement: unknown until the
                             // reading it asked for.
@@ -717,7 +720,9 @@ impl CodeCatalog {
                 }
                 return Outcome::Known;
             }
-            helper.give_back(matches!(read, Ok(Ok(_))));
+            let kept =
+                matches!(read, Ok(Ok(_))) && check_roles(pool, &mut helper.conn, limit).await;
+            helper.give_back(kept);
             match read {
                 Ok(Ok(Ok(Some(names)))) => {
                     if self.install_read_at(generation, Some(names), started) {
@@ -876,6 +881,15 @@ impl CodeCatalog {
             drop(pool);
         }
     }
+}
+
+/// Asks the default role on the reading's connection within `limit`;
+/// false when it did not answer in time (the connection is then closed,
+/// not given back mid-reply).
+async fn check_roles(pool: &super::Pool, c: &mut BackendConn, limit: Duration) -> bool {
+    tokio::time::timeout(limit, pool.check_default_role_on(c))
+        .await
+        .is_ok()
 }
 
 #[cfg(test)]

@@ -88,9 +88,17 @@ pub struct Pool {
     /// epoch (read by the backends logged in then): what a client that
     /// logged in at that epoch has active, as direct, unless it set one.
     login_roles: std::sync::Mutex<std::collections::HashMap<(usize, u64), Option<String>>>,
+    /// The server could not say which role a login gets
+    /// ([`DEFAULT_ROLE_SQL`] failed): it is not asked again.
+    roles_unreadable: std::sync::atomic::AtomicBool,
     /// Which names run code the text does not show (views, triggers).
     pub code_catalog: Arc<code_catalog::CodeCatalog>,
 }
+
+/// The role a new login of the connection's account gets (its default
+/// role; no row: none), as the account itself may read it.
+pub const DEFAULT_ROLE_SQL: &str =
+    "SELECT ROLE_NAME FROM information_schema.APPLICABLE_ROLES WHERE IS_DEFAULT = 'YES'";
 
 /// Roles epochs whose login roles are kept (sessions older than that keep
 /// whatever role a new backend logs in with).
@@ -200,6 +208,7 @@ impl Pool {
             session_defaults: std::sync::atomic::AtomicU64::new(u64::from(server.session_status)),
             roles_epoch: std::sync::atomic::AtomicU64::new(0),
             login_roles: Default::default(),
+            roles_unreadable: Default::default(),
             server: RwLock::new(Arc::new(server)),
         })
     }
@@ -508,6 +517,72 @@ impl Pool {
         }
     }
 
+    /// Records the role a login of pool key `pool`'s account gets, read on
+    /// a connection of roles epoch `epoch` (at its login, or asked since),
+    /// and returns the epoch that connection belongs to. A role other than
+    /// the one on record for the current epoch means the account's default
+    /// role changed outside this proxy (another proxy, a client of the
+    /// server, an administrator's `SET DEFAULT ROLE … FOR`): a new epoch
+    /// starts with it, so that no connection logged in before the change
+    /// serves a session logged in after it (which would get the old role),
+    /// and sessions logged in before are given back the role on record for
+    /// theirs. A reading of an older epoch teaches nothing.
+    pub fn observe_login_role(&self, pool: usize, epoch: u64, role: &Option<String>) -> u64 {
+        if epoch != self.roles_epoch() {
+            return epoch;
+        }
+        match self.login_role_at(pool, epoch) {
+            Some(known) if known != *role => {
+                self.default_roles_changed();
+                let now = self.roles_epoch();
+                self.note_login_role(pool, now, role);
+                tracing::info!(
+                    pool,
+                    was = known.as_deref().unwrap_or("NONE"),
+                    now = role.as_deref().unwrap_or("NONE"),
+                    "a backend account's default role changed outside this proxy"
+                );
+                now
+            }
+            Some(_) => epoch,
+            None => {
+                self.note_login_role(pool, epoch, role);
+                epoch
+            }
+        }
+    }
+
+    /// Asks on `c` (the code catalog's reading connection, every reading)
+    /// what role a login of its account gets now ([`DEFAULT_ROLE_SQL`], read
+    /// as the account itself; see [`Self::observe_login_role`]): a change
+    /// made outside this proxy is noticed within a reading interval even
+    /// when no connection is opened. Reads a table, as the catalog reading
+    /// does on the same connection. A server that cannot answer (no
+    /// `APPLICABLE_ROLES.IS_DEFAULT`) is not asked again.
+    pub async fn check_default_role_on(&self, c: &mut BackendConn) {
+        use std::sync::atomic::Ordering;
+        let epoch = c.roles_epoch;
+        if self.roles_unreadable.load(Ordering::Relaxed) || epoch != self.roles_epoch() {
+            return;
+        }
+        match c.query_row(DEFAULT_ROLE_SQL).await {
+            Ok(row) => {
+                let role = row.and_then(|r| r.into_iter().next().flatten());
+                if role.as_deref().is_none_or(|n| n.is_ascii()) {
+                    // The connection keeps its epoch: its active role is
+                    // the default of its login (a new epoch makes it stale).
+                    self.observe_login_role(c.pool, epoch, &role);
+                }
+            }
+            Err(BackendError::Server(e)) => {
+                tracing::info!(error = %e.message, "cannot read the backend account's default role: one changed outside this proxy is noticed only when a backend connection is opened");
+                self.roles_unreadable.store(true, Ordering::Relaxed);
+            }
+            // The connection failed: the reading that goes on with it fails too.
+            Err(_) => {}
+        }
+    }
+
     /// A default role changed: connections opened before must not serve
     /// anyone again.
     pub fn default_roles_changed(&self) {
@@ -550,8 +625,7 @@ impl Pool {
             match backend::connect(&p).await {
                 Ok((mut conn, mut info)) => {
                     conn.globals_epoch = epoch;
-                    conn.roles_epoch = roles;
-                    self.note_login_role(pool, roles, &conn.login_role);
+                    conn.roles_epoch = self.observe_login_role(pool, roles, &conn.login_role);
                     self.learn_session_status(epoch, info.session_status);
                     let current = self.server_info();
                     let same = current.same_greeting(&info);

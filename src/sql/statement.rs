@@ -183,10 +183,12 @@ pub(super) fn unit(r: &mut Reader, ctx: Ctx) -> Kind {
             Kind::GetDiagnostics
         }
         b"explain" | b"describe" | b"desc" => {
-            // EXPLAIN does not run the statement (MySQL's EXPLAIN ANALYZE does).
-            if !r.peek_word(0, b"analyze") {
-                r.observe = false;
-            }
+            // The explained statement is read as if it ran: MariaDB runs
+            // parts of it while explaining (a derived table is
+            // materialised, a constant subquery evaluated), so `EXPLAIN
+            // SELECT * FROM (SELECT GET_LOCK('l', 0)) d` takes the lock,
+            // and a NEXTVAL, an `@x :=` or a stored function there runs
+            // too. (MySQL's EXPLAIN ANALYZE runs all of it.)
             Kind::Other
         }
         b"declare" if ctx == Ctx::Compound => {

@@ -975,11 +975,7 @@ impl Session {
             // the next statement reads FOUND_ROWS() here; a name that is
             // not ASCII (read in the session's character set) is not kept.
             if !keep_found_rows
-                && let Ok(row) = backend
-                    .query_row(
-                        "SELECT ROLE_NAME FROM information_schema.APPLICABLE_ROLES WHERE IS_DEFAULT = 'YES'",
-                    )
-                    .await
+                && let Ok(row) = backend.query_row(crate::pool::DEFAULT_ROLE_SQL).await
             {
                 let role = row.and_then(|r| r.into_iter().next().flatten());
                 if role.as_deref().is_none_or(|n| n.is_ascii()) {

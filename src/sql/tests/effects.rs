@@ -35,6 +35,38 @@ fn examples_from_the_issue() {
     );
 }
 
+/// MariaDB runs a derived table and a constant subquery while it explains
+/// a statement: EXPLAIN's effects are those of the statement it explains.
+#[test]
+fn explain_is_read_as_if_the_statement_ran() {
+    for verb in [
+        "EXPLAIN",
+        "DESC",
+        "DESCRIBE",
+        "EXPLAIN FORMAT=JSON",
+        "EXPLAIN EXTENDED",
+    ] {
+        check(
+            &format!("{verb} SELECT * FROM (SELECT GET_LOCK('xl', 0) g, @xv := 5 u) d"),
+            D,
+            &[Other],
+            &[get_lock(Some("xl")), uv("xv", false)],
+        );
+        check(
+            &format!("{verb} SELECT (SELECT f_lock())"),
+            D,
+            &[Other],
+            &[Effect::StoredFunction],
+        );
+    }
+    check(
+        "EXPLAIN SELECT * FROM (SELECT NEXTVAL(s1) n) d",
+        D,
+        &[Other],
+        &[Effect::Sequence],
+    );
+}
+
 #[test]
 fn user_variable_assignments() {
     let cases: &[(&str, &[Kind], &[Effect])] = &[
