@@ -1214,3 +1214,45 @@ async fn a_default_role_changed_outside_the_proxy_reaches_no_later_client() {
     d.disconnect().await.expect("disconnect");
     a.disconnect().await.expect("disconnect");
 }
+
+/// `SET @@autocommit = 0` run by a procedure is reported by no session
+/// tracker (the unscoped form never is); the status flag of the CALL's
+/// reply says it. The session's next statement, on whichever backend, runs
+/// with autocommit off, as direct: a ROLLBACK undoes its insert. Before,
+/// the session went on in autocommit on the next backend and the
+/// ROLLBACK undid nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autocommit_set_by_a_procedure_follows_the_session() {
+    let db = binlog_server();
+    db.sql(
+        "CREATE TABLE test.ac_t (a INT) ENGINE=InnoDB;\n\
+         CREATE PROCEDURE test.ac_off() SET @@autocommit = 0;",
+    );
+    let p = one_backend(&db).await;
+    let mut a = conn(&p).await;
+    a.query_drop("CALL ac_off()").await.expect("CALL");
+    // Another client takes the only backend in between.
+    let mut b = conn(&p).await;
+    b.query_drop("SELECT 1").await.expect("B");
+    b.disconnect().await.expect("disconnect");
+    let ac: Option<u8> = a
+        .query_first("SELECT @@autocommit")
+        .await
+        .expect("autocommit");
+    assert_eq!(
+        ac,
+        Some(0),
+        "A's autocommit after its procedure turned it off"
+    );
+    a.query_drop("INSERT INTO ac_t VALUES (1)")
+        .await
+        .expect("insert");
+    a.query_drop("ROLLBACK").await.expect("rollback");
+    let n: Option<u64> = a
+        .query_first("SELECT COUNT(*) FROM ac_t")
+        .await
+        .expect("count");
+    assert_eq!(n, Some(0), "A's ROLLBACK undid its insert, as direct");
+    a.query_drop("SET autocommit = 1").await.expect("back on");
+    a.disconnect().await.expect("disconnect");
+}

@@ -594,6 +594,9 @@ impl Session {
                 co.backend
                     .state
                     .apply_block_with(&out.state, |name| !temporary.covers(name));
+                if let Some(st) = out.status {
+                    self.learn_autocommit(&mut co.backend.state, st);
+                }
                 if !analysis.incomplete
                     && analysis.statements.len() > 1
                     && !analysis
@@ -1138,6 +1141,26 @@ impl Session {
                 // Unknown value: never share this connection as it is.
                 backend.marks.needs_reset = true;
             }
+        }
+    }
+
+    /// The AUTOCOMMIT status flag of a reply is the server's word on the
+    /// session's autocommit: a change no tracker reported (`SET @@autocommit
+    /// = 0` run by a procedure or dynamic SQL — the unscoped form is
+    /// reported by none) is recorded in the session's state and the
+    /// backend's as if it had been, so that the session's next backend gets
+    /// it too. Before this, such a session went on in autocommit on the next
+    /// backend: its later ROLLBACK undid nothing.
+    fn learn_autocommit(&mut self, backend: &mut TrackedState, st: u16) {
+        let on = st & status::AUTOCOMMIT != 0;
+        let fresh_on = self.shared.pool.session_status() & status::AUTOCOMMIT != 0;
+        let tracked_on = self.state.vars.get("autocommit").map_or(fresh_on, |v| {
+            v.eq_ignore_ascii_case("on") || v == "1" || v.eq_ignore_ascii_case("true")
+        });
+        if on != tracked_on {
+            let value = if on { "ON" } else { "OFF" };
+            self.state.vars.insert("autocommit".into(), value.into());
+            backend.vars.insert("autocommit".into(), value.into());
         }
     }
 
