@@ -1160,9 +1160,9 @@ async fn role(c: &mut Conn) -> Option<String> {
 /// proxy learnt the default from its own `SET DEFAULT ROLE` and from its
 /// backends' logins only, so after the administrator's change a new client
 /// was served by a backend logged in with the old default role and had its
-/// privileges. The pool now asks the account's default role on an idle
-/// backend every maintenance tick and starts a new roles epoch when it
-/// changed.
+/// privileges. The pool now notices the change (a new backend's login
+/// role, or the account's default read with each code catalog reading,
+/// differing from what it knew) and starts a new roles epoch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_default_role_changed_outside_the_proxy_reaches_no_later_client() {
     let db = binlog_server();

@@ -91,6 +91,9 @@ pub struct Pool {
     /// The server could not say which role a login gets
     /// ([`DEFAULT_ROLE_SQL`] failed): it is not asked again.
     roles_unreadable: std::sync::atomic::AtomicBool,
+    /// The last [`DEFAULT_ROLE_SQL`] reading of each credential pool (see
+    /// [`Pool::check_default_role_on`]).
+    default_readings: std::sync::Mutex<std::collections::HashMap<usize, Option<String>>>,
     /// Which names run code the text does not show (views, triggers).
     pub code_catalog: Arc<code_catalog::CodeCatalog>,
 }
@@ -209,6 +212,7 @@ impl Pool {
             roles_epoch: std::sync::atomic::AtomicU64::new(0),
             login_roles: Default::default(),
             roles_unreadable: Default::default(),
+            default_readings: Default::default(),
             server: RwLock::new(Arc::new(server)),
         })
     }
@@ -553,32 +557,52 @@ impl Pool {
     }
 
     /// Asks on `c` (the code catalog's reading connection, every reading)
-    /// what role a login of its account gets now ([`DEFAULT_ROLE_SQL`], read
-    /// as the account itself; see [`Self::observe_login_role`]): a change
-    /// made outside this proxy is noticed within a reading interval even
-    /// when no connection is opened. Reads a table, as the catalog reading
-    /// does on the same connection. A server that cannot answer (no
-    /// `APPLICABLE_ROLES.IS_DEFAULT`) is not asked again.
+    /// which role a new login of its account gets ([`DEFAULT_ROLE_SQL`],
+    /// read as the account itself) and compares it with the last such
+    /// reading of the same account: a difference means the default role
+    /// changed — outside this proxy when no `SET DEFAULT ROLE` ran through
+    /// it (another proxy, a client of the server, an administrator's `SET
+    /// DEFAULT ROLE … FOR`) — and a new roles epoch starts, so that no
+    /// connection logged in before serves a session logged in after. Only
+    /// readings of this query are compared with each other (a login's
+    /// `CURRENT_ROLE()` may differ from the default without any change:
+    /// `init_connect` may set a role, and MySQL spells roles otherwise).
+    /// Reads a table, as the catalog reading does on the same connection.
+    /// A server without `APPLICABLE_ROLES.IS_DEFAULT` is not asked again.
     pub async fn check_default_role_on(&self, c: &mut BackendConn) {
         use std::sync::atomic::Ordering;
-        let epoch = c.roles_epoch;
-        if self.roles_unreadable.load(Ordering::Relaxed) || epoch != self.roles_epoch() {
+        if self.roles_unreadable.load(Ordering::Relaxed) {
             return;
         }
+        let Some((credential, _)) = self.keys.get(c.pool) else {
+            return;
+        };
         match c.query_row(DEFAULT_ROLE_SQL).await {
             Ok(row) => {
                 let role = row.and_then(|r| r.into_iter().next().flatten());
-                if role.as_deref().is_none_or(|n| n.is_ascii()) {
-                    // The connection keeps its epoch: its active role is
-                    // the default of its login (a new epoch makes it stale).
-                    self.observe_login_role(c.pool, epoch, &role);
+                let before = match self.default_readings.lock() {
+                    Ok(mut m) => m.insert(credential, role.clone()),
+                    Err(_) => return,
+                };
+                if let Some(before) = before
+                    && before != role
+                {
+                    self.default_roles_changed();
+                    tracing::info!(
+                        credential,
+                        was = before.as_deref().unwrap_or("NONE"),
+                        now = role.as_deref().unwrap_or("NONE"),
+                        "a backend account's default role changed"
+                    );
                 }
             }
-            Err(BackendError::Server(e)) => {
+            // No such column or table: this server cannot say.
+            Err(BackendError::Server(e)) if matches!(e.code, 1054 | 1109 | 1146) => {
                 tracing::info!(error = %e.message, "cannot read the backend account's default role: one changed outside this proxy is noticed only when a backend connection is opened");
                 self.roles_unreadable.store(true, Ordering::Relaxed);
             }
-            // The connection failed: the reading that goes on with it fails too.
+            // Asked again at the next reading (a failed connection fails
+            // the reading that goes on with it too).
             Err(_) => {}
         }
     }

@@ -358,6 +358,8 @@ impl Session {
         // a plain hop (a streamed command had it sent before, see `large`).
         let began = std::mem::take(&mut self.pending_begin);
         let status_before = self.status;
+        // The backend's own flags ahead of the statement (see `learn_autocommit`).
+        let backend_status_before = co.backend.status;
         let learn_begin = if co.was_pinned || !self.may_defer_begin() {
             None
         } else if payload.first() == Some(&COM_QUERY) && super::begin::is_plain_begin(&payload[1..])
@@ -518,7 +520,11 @@ impl Session {
         match result {
             Ok(out) => {
                 let insert_id_read = if read_insert_id_ahead {
-                    Some(co.backend.read_row().await)
+                    let read = co.backend.read_row().await;
+                    if let Ok(Some(row)) = &read {
+                        note_warning_count(&mut co.backend.marks, row);
+                    }
+                    Some(read)
                 } else {
                     None
                 };
@@ -595,7 +601,7 @@ impl Session {
                     .state
                     .apply_block_with(&out.state, |name| !temporary.covers(name));
                 if let Some(st) = out.status {
-                    self.learn_autocommit(&mut co.backend.state, st);
+                    self.learn_autocommit(&mut co.backend.state, backend_status_before, st);
                 }
                 if !analysis.incomplete
                     && analysis.statements.len() > 1
@@ -1107,27 +1113,15 @@ impl Session {
                 && self.status & status::IN_TRANS == 0
                 && !self.pins.has(PinReason::SessionMode) =>
             {
-                Some(backend.query_row(&READ_LAST_INSERT_ID[1..]).await)
+                let read = backend.query_row(&READ_LAST_INSERT_ID[1..]).await;
+                if let Ok(Some(row)) = &read {
+                    note_warning_count(&mut backend.marks, row);
+                }
+                Some(read)
             }
             None => None,
         };
         if let Some(read) = read {
-            // `@@warning_count` read with it (errors, warnings and notes in
-            // the diagnostics area, which a query of no table leaves as it
-            // is): an empty area needs no cleanup before anyone else gets
-            // the backend — the mark an error or a warning left would
-            // otherwise stay through every later statement of the session
-            // (they clear the server's area, not the mark) and park the
-            // backend at every transaction end; a non-empty one needs it,
-            // whatever the bookkeeping thought.
-            if let Ok(Some(row)) = &read
-                && let Some(n) = row
-                    .get(1)
-                    .and_then(|c| c.as_deref())
-                    .and_then(|c| c.parse::<u64>().ok())
-            {
-                backend.marks.diagnostics = n > 0;
-            }
             if let Ok(Some(row)) = read
                 && let Some(id) = row
                     .first()
@@ -1145,19 +1139,26 @@ impl Session {
     }
 
     /// The AUTOCOMMIT status flag of a reply is the server's word on the
-    /// session's autocommit: a change no tracker reported (`SET @@autocommit
-    /// = 0` run by a procedure or dynamic SQL — the unscoped form is
-    /// reported by none) is recorded in the session's state and the
-    /// backend's as if it had been, so that the session's next backend gets
-    /// it too. Before this, such a session went on in autocommit on the next
-    /// backend: its later ROLLBACK undid nothing.
-    fn learn_autocommit(&mut self, backend: &mut TrackedState, st: u16) {
+    /// session's autocommit: when it changed on the backend during the
+    /// statement (`before`: the backend's own status ahead of it) and no
+    /// tracker reported the new value (`SET @@autocommit = 0` run by a
+    /// procedure or dynamic SQL — the unscoped form is reported by none),
+    /// the change is recorded in the session's state and the backend's as
+    /// if it had been, so that the session's next backend gets it too.
+    /// Before this, such a session went on in autocommit on the next
+    /// backend: its later ROLLBACK undid nothing. (Compared on the same
+    /// connection: a server whose `init_connect` sets autocommit gives
+    /// every fresh backend that value, which is not a change.)
+    fn learn_autocommit(&mut self, backend: &mut TrackedState, before: u16, st: u16) {
+        if (st ^ before) & status::AUTOCOMMIT == 0 {
+            return;
+        }
         let on = st & status::AUTOCOMMIT != 0;
-        let fresh_on = self.shared.pool.session_status() & status::AUTOCOMMIT != 0;
-        let tracked_on = self.state.vars.get("autocommit").map_or(fresh_on, |v| {
-            v.eq_ignore_ascii_case("on") || v == "1" || v.eq_ignore_ascii_case("true")
-        });
-        if on != tracked_on {
+        let tracked =
+            self.state.vars.get("autocommit").map(|v| {
+                v.eq_ignore_ascii_case("on") || v == "1" || v.eq_ignore_ascii_case("true")
+            });
+        if tracked != Some(on) {
             let value = if on { "ON" } else { "OFF" };
             self.state.vars.insert("autocommit".into(), value.into());
             backend.vars.insert("autocommit".into(), value.into());
@@ -1405,6 +1406,25 @@ impl FullBackoff {
     pub(super) async fn wait(&mut self) {
         tokio::time::sleep(self.0).await;
         self.0 = (self.0 * 2).min(SERVER_FULL_RETRY_MAX);
+    }
+}
+
+/// Applies the `@@warning_count` of a [`READ_LAST_INSERT_ID`] row (its
+/// second cell: errors, warnings and notes in the diagnostics area, which
+/// a query of no table leaves as it is) to the backend's mark, as soon as
+/// it is read (what runs after it may mark the area again): an empty area
+/// needs no cleanup before anyone else gets the backend — the mark an
+/// error or a warning left would otherwise stay through every later
+/// statement of the session (they clear the server's area, not the mark)
+/// and park the backend at every transaction end; a non-empty one needs
+/// it, whatever the bookkeeping thought.
+fn note_warning_count(marks: &mut authority::BackendMarks, row: &[Option<String>]) {
+    if let Some(n) = row
+        .get(1)
+        .and_then(|c| c.as_deref())
+        .and_then(|c| c.parse::<u64>().ok())
+    {
+        marks.diagnostics = n > 0;
     }
 }
 
