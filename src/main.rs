@@ -129,10 +129,19 @@ async fn serve(
     }
     let took_over = inherited.is_some();
     if let Some(i) = inherited {
-        let done = tokio::task::spawn_blocking(move || i.commit()).await??;
+        let (done, control) = tokio::task::spawn_blocking(move || i.commit()).await??;
         tracing::info!(old_pid = ?done.pid, "takeover: the old process stops accepting and drains");
         if let Some(n) = done.next_id {
             shared.next_id.store(n, Ordering::Relaxed);
+        }
+        // Its idle sessions follow over the control connection.
+        if let Some(stream) = control {
+            let shared = shared.clone();
+            let rt = tokio::runtime::Handle::current();
+            std::thread::Builder::new()
+                .name("myplex-moves".into())
+                .spawn(move || myplex::server::receive_moved_sessions(stream, shared, rt))
+                .context("starting the thread that receives moved sessions")?;
         }
     }
     let (admin_stop_trigger, admin_stop) = myplex::shutdown::channel();

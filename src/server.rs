@@ -279,6 +279,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         shutdown,
         admission,
         throttle,
+        mover: Default::default(),
     });
     let weak = Arc::downgrade(&shared);
     tokio::spawn(shared.pool.code_catalog.clone().run(
@@ -598,4 +599,115 @@ async fn admit<'a>(
     let (session, ok_seq, schema) =
         Session::new(shared.clone(), login, slot, id, peer.address_key());
     Some((logged_in, session, ok_seq, schema))
+}
+
+/// Serves the sessions the old process moves here after a hand-over
+/// (`crate::takeover::moves`), one at a time, until it exits and closes
+/// the control connection. Blocking: runs on a thread of its own, `rt`
+/// being this process's runtime.
+pub fn receive_moved_sessions(
+    stream: std::os::unix::net::UnixStream,
+    shared: Arc<Shared>,
+    rt: tokio::runtime::Handle,
+) {
+    use crate::takeover::moves;
+    let mut moved = 0u64;
+    loop {
+        let (fd, record) = match moves::receive(&stream) {
+            Ok(Some(s)) => s,
+            Ok(None) => break,
+            Err(e) => {
+                warn!(error = %e, "takeover: receiving a session failed; no more sessions move here");
+                break;
+            }
+        };
+        let outcome = adopt_moved(&shared, &rt, fd, &record);
+        match &outcome {
+            Ok(()) => {
+                moved += 1;
+                shared.metrics.session_moved("in", "moved");
+            }
+            Err(why) => {
+                debug!(reason = %why, "takeover: a moving session was refused");
+                shared.metrics.session_moved("in", "refused");
+            }
+        }
+        if let Err(e) = moves::answer(&stream, &outcome) {
+            warn!(error = %e, "takeover: answering the old process failed; no more sessions move here");
+            break;
+        }
+    }
+    info!(
+        sessions = moved,
+        "takeover: the old process is gone; sessions it moved are served here"
+    );
+}
+
+/// Starts serving one moved session (on its thread group's worker, as an
+/// accepted client); `Err` says why not (the old process keeps it).
+fn adopt_moved(
+    shared: &Arc<Shared>,
+    rt: &tokio::runtime::Handle,
+    fd: std::os::fd::OwnedFd,
+    record: &[u8],
+) -> Result<(), String> {
+    use crate::frontend::session::moving::{self, MovedSession};
+    let rec: MovedSession =
+        serde_json::from_slice(record).map_err(|e| format!("unreadable session record: {e}"))?;
+    let socket = moving::moved_socket(fd).map_err(|e| format!("client socket: {e}"))?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(), String>>(1);
+    let id = rec.id;
+    let group = shared.pool.group_for(id).id;
+    let task = {
+        let shared = shared.clone();
+        async move {
+            let socket = match Detached::Tcp(socket).attach() {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = tx.send(Err(format!("registering the client socket: {e}")));
+                    return;
+                }
+            };
+            let count = ClientCount::new(&shared);
+            let max = shared.config.load().pool.max_client_connections;
+            let Some(logged_in) = shared.admission.log_in(max, rec.admin) else {
+                let _ = tx.send(Err("max_client_connections reached".into()));
+                return;
+            };
+            let tenant = shared.pool.tenants.for_user(&rec.user, true);
+            let Ok(slot) = tenant.enter() else {
+                let _ = tx.send(Err(format!("user {} at max_client_connections", rec.user)));
+                return;
+            };
+            let mut io =
+                PacketIo::new(Stream::from(socket)).with_read_step(handshake::CLIENT_READ_STEP);
+            io.set_write_timeout(Duration::from_millis(
+                shared.config.load().frontend.client_write_timeout_ms,
+            ));
+            let mut session = match Session::adopt(shared.clone(), rec, io, slot) {
+                Ok(s) => s,
+                Err(why) => {
+                    let _ = tx.send(Err(why));
+                    return;
+                }
+            };
+            if tx.send(Ok(())).is_err() {
+                return;
+            }
+            let ended = session.resume().await;
+            drop(session);
+            drop(logged_in);
+            drop(count);
+            match ended {
+                Ok(()) | Err(End::ClientGone) => debug!(client.id = id, "client left"),
+                Err(e) => debug!(client.id = id, reason = %e, "session ended"),
+            }
+        }
+    };
+    match shared.workers.as_ref() {
+        Some(w) => w.spawn(group, task),
+        None => drop(rt.spawn(task)),
+    }
+    rx.recv_timeout(crate::takeover::LINE_TIMEOUT / 2)
+        .map_err(|_| "the session did not start in time".to_string())?
 }

@@ -346,18 +346,21 @@ async fn connect_loop_sees_no_failure_across_two_takeovers() {
     signal(third[0], "-TERM");
 }
 
-/// A client inside a transaction on the old process finishes it there,
-/// then is closed at the boundary; new clients meanwhile reach the new
-/// process; the old one exits once the transaction ended.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn transaction_finishes_on_the_old_process_then_closes() {
+/// A client inside a transaction on the old process finishes it there;
+/// new clients meanwhile reach the new process; the old one exits once the
+/// transaction ended. On TCP both clients then move to the new process
+/// (one logged in without a statement yet moves at once, the other at its
+/// transaction's end) and go on without noticing; on a Unix socket (which
+/// does not move) each is closed at its boundary, as a drain closes it.
+async fn transaction_finishes_on_the_old_process(unix: bool) {
     let Running {
+        cfg,
         path,
         url,
         child: mut old,
         ..
-    } = start("txn", false).await;
-    let table = format!("takeover_txn_{}", std::process::id());
+    } = start(if unix { "txn-unix" } else { "txn" }, unix).await;
+    let table = format!("takeover_txn_{}_{unix}", std::process::id());
     let mut t = login(&url).await.expect("login");
     t.query_drop(format!(
         "CREATE OR REPLACE TABLE {table} (id INT PRIMARY KEY)"
@@ -398,18 +401,28 @@ async fn transaction_finishes_on_the_old_process_then_closes() {
         .expect("the first statement of a client accepted before the hand-over is served");
     assert!(
         id.is_some_and(|id| id < old_id + ID_MARGIN),
-        "by the old process"
+        "with the id it logged in with"
     );
-    assert!(
-        fresh.query_drop("SELECT 1").await.is_err(),
-        "then closed: it is idle"
+    let again = fresh.query_drop("SELECT 1").await;
+    assert_eq!(
+        again.is_ok(),
+        !unix,
+        "moved on TCP, closed on a socket: {again:?}"
     );
     t.query_drop(format!("INSERT INTO {table} VALUES (2)"))
         .await
         .expect("insert 2 inside the transaction on the old process");
     t.query_drop("COMMIT").await.expect("commit");
-    let after = t.query_drop("SELECT 1").await;
-    assert!(after.is_err(), "closed at the transaction boundary");
+    let after: Result<Option<u64>, _> = t.query_first("SELECT CONNECTION_ID()").await;
+    if unix {
+        assert!(after.is_err(), "closed at the transaction boundary");
+    } else {
+        assert_eq!(
+            after.expect("moved at the boundary"),
+            Some(old_id),
+            "same connection id"
+        );
+    }
     let status = exits(&mut old, Duration::from_secs(30)).await;
     assert!(status.success(), "old process: {status}");
     let mut c = login(&url).await.expect("login to the new process");
@@ -418,12 +431,61 @@ async fn transaction_finishes_on_the_old_process_then_closes() {
         .await
         .expect("count");
     assert_eq!(n, Some(2), "the transaction committed whole");
+    if !unix {
+        // Both sessions are the new process's now, still usable.
+        let n: Option<u64> = t
+            .query_first(format!("SELECT COUNT(*) FROM {table}"))
+            .await
+            .expect("the moved session after the old process exited");
+        assert_eq!(n, Some(2));
+        fresh
+            .query_drop("SELECT 1")
+            .await
+            .expect("the other moved session");
+        assert_eq!(moved_in(&cfg).await, 2, "two sessions moved in");
+    }
     c.query_drop(format!("DROP TABLE {table}"))
         .await
         .expect("drop");
     let _ = c.disconnect().await;
     assert!(still_running(&mut new));
     let _ = new.start_kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transaction_finishes_on_the_old_process_then_moves() {
+    transaction_finishes_on_the_old_process(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transaction_finishes_on_the_old_process_then_closes_on_a_socket() {
+    transaction_finishes_on_the_old_process(true).await;
+}
+
+/// `myplex_sessions_moved_total{direction="in",outcome="moved"}` of the
+/// process serving `cfg`'s admin endpoint.
+async fn moved_in(cfg: &Config) -> u64 {
+    metric(
+        cfg,
+        "myplex_sessions_moved_total{direction=\"in\",outcome=\"moved\"}",
+    )
+    .await
+}
+
+/// A counter from the admin endpoint's `/metrics` (0 when absent).
+async fn metric(cfg: &Config, series: &str) -> u64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(&cfg.admin_listen)
+        .await
+        .expect("admin connect");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("admin write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("admin read");
+    out.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
 }
 
 /// A new process with a bad configuration (or without takeover_socket)
@@ -583,4 +645,181 @@ async fn a_moved_socket_path_leaves_no_stale_file() {
     wait_serving(&socket_url(&new_sock)).await;
     assert!(still_running(&mut new));
     let _ = new.start_kill();
+}
+
+/// An idle TCP session moves to the new process with its state, through a
+/// `--takeover` and then a `SIGUSR2` upgrade: the same connection id,
+/// session variables, schema, last insert id, found rows, and a statement
+/// it prepared (executed again under its old id, prepared lazily by the new
+/// process); the old processes exit at once (nothing waits to drain).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idle_session_moves_with_its_state() {
+    let Running {
+        cfg,
+        path,
+        url,
+        child: mut first,
+        ..
+    } = start("state", false).await;
+    let table = format!("takeover_state_{}", std::process::id());
+    let mut c = login(&url).await.expect("login");
+    c.query_drop(format!(
+        "CREATE OR REPLACE TABLE {table} (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10))"
+    ))
+    .await
+    .expect("create");
+    c.query_drop(
+        "SET SESSION sql_mode = 'ANSI_QUOTES', time_zone = '+05:00', group_concat_max_len = 777",
+    )
+    .await
+    .expect("set");
+    c.query_drop(format!(
+        "INSERT INTO {table} (v) VALUES ('a'), ('b'), ('c')"
+    ))
+    .await
+    .expect("insert");
+    let stmt = c
+        .prep(format!("SELECT v FROM {table} WHERE id = ?"))
+        .await
+        .expect("prepare");
+    let v: Option<String> = c.exec_first(&stmt, (1,)).await.expect("execute");
+    assert_eq!(v.as_deref(), Some("a"));
+    let expected = state(&mut c).await;
+    assert_eq!(expected.4, 1, "LAST_INSERT_ID() of a three-row insert");
+    // FOUND_ROWS() is the last result set's row count: 3 here.
+    let rows: Vec<u32> = c
+        .query(format!("SELECT id FROM {table}"))
+        .await
+        .expect("select");
+    assert_eq!(rows.len(), 3);
+
+    let mut second = myplex(&path, true).spawn().expect("start successor");
+    let second_pid = second.id().expect("pid");
+    let status = exits(&mut first, Duration::from_secs(10)).await;
+    assert!(status.success(), "old process: {status}");
+    let found: Option<u64> = c
+        .query_first("SELECT FOUND_ROWS()")
+        .await
+        .expect("found rows");
+    assert_eq!(found, Some(3), "FOUND_ROWS() after the move");
+    assert_eq!(
+        state(&mut c).await,
+        expected,
+        "state after the first upgrade"
+    );
+    let v: Option<String> = c
+        .exec_first(&stmt, (2,))
+        .await
+        .expect("execute after the move");
+    assert_eq!(v.as_deref(), Some("b"));
+    assert_eq!(moved_in(&cfg).await, 1);
+
+    signal(second_pid, "-USR2");
+    let status = exits(&mut second, Duration::from_secs(10)).await;
+    assert!(status.success(), "second process after SIGUSR2: {status}");
+    let third = pids_naming(&path, &[second_pid]);
+    let _reaper = Reaper(third.clone());
+    assert_eq!(third.len(), 1, "one successor started by SIGUSR2");
+    assert_eq!(
+        state(&mut c).await,
+        expected,
+        "state after the second upgrade"
+    );
+    let v: Option<String> = c
+        .exec_first(&stmt, (3,))
+        .await
+        .expect("execute after two moves");
+    assert_eq!(v.as_deref(), Some("c"));
+    c.query_drop(format!("DROP TABLE {table}"))
+        .await
+        .expect("drop");
+    let _ = c.disconnect().await;
+    signal(third[0], "-TERM");
+}
+
+/// What the state test compares: connection id, sql_mode, time_zone,
+/// group_concat_max_len, LAST_INSERT_ID(), DATABASE().
+async fn state(c: &mut Conn) -> (u64, String, String, u64, u64, String) {
+    c.query_first("SELECT CONNECTION_ID(), @@sql_mode, @@time_zone, @@group_concat_max_len, LAST_INSERT_ID(), DATABASE()")
+        .await
+        .expect("state")
+        .expect("row")
+}
+
+/// sysbench `oltp_read_write` keeps running through three upgrades in a row
+/// (`--takeover`, then `SIGUSR2` twice): 0 errors, 0 reconnects. Its
+/// sessions move between transactions.
+async fn sysbench_across_three_upgrades(ps_mode: &'static [&'static str], schema: &str) {
+    use common::load::innodb_deadlocks;
+    use common::sysbench::{
+        assert_clean_run, oltp_args, parse_stats, prepare, run_args, sysbench_async,
+    };
+    myplex::server::raise_fd_limit();
+    let db = MariaDb::shared();
+    prepare(db, schema, ps_mode).await;
+    let Running {
+        cfg,
+        path,
+        child: mut first,
+        ..
+    } = start(schema, false).await;
+    let port: u16 = cfg
+        .listen
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let deadlocks_before = innodb_deadlocks(db);
+    let mut run = oltp_args(port, APP_USER, APP_PASSWORD, schema, ps_mode);
+    run.extend(run_args(16, 24));
+    let load = tokio::spawn(sysbench_async(run, Duration::from_secs(70)));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    let mut second = myplex(&path, true).spawn().expect("start successor");
+    let mut pids = vec![second.id().expect("pid")];
+    let status = exits(&mut first, Duration::from_secs(15)).await;
+    assert!(status.success(), "first process: {status}");
+    let mut reaper = Reaper(Vec::new());
+    let mut moved = moved_in(&cfg).await;
+    assert!(moved > 0, "sessions moved to the second process");
+    for upgrade in 2..=3 {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let old = *pids.last().expect("pid");
+        signal(old, "-USR2");
+        let t0 = Instant::now();
+        while std::path::Path::new(&format!("/proc/{old}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{old}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(15),
+                "process {upgrade} did not hand over and exit"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let next = pids_naming(&path, &pids);
+        assert_eq!(
+            next.len(),
+            1,
+            "one successor for upgrade {upgrade}: {next:?}"
+        );
+        reaper.0.push(next[0]);
+        pids.push(next[0]);
+        moved = moved_in(&cfg).await;
+        assert!(moved > 0, "sessions moved in upgrade {upgrade}");
+    }
+    let _ = exits(&mut second, Duration::from_secs(1)).await;
+    let sb = load.await.expect("sysbench task");
+    let deadlocks = innodb_deadlocks(db) - deadlocks_before;
+    let stats = assert_clean_run(&sb, parse_stats(&sb.stdout), deadlocks);
+    eprintln!("[{schema}] {stats:?}, the last upgrade moved {moved} sessions in");
+    signal(*pids.last().expect("pid"), "-TERM");
+}
+
+/// Both protocols, one after the other: the deadlock count the clean-run
+/// check compares with is the server's, shared by whatever runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sysbench_runs_through_three_upgrades_in_both_protocols() {
+    sysbench_across_three_upgrades(&[], "sb_takeover_ps").await;
+    sysbench_across_three_upgrades(&["--db-ps-mode=disable"], "sb_takeover_text").await;
 }

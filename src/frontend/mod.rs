@@ -138,6 +138,8 @@ pub struct Shared {
     pub admission: admission::Admission,
     /// Failed-login counts and delays.
     pub throttle: throttle::Throttle,
+    /// After a hand-over: where idle sessions move (`crate::takeover::moves`).
+    pub mover: Arc<crate::takeover::moves::Mover>,
 }
 
 #[cfg(test)]

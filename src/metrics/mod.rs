@@ -335,6 +335,16 @@ impl Metrics {
         .increment(1);
     }
 
+    /// A session handed over in an upgrade (see
+    /// [`names::SESSIONS_MOVED_TOTAL`]).
+    pub fn session_moved(&self, direction: &'static str, outcome: &'static str) {
+        self.dynamic_counter(
+            SESSIONS_MOVED_TOTAL,
+            &[("direction", direction.into()), ("outcome", outcome.into())],
+        )
+        .increment(1);
+    }
+
     /// A refused client connection.
     pub fn rejected(&self, reason: &'static str) {
         self.dynamic_counter(

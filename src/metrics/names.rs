@@ -32,6 +32,12 @@ pub const ADMIN_LOCAL_ANSWERS_TOTAL: &str = "myplex_admin_local_answers_total";
 /// `source="none"` counts interrupts given up because no connection came
 /// free within the deadline (the budget is never exceeded for them).
 pub const KILL_HELPERS_TOTAL: &str = "myplex_kill_helpers_total";
+/// Counter{direction, outcome}: client sessions handed over in an upgrade
+/// (`crate::takeover::moves`): `direction` is `out` (sent to the new process)
+/// or `in` (received from the old one); `outcome` is `moved`, `refused`
+/// (the session went on where it was) or `lost` (the control connection
+/// failed mid-way; the old process ended the session).
+pub const SESSIONS_MOVED_TOTAL: &str = "myplex_sessions_moved_total";
 /// Counter{group, kind}: statements (commands needing a backend) by command kind.
 pub const STATEMENTS_TOTAL: &str = "myplex_statements_total";
 /// Counter{group, outcome}: explicit transactions ended, `commit` or
@@ -144,6 +150,7 @@ pub const ALL: &[&str] = &[
     DEFERRED_BEGINS_TOTAL,
     ADMIN_LOCAL_ANSWERS_TOTAL,
     KILL_HELPERS_TOTAL,
+    SESSIONS_MOVED_TOTAL,
     STATEMENTS_TOTAL,
     TRANSACTIONS_TOTAL,
     ERRORS_TOTAL,

@@ -76,7 +76,8 @@ pub fn entries(block: &[u8]) -> impl Iterator<Item = Entry<'_>> {
 
 /// What a client's own session trackers would report (its `session_track_*`
 /// settings, from the server's global defaults).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClientTrackers {
     /// `session_track_schema`.
     pub schema: bool,

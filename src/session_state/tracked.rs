@@ -20,7 +20,10 @@ const MAX_JOIN_SIZE_UNLIMITED: &str = "18446744073709551615";
 const DATABASE_VARS: [&str; 2] = ["character_set_database", "collation_database"];
 
 /// Schema and changed session variables, as the server reported them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Serialisable: it goes with a session that moves to a new process
+/// (`frontend::session::moving`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TrackedState {
     /// Default schema (`None` = no schema selected).
     pub schema: Option<Vec<u8>>,

@@ -40,6 +40,9 @@ pub struct Handover {
     pub lent: Vec<Lent>,
     /// Stops accepting and starts the drain.
     pub on_commit: OnCommit,
+    /// Where idle sessions go after the commit (the control connection is
+    /// installed in it).
+    pub mover: Arc<super::moves::Mover>,
 }
 
 impl std::fmt::Debug for Handover {
@@ -87,6 +90,7 @@ impl Handover {
         let shared = shared.clone();
         Ok(Handover {
             lent,
+            mover: shared.mover.clone(),
             on_commit: Box::new(move |adopted| {
                 // A file the successor did not adopt (its config moved the
                 // socket) goes when this process's listener closes.
@@ -177,11 +181,15 @@ fn exchange(stream: &UnixStream, h: &Handover) -> io::Result<Outcome> {
         return Ok(Outcome::Aborted(format!("expected commit, got {line:?}")));
     };
     let adopted: Vec<&str> = adopted.split_whitespace().collect();
-    let next_id = (h.on_commit)(&adopted);
-    let _ = fds::send_line(
-        stream,
-        &format!("draining {} next-id={next_id}", std::process::id()),
-    );
+    // Sessions start moving as soon as the drain starts: the connection is
+    // theirs once the answer to the commit is written.
+    h.mover.install_during(stream, || {
+        let next_id = (h.on_commit)(&adopted);
+        let _ = fds::send_line(
+            stream,
+            &format!("draining {} next-id={next_id}", std::process::id()),
+        );
+    });
     Ok(Outcome::Committed)
 }
 

@@ -22,11 +22,13 @@
 //! process accepts, and none is refused. Until "commit" the old process
 //! keeps accepting; a new process that fails (bad config, crash, timeout)
 //! leaves it serving. `give` is the old process's side, `take` the new
-//! one's, `fds` the descriptor passing, `successor` the `SIGUSR2` start of
-//! the binary on disk, `notify` systemd's `MAINPID=`.
+//! one's, `fds` the descriptor passing, `moves` the idle sessions that
+//! follow over the same connection after the commit, `successor` the
+//! `SIGUSR2` start of the binary on disk, `notify` systemd's `MAINPID=`.
 
 pub mod fds;
 pub mod give;
+pub mod moves;
 pub mod notify;
 pub mod successor;
 pub mod take;

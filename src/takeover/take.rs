@@ -115,8 +115,10 @@ impl Inheritance {
 
     /// Tells the old process to stop accepting and drain. A refusal is an
     /// error; a lost answer is not (the old process may have stopped:
-    /// this one must serve).
-    pub fn commit(self) -> Result<Committed, TakeoverError> {
+    /// this one must serve). With an answer comes the control connection,
+    /// over which the old process's idle sessions follow
+    /// ([`super::moves::receive`]).
+    pub fn commit(self) -> Result<(Committed, Option<UnixStream>), TakeoverError> {
         self.stream.set_read_timeout(Some(COMMIT_TIMEOUT))?;
         fds::send_line(&self.stream, &format!("commit {}", self.adopted.join(" ")))?;
         let line = match fds::read_line(&self.stream) {
@@ -124,10 +126,13 @@ impl Inheritance {
             Err(e) => {
                 warn!(error = %e, "takeover: no answer to commit; serving anyway");
                 self.release_files();
-                return Ok(Committed {
-                    pid: None,
-                    next_id: None,
-                });
+                return Ok((
+                    Committed {
+                        pid: None,
+                        next_id: None,
+                    },
+                    None,
+                ));
             }
         };
         if let Some(reason) = line.strip_prefix("refused ") {
@@ -136,7 +141,7 @@ impl Inheritance {
         let committed = parse_draining(&line)
             .ok_or_else(|| TakeoverError::Protocol(format!("expected draining, got {line:?}")))?;
         self.release_files();
-        Ok(committed)
+        Ok((committed, Some(self.stream)))
     }
 }
 

@@ -92,6 +92,13 @@ pub(super) struct PreparedKills {
     by_name: HashMap<Vec<u8>, Kill>,
 }
 
+impl PreparedKills {
+    /// True when the client prepared no KILL.
+    pub(super) fn is_empty(&self) -> bool {
+        self.by_id.is_empty() && self.by_name.is_empty()
+    }
+}
+
 /// A KILL prepared with COM_STMT_PREPARE.
 #[derive(Debug, Clone)]
 struct PreparedKill {

@@ -22,6 +22,7 @@ mod kill_dynamic;
 mod kill_params;
 mod large;
 pub mod local;
+pub mod moving;
 mod row_count;
 mod statements;
 
@@ -68,6 +69,10 @@ pub enum End {
     /// the client was idle (see [`idle`]).
     #[error("the server ended the held backend")]
     BackendEnded,
+    /// The session moved to the process that took the listeners over (see
+    /// [`moving`]): the client is served there now.
+    #[error("moved to the new process")]
+    Moved,
 }
 
 /// A logged-in client.
@@ -435,7 +440,7 @@ impl Session {
             }
         }
         Box::pin(self.send_login_ok(ok_seq)).await?;
-        self.serve().await
+        self.serve_from(true).await
     }
 
     /// The OK that ends the login or a COM_CHANGE_USER. One that named a
@@ -525,13 +530,22 @@ impl Session {
         }
     }
 
-    async fn serve(&mut self) -> Result<(), End> {
+    /// Serves commands until the client leaves (`fresh`: it has sent none
+    /// yet).
+    async fn serve_from(&mut self, mut fresh: bool) -> Result<(), End> {
         let mut shutdown = self.shared.shutdown.clone();
         // A drain ends an idle session, but not one that has not sent its
         // first command yet: a client accepted right before a shutdown or a
         // hand-over (`crate::takeover`) gets that command answered instead
         // of a connection closed under it (bounded by the drain time).
-        let mut fresh = true;
+        // After a hand-over an idle session moves to the new process
+        // instead ([`moving`]); one that cannot move now tries again after
+        // each command, one that can never move ends as a drain ends it.
+        let mut may_move = true;
+        let mut tried_move = false;
+        // Not movable yet, though nothing holds it (a command half read):
+        // the drain waits for the next command's end, when it tries again.
+        let mut defer_drain = false;
         loop {
             let max = self.max_packet();
             // A compressed frame holds the command (and its header): one
@@ -545,10 +559,35 @@ impl Session {
             let wake = self.handle.wake.clone();
             self.client.release_idle_buffers();
             let idle = self.wait_timeout();
+            // After a hand-over, each boundary is a chance to move (before
+            // reading: the client's next command may wait in the socket,
+            // and the new process reads it there).
+            let triggered = self.shared.shutdown.is_triggered();
+            if triggered && !self.shared.shutdown.handed_over() {
+                may_move = false;
+            }
+            if may_move && triggered && !tried_move {
+                tried_move = true;
+                match Box::pin(self.move_out()).await {
+                    Ok(()) => return Err(End::Moved),
+                    // Lost half-way: the new process may serve the client;
+                    // this one lets go of it without a word.
+                    Err(None) => return Err(End::Moved),
+                    Err(Some(moving::NotMovable::Ever(_))) => may_move = false,
+                    Err(Some(moving::NotMovable::Now(_))) => defer_drain = true,
+                }
+            }
+            // Woken by the hand-over to try a move.
+            let wake_to_move = may_move && !triggered;
             let pkt = tokio::select! {
                 biased;
                 r = self.client.read_command(max, Some(0), large::PREFIX) => r,
-                _ = shutdown.wait(), if !held => return Err(End::Shutdown),
+                _ = shutdown.wait(), if (!held && !defer_drain) || wake_to_move => {
+                    if wake_to_move || held {
+                        continue;
+                    }
+                    return Err(End::Shutdown);
+                }
                 _ = wake.notified() => None.ok_or(WireError::Closed),
                 _ = tokio::time::sleep(idle.unwrap_or_default()), if idle.is_some() => {
                     self.reset_on_close();
@@ -579,6 +618,8 @@ impl Session {
                 Err(e) => return Err(Box::pin(self.read_failed(e)).await),
             };
             fresh = false;
+            tried_move = false;
+            defer_drain = false;
             // Boxed: the (large) state of a running command is allocated per
             // command instead of living in every idle session's future.
             if Box::pin(self.command(pkt)).await? {

@@ -58,6 +58,35 @@ pub(super) struct ClientStmt {
     metadata: Option<u64>,
 }
 
+impl ClientStmt {
+    /// True when nothing of it lives on a backend or waits to be reported:
+    /// it can be rebuilt from its text alone (a session moving).
+    pub(super) fn movable(&self) -> bool {
+        self.held.is_none() && self.long_data_err.is_none()
+    }
+
+    /// Columns as the client last saw them, and its cache-metadata hash.
+    pub(super) fn seen(&self) -> (u64, Option<u64>) {
+        (self.columns, self.metadata)
+    }
+
+    /// A statement rebuilt from what a moving session carried.
+    pub(super) fn restored(
+        entry: Arc<StmtEntry>,
+        types: Option<Arc<[u8]>>,
+        (columns, metadata): (u64, Option<u64>),
+    ) -> Self {
+        Self {
+            entry,
+            types,
+            columns,
+            held: None,
+            long_data_err: None,
+            metadata,
+        }
+    }
+}
+
 /// A cursor or long data of one client statement on the pinned backend.
 #[derive(Debug)]
 struct Held {
