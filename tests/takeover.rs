@@ -760,7 +760,7 @@ async fn sysbench_across_three_upgrades(ps_mode: &'static [&'static str], schema
     let Running {
         cfg,
         path,
-        child: mut first,
+        child: first,
         ..
     } = start(schema, false).await;
     let port: u16 = cfg
@@ -775,19 +775,43 @@ async fn sysbench_across_three_upgrades(ps_mode: &'static [&'static str], schema
     let load = tokio::spawn(sysbench_async(run, Duration::from_secs(70)));
     tokio::time::sleep(Duration::from_secs(5)).await;
 
-    let mut second = myplex(&path, true).spawn().expect("start successor");
+    let (last, _reaper) = upgrade_three_times(first, &path, &cfg, Duration::from_secs(4)).await;
+    let sb = load.await.expect("sysbench task");
+    let deadlocks = innodb_deadlocks(db) - deadlocks_before;
+    let stats = assert_clean_run(&sb, parse_stats(&sb.stdout), deadlocks);
+    eprintln!(
+        "[{schema}] {stats:?}, the last upgrade moved {} sessions in",
+        moved_in(&cfg).await
+    );
+    signal(last, "-TERM");
+}
+
+/// Upgrades the running myplex (`first`, serving `cfg` from `path`) three
+/// times, `between` apart: `--takeover`, then `SIGUSR2` twice. Each old
+/// process must exit within 15 s and each new one must have taken
+/// sessions in. Returns the last process's pid (and a reaper for the
+/// processes the test did not start itself).
+async fn upgrade_three_times(
+    mut first: Child,
+    path: &Path,
+    cfg: &Config,
+    between: Duration,
+) -> (u32, Reaper) {
+    let mut second = myplex(path, true).spawn().expect("start successor");
     let mut pids = vec![second.id().expect("pid")];
     let status = exits(&mut first, Duration::from_secs(15)).await;
     assert!(status.success(), "first process: {status}");
     let mut reaper = Reaper(Vec::new());
-    let mut moved = moved_in(&cfg).await;
-    assert!(moved > 0, "sessions moved to the second process");
+    assert!(
+        moved_in(cfg).await > 0,
+        "sessions moved to the second process"
+    );
     for upgrade in 2..=3 {
-        tokio::time::sleep(Duration::from_secs(4)).await;
+        tokio::time::sleep(between).await;
         let old = *pids.last().expect("pid");
         signal(old, "-USR2");
         let t0 = Instant::now();
-        while std::path::Path::new(&format!("/proc/{old}")).exists()
+        while Path::new(&format!("/proc/{old}")).exists()
             && !std::fs::read_to_string(format!("/proc/{old}/stat"))
                 .is_ok_and(|s| s.contains(") Z "))
         {
@@ -797,7 +821,7 @@ async fn sysbench_across_three_upgrades(ps_mode: &'static [&'static str], schema
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let next = pids_naming(&path, &pids);
+        let next = pids_naming(path, &pids);
         assert_eq!(
             next.len(),
             1,
@@ -805,15 +829,13 @@ async fn sysbench_across_three_upgrades(ps_mode: &'static [&'static str], schema
         );
         reaper.0.push(next[0]);
         pids.push(next[0]);
-        moved = moved_in(&cfg).await;
-        assert!(moved > 0, "sessions moved in upgrade {upgrade}");
+        assert!(
+            moved_in(cfg).await > 0,
+            "sessions moved in upgrade {upgrade}"
+        );
     }
     let _ = exits(&mut second, Duration::from_secs(1)).await;
-    let sb = load.await.expect("sysbench task");
-    let deadlocks = innodb_deadlocks(db) - deadlocks_before;
-    let stats = assert_clean_run(&sb, parse_stats(&sb.stdout), deadlocks);
-    eprintln!("[{schema}] {stats:?}, the last upgrade moved {moved} sessions in");
-    signal(*pids.last().expect("pid"), "-TERM");
+    (*pids.last().expect("pid"), reaper)
 }
 
 /// Both protocols, one after the other: the deadlock count the clean-run
@@ -822,4 +844,136 @@ async fn sysbench_across_three_upgrades(ps_mode: &'static [&'static str], schema
 async fn sysbench_runs_through_three_upgrades_in_both_protocols() {
     sysbench_across_three_upgrades(&[], "sb_takeover_ps").await;
     sysbench_across_three_upgrades(&["--db-ps-mode=disable"], "sb_takeover_text").await;
+}
+
+/// Debian's Connector/J jar (package libmariadb-java).
+const CONNECTOR_J: &str = "/usr/share/java/mariadb-java-client.jar";
+
+/// A client of each driver family in the matrix keeps one session open
+/// through three upgrades (tests/clients/*/upgrade_loop.*): a session
+/// variable, the connection id and a server-side prepared statement stay
+/// as they were, with no error and no reconnect on plain TCP; a TLS client
+/// (whose session cannot move) is closed at a boundary and reconnects
+/// cleanly. Runtimes come from scripts/install-deps.sh and
+/// tests/clients/setup.sh (run here); a missing one fails the test unless
+/// `MYPLEX_CLIENT_MATRIX_SKIP_MISSING=1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn drivers_run_through_three_upgrades() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = repo.join("target");
+    let scripts = repo.join("tests/clients");
+    let setup = std::process::Command::new("bash")
+        .arg(scripts.join("setup.sh"))
+        .status()
+        .expect("tests/clients/setup.sh");
+    let skip_missing = std::env::var("MYPLEX_CLIENT_MATRIX_SKIP_MISSING").is_ok_and(|v| v == "1");
+    assert!(
+        setup.success() || skip_missing,
+        "tests/clients/setup.sh failed"
+    );
+    let classes = target.join("client-matrix/upgrade-java");
+    std::fs::create_dir_all(&classes).expect("classes dir");
+    let javac = std::process::Command::new("javac")
+        .arg("-d")
+        .arg(&classes)
+        .args(["-cp", CONNECTOR_J])
+        .arg(scripts.join("java/UpgradeLoop.java"))
+        .status();
+    let java_ok = javac.is_ok_and(|s| s.success());
+    assert!(java_ok || skip_missing, "javac UpgradeLoop.java failed");
+
+    let dir = temp_dir("drivers");
+    let port = free_port();
+    let mut cfg = config(MariaDb::shared(), format!("127.0.0.1:{port}"), &dir);
+    let (cert, key) = common::tls::self_signed(&dir);
+    cfg.frontend.tls_cert = cert;
+    cfg.frontend.tls_key = key;
+    let path = write(&dir, "myplex.toml", &cfg);
+    let first = myplex(&path, false).spawn().expect("start myplex");
+    wait_serving(&tcp_url(port)).await;
+
+    let python = target.join("pyenv/bin/python");
+    let stop = dir.join("stop");
+    let mut clients: Vec<(String, std::process::Command)> = Vec::new();
+    let mut add = |name: String, program: &Path, args: &[&str]| {
+        let mut c = std::process::Command::new(program);
+        c.args(args)
+            .env("UL_HOST", "127.0.0.1")
+            .env("UL_PORT", port.to_string())
+            .env("UL_USER", APP_USER)
+            .env("UL_PASSWORD", APP_PASSWORD)
+            .env("UL_DB", "test")
+            .env("UL_STOP", &stop)
+            .env("NODE_PATH", target.join("node_modules"))
+            .stdout(Stdio::piped());
+        clients.push((name, c));
+    };
+    let py = |v: &str| {
+        [
+            scripts.join("python/upgrade_loop.py").display().to_string(),
+            v.to_string(),
+        ]
+    };
+    for v in ["pymysql", "connector", "mariadb", "pymysql_tls"] {
+        let [script, variant] = py(v);
+        add(format!("python-{v}"), &python, &[&script, &variant]);
+    }
+    let php = scripts.join("php/upgrade_loop.php").display().to_string();
+    add("php-mysqli".into(), Path::new("php"), &[&php]);
+    let perl = scripts.join("perl/upgrade_loop.pl").display().to_string();
+    add("perl-dbd-mariadb".into(), Path::new("perl"), &[&perl]);
+    let node = scripts.join("node/upgrade_loop.js").display().to_string();
+    add("node-mysql2".into(), Path::new("node"), &[&node]);
+    let cp = format!("{}:{CONNECTOR_J}", classes.display());
+    add(
+        "java-connector-j".into(),
+        Path::new("java"),
+        &["-cp", &cp, "UpgradeLoop"],
+    );
+
+    let mut running = Vec::new();
+    for (name, mut c) in clients {
+        match c.spawn() {
+            Ok(child) => running.push((name, child)),
+            Err(e) if skip_missing => eprintln!("{name}: not run ({e})"),
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+    // Every client connected and running (Java starts slowest).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (last, _reaper) = upgrade_three_times(first, &path, &cfg, Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    std::fs::write(&stop, b"").expect("stop file");
+    let mut failures = Vec::new();
+    for (name, child) in running {
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .expect("join")
+            .expect("client output");
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        eprintln!("{name}: {text}");
+        let counts = text.strip_prefix("ok ").map(|rest| {
+            let get = |k: &str| {
+                rest.split_whitespace()
+                    .find_map(|w| w.strip_prefix(k)?.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            (get("statements="), get("reconnects="))
+        });
+        let tls = name.ends_with("_tls");
+        let fine = match counts {
+            Some((n, r)) if tls => n > 20 && (1..=3).contains(&r),
+            Some((n, r)) => n > 20 && r == 0,
+            None => skip_missing && text.contains("No module named"),
+        };
+        if !fine {
+            failures.push(format!("{name}: {text} ({})", out.status));
+        }
+    }
+    signal(last, "-TERM");
+    assert!(
+        failures.is_empty(),
+        "clients across three upgrades:\n{}",
+        failures.join("\n")
+    );
 }

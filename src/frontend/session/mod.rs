@@ -573,7 +573,10 @@ impl Session {
                     // Lost half-way: the new process may serve the client;
                     // this one lets go of it without a word.
                     Err(None) => return Err(End::Moved),
-                    Err(Some(moving::NotMovable::Ever(_))) => may_move = false,
+                    Err(Some(moving::NotMovable::Ever(why))) => {
+                        tracing::debug!(client.id = self.id, why, "this session cannot move; it ends at a boundary");
+                        may_move = false;
+                    }
                     Err(Some(moving::NotMovable::Now(_))) => defer_drain = true,
                 }
             }
