@@ -1256,3 +1256,51 @@ async fn autocommit_set_by_a_procedure_follows_the_session() {
     a.query_drop("SET autocommit = 1").await.expect("back on");
     a.disconnect().await.expect("disconnect");
 }
+
+/// A client that resets its connection (COM_RESET_CONNECTION) with an XA
+/// branch prepared: MariaDB leaves that connection broken (1031 for every
+/// later InnoDB statement). Direct, only that client's own connection is;
+/// through the pool the backend must not reach the next client: a
+/// connection that ran XA is closed, never reset and shared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_reset_after_xa_prepare_reaches_no_other_client() {
+    let db = MariaDb::shared();
+    let p = one_backend(db).await;
+    let table = format!("xa_reset_{}", std::process::id());
+    let mut setup = conn(&p).await;
+    setup
+        .query_drop(format!(
+            "CREATE OR REPLACE TABLE {table} (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=InnoDB"
+        ))
+        .await
+        .expect("create");
+    drop(setup);
+    let xid = format!("'xa_{}'", std::process::id());
+    let mut a = conn(&p).await;
+    for sql in [
+        format!("XA START {xid}"),
+        format!("INSERT INTO {table} (v) VALUES (1)"),
+        format!("XA END {xid}"),
+        format!("XA PREPARE {xid}"),
+    ] {
+        a.query_drop(&sql).await.expect(&sql);
+    }
+    a.reset().await.expect("COM_RESET_CONNECTION");
+    let mut b = conn(&p).await;
+    let n: Option<u64> = b
+        .query_first(format!("SELECT COUNT(*) FROM {table}"))
+        .await
+        .expect("the next client reads an InnoDB table");
+    assert_eq!(n, Some(0), "the prepared branch's row is not committed");
+    // The branch was detached when its connection closed: any connection
+    // ends it.
+    b.query_drop(format!("XA ROLLBACK {xid}"))
+        .await
+        .expect("XA ROLLBACK of the detached branch");
+    let n: Option<u64> = a
+        .query_first(format!("SELECT COUNT(*) FROM {table}"))
+        .await
+        .expect("the reset client goes on");
+    assert_eq!(n, Some(0));
+    b.query_drop(format!("DROP TABLE {table}")).await.expect("drop");
+}

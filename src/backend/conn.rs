@@ -585,6 +585,11 @@ impl BackendConn {
                 "the active role changed; the connection cannot be reused".into(),
             ));
         }
+        if self.marks.ran_xa {
+            return Err(BackendError::Protocol(
+                "an XA transaction ran; the connection cannot be reused".into(),
+            ));
+        }
         if self.marks.records_queries {
             return Err(BackendError::Protocol(
                 "profiling or the optimizer trace recorded statements; \

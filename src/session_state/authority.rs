@@ -108,6 +108,11 @@ pub struct BackendMarks {
     /// text of statements it ran (anyone's) through a reset, so it is
     /// closed, never shared (`variables::records_queries`).
     pub records_queries: bool,
+    /// An XA statement ran: a connection reset with an XA branch prepared
+    /// on it is broken for whoever comes next (MariaDB 10.11 answers 1031
+    /// to every later InnoDB statement), so such a connection is closed,
+    /// never reset and shared (fail closed for any XA use).
+    pub ran_xa: bool,
 }
 
 /// What to do with a backend the session no longer needs.
@@ -130,7 +135,7 @@ pub enum Release {
 /// bookkeeping says (fail closed: no client inherits a transaction).
 pub fn release(marks: BackendMarks, status: u16) -> Release {
     let in_trans = status & crate::protocol::packets::status::IN_TRANS != 0;
-    if marks.role_changed || marks.records_queries {
+    if marks.role_changed || marks.records_queries || marks.ran_xa {
         Release::Close
     } else if marks.needs_reset || marks.insert_id_unknown || in_trans {
         // LAST_INSERT_ID() changed and was never read back (session mode
@@ -870,6 +875,7 @@ fn apply_statement(
             }
             Effect::Xa => {
                 marks.needs_reset = true;
+                marks.ran_xa = true;
                 match xa_verb(sql, st) {
                     XaVerb::Start => inv.xa = true,
                     XaVerb::End if removes => inv.xa = false,
