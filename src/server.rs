@@ -376,7 +376,11 @@ pub async fn run(listener: impl Into<Listener>, shared: Arc<Shared>, drain: Dura
     drop(listener);
     info!(clients = shared.clients.load(Ordering::Relaxed), "draining");
     let until = Instant::now() + drain;
-    while shared.clients.load(Ordering::Relaxed) > 0 && Instant::now() < until {
+    // Sessions the previous process may still move here count too (a
+    // second upgrade right after the first passes them on).
+    while (shared.clients.load(Ordering::Relaxed) > 0 || shared.mover.receiving())
+        && Instant::now() < until
+    {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     flusher.abort();
@@ -612,6 +616,7 @@ pub fn receive_moved_sessions(
 ) {
     use crate::takeover::moves;
     let mut moved = 0u64;
+    shared.mover.set_receiving(true);
     loop {
         let (fd, record) = match moves::receive(&stream) {
             Ok(Some(s)) => s,
@@ -637,6 +642,7 @@ pub fn receive_moved_sessions(
             break;
         }
     }
+    shared.mover.set_receiving(false);
     info!(
         sessions = moved,
         "takeover: the old process is gone; sessions it moved are served here"
@@ -652,14 +658,25 @@ fn adopt_moved(
     record: &[u8],
 ) -> Result<(), String> {
     use crate::frontend::session::moving::{self, MovedSession};
+    use std::sync::atomic::AtomicU8;
+    if record.is_empty() {
+        return Err("session record too large".into());
+    }
     let rec: MovedSession =
         serde_json::from_slice(record).map_err(|e| format!("unreadable session record: {e}"))?;
     let socket = moving::moved_socket(fd).map_err(|e| format!("client socket: {e}"))?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(), String>>(1);
+    // Exactly one of the task (serving) and this thread (giving up after
+    // the wait) decides: a session is never served by both processes.
+    const PENDING: u8 = 0;
+    const SERVING: u8 = 1;
+    const ABANDONED: u8 = 2;
+    let decided = Arc::new(AtomicU8::new(PENDING));
     let id = rec.id;
     let group = shared.pool.group_for(id).id;
     let task = {
         let shared = shared.clone();
+        let decided = decided.clone();
         async move {
             let socket = match Detached::Tcp(socket).attach() {
                 Ok(s) => s,
@@ -691,9 +708,13 @@ fn adopt_moved(
                     return;
                 }
             };
-            if tx.send(Ok(())).is_err() {
+            if decided
+                .compare_exchange(PENDING, SERVING, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
                 return;
             }
+            let _ = tx.send(Ok(()));
             let ended = session.resume().await;
             drop(session);
             drop(logged_in);
@@ -708,6 +729,15 @@ fn adopt_moved(
         Some(w) => w.spawn(group, task),
         None => drop(rt.spawn(task)),
     }
-    rx.recv_timeout(crate::takeover::LINE_TIMEOUT / 2)
-        .map_err(|_| "the session did not start in time".to_string())?
+    match rx.recv_timeout(crate::takeover::LINE_TIMEOUT / 2) {
+        Ok(r) => r,
+        Err(_) => {
+            match decided.compare_exchange(PENDING, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => Err("the session did not start in time".into()),
+                // It started right at the deadline: it is served here.
+                Err(_) => Ok(()),
+            }
+        }
+    }
 }

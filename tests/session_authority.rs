@@ -1302,5 +1302,7 @@ async fn a_backend_reset_after_xa_prepare_reaches_no_other_client() {
         .await
         .expect("the reset client goes on");
     assert_eq!(n, Some(0));
-    b.query_drop(format!("DROP TABLE {table}")).await.expect("drop");
+    b.query_drop(format!("DROP TABLE {table}"))
+        .await
+        .expect("drop");
 }

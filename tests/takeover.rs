@@ -977,3 +977,167 @@ async fn drivers_run_through_three_upgrades() {
         failures.join("\n")
     );
 }
+
+/// A session finishing a transaction on the first process follows two
+/// upgrades made in quick succession: the second process, already handing
+/// over to a third, stays up while the first may still send it sessions,
+/// and passes the session on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_transaction_on_the_oldest_process_follows_two_quick_upgrades() {
+    let Running {
+        cfg,
+        path,
+        url,
+        child: mut first,
+        ..
+    } = start("two-quick", false).await;
+    let mut t = login(&url).await.expect("login");
+    let id: Option<u64> = t.query_first("SELECT CONNECTION_ID()").await.expect("id");
+    t.query_drop("BEGIN").await.expect("begin");
+    t.query_drop("SELECT 1").await.expect("in the transaction");
+    let mut idle = Vec::new();
+    for _ in 0..5 {
+        let mut c = login(&url).await.expect("login");
+        c.query_drop("SELECT 1").await.expect("select");
+        idle.push(c);
+    }
+    let mut second = myplex(&path, true).spawn().expect("second");
+    let t0 = Instant::now();
+    while moved_in(&cfg).await < 5 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "idle sessions moved to the second process"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut third = myplex(&path, true).spawn().expect("third");
+    // The third process has taken over once new clients get its ids, and
+    // the second one has passed its five on once the third counts them.
+    let t0 = Instant::now();
+    while connection_id(&url).await < id.expect("id") + 2 * ID_MARGIN || moved_in(&cfg).await < 5 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the third process took over"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        still_running(&mut first),
+        "the first process waits for the transaction"
+    );
+    assert!(
+        still_running(&mut second),
+        "the second process waits for the first"
+    );
+    t.query_drop("COMMIT")
+        .await
+        .expect("commit on the first process");
+    let after: Option<u64> = t
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .expect("the session went on after its transaction");
+    assert_eq!(after, id);
+    let gone = tokio::time::timeout(Duration::from_secs(10), first.wait()).await;
+    assert!(
+        gone.is_ok(),
+        "the first process exits once its session moved"
+    );
+    let gone = tokio::time::timeout(Duration::from_secs(10), second.wait()).await;
+    assert!(
+        gone.is_ok(),
+        "the second process exits once the first is gone"
+    );
+    for c in &mut idle {
+        c.query_drop("SELECT 1")
+            .await
+            .expect("a moved idle session");
+    }
+    t.query_drop("SELECT 1")
+        .await
+        .expect("served by the third process");
+    assert!(still_running(&mut third));
+    let _ = third.start_kill();
+}
+
+/// The old process keeps no idle backends once it handed over: the two
+/// processes together hold about one pool's worth of backend connections
+/// while the old one drains (here it waits for one transaction).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_old_process_closes_its_idle_backends_at_the_hand_over() {
+    let db = MariaDb::shared();
+    let schema = format!("takeover_backends_{}", std::process::id());
+    db.sql(&format!("CREATE DATABASE IF NOT EXISTS {schema}"));
+    let Running {
+        cfg,
+        path,
+        child: mut old,
+        ..
+    } = start("backends", false).await;
+    let port: u16 = cfg
+        .listen
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let url = tcp_url(port).replace("/test?", &format!("/{schema}?"));
+    let backends = || {
+        db.sql(&format!(
+            "SELECT COUNT(*) FROM information_schema.processlist WHERE db = '{schema}'"
+        ))
+        .trim()
+        .parse::<usize>()
+        .expect("count")
+    };
+    // Four clients at once: the old process's pool opens its four backends.
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(login(&url).await.expect("login"));
+    }
+    async fn sleep_together(clients: Vec<Conn>) -> Vec<Conn> {
+        let tasks: Vec<_> = clients
+            .into_iter()
+            .map(|mut c| {
+                tokio::spawn(async move {
+                    c.query_drop("SELECT SLEEP(0.3)").await.expect("sleep");
+                    c
+                })
+            })
+            .collect();
+        let mut back = Vec::new();
+        for t in tasks {
+            back.push(t.await.expect("client task"));
+        }
+        back
+    }
+    let clients = sleep_together(clients).await;
+    let mut t = login(&url).await.expect("login");
+    t.query_drop("BEGIN").await.expect("begin");
+    t.query_drop("SELECT 1").await.expect("in the transaction");
+    let before = backends();
+    assert!(before >= 4, "the old process's pool: {before}");
+
+    let mut new = myplex(&path, true).spawn().expect("successor");
+    let t0 = Instant::now();
+    while moved_in(&cfg).await < 4 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the idle clients moved"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _clients = sleep_together(clients).await;
+    assert!(
+        still_running(&mut old),
+        "the old process waits for the transaction"
+    );
+    let during = backends();
+    assert!(
+        during <= cfg.pool.max_backend_connections + 1,
+        "{during} backends while the old process drains ({before} before; a pool is {})",
+        cfg.pool.max_backend_connections
+    );
+    t.query_drop("COMMIT").await.expect("commit");
+    assert!(exits(&mut old, Duration::from_secs(10)).await.success());
+    let _ = new.start_kill();
+    db.sql(&format!("DROP DATABASE {schema}"));
+}

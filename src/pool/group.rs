@@ -279,6 +279,26 @@ impl Group {
         })
     }
 
+    /// The process handed its listeners over: idle connections (parked
+    /// ones too) close now, and connections coming back close instead of
+    /// waiting idle, so the old and the new process together hold about
+    /// one pool's worth of backends while the old one drains.
+    pub fn retire(self: &Arc<Self>) {
+        let idle = self.lock().retire();
+        let n = idle.len();
+        let mut st = self.lock();
+        for c in idle {
+            drop(c);
+            st.closed(Instant::now());
+        }
+        drop(st);
+        tracing::debug!(
+            group = self.id,
+            closed = n,
+            "hand-over: idle backends closed"
+        );
+    }
+
     /// Takes clean idle connections matching `pred` out (they stay owned;
     /// wrap them so dropping closes them and returning puts them back). A
     /// parked connection is never among them (see `super::parking`).

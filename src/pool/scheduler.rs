@@ -240,6 +240,10 @@ pub struct GroupState<B> {
     extra: usize,
     owned: usize,
     idle: Vec<B>,
+    /// The process handed its listeners over (`crate::takeover`): its
+    /// sessions are leaving, so connections coming back are closed instead
+    /// of kept idle (the new process opens its own).
+    retiring: bool,
     /// The fewest idle connections seen since `idle_window` began: that
     /// many were not needed for a whole window (the give-back measure).
     idle_low: usize,
@@ -304,6 +308,7 @@ impl<B: Pooled> GroupState<B> {
             extra: 0,
             owned: 0,
             idle: Vec::new(),
+            retiring: false,
             idle_low: 0,
             idle_window: Duration::ZERO,
             give_back_window: GIVE_BACK_WINDOW,
@@ -1010,6 +1015,13 @@ impl<B: Pooled> GroupState<B> {
         self.observe();
     }
 
+    /// From now on connections coming back are closed, and the idle ones
+    /// are returned to be closed (the process hands over; see `retiring`).
+    pub fn retire(&mut self) -> Vec<B> {
+        self.retiring = true;
+        std::mem::take(&mut self.idle)
+    }
+
     /// A pinned session returns its backend outside a statement.
     pub fn return_idle(&mut self, backend: B, now: Instant) {
         self.put_idle(backend);
@@ -1020,7 +1032,11 @@ impl<B: Pooled> GroupState<B> {
     /// owns more than its share (the share shrank on a reload) or it was
     /// borrowed and is no longer useful here.
     fn put_idle(&mut self, backend: B) {
-        if self.over() {
+        if self.retiring {
+            self.shrink();
+            self.counters.closed += 1;
+            drop(backend);
+        } else if self.over() {
             self.shrink();
             self.counters.closed_over_share += 1;
             drop(backend);

@@ -101,6 +101,11 @@ impl Handover {
                 }
                 admin_stop.trigger();
                 trigger.hand_over();
+                // Sessions leave for the new process, which opens its own
+                // backends: this one keeps none idle from now on.
+                for g in &shared.pool.groups {
+                    g.retire();
+                }
                 shared.next_id.load(Ordering::Relaxed)
             }),
         })

@@ -20,6 +20,7 @@
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{LINE_TIMEOUT, fds};
@@ -34,8 +35,15 @@ pub const MAX_RECORD: usize = 64 * 1024 * 1024;
 pub struct Mover {
     /// One move at a time, waited for without blocking a worker thread.
     turn: tokio::sync::Mutex<()>,
-    /// The control connection (blocking I/O, used off the async workers).
+    /// The control connection (blocking I/O, used off the async workers:
+    /// only a blocking thread ever locks it for long).
     slot: Arc<Mutex<Option<UnixStream>>>,
+    /// A successor takes sessions: the control connection is installed and
+    /// has not failed (read without the lock, from async code).
+    open: Arc<AtomicBool>,
+    /// The new process's side: sessions may still arrive from the old
+    /// process (its drain waits for them, see [`Mover::receiving`]).
+    receiving: AtomicBool,
 }
 
 /// How sending a session went.
@@ -60,49 +68,88 @@ impl Mover {
     pub fn install_during<T>(&self, stream: &UnixStream, f: impl FnOnce() -> T) -> T {
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         *slot = stream.try_clone().ok();
+        self.open.store(slot.is_some(), Ordering::Release);
         f()
     }
 
-    /// True once a successor takes sessions.
+    /// True once a successor takes sessions (and its connection has not
+    /// failed).
     pub fn available(&self) -> bool {
-        self.slot.lock().map(|s| s.is_some()).unwrap_or(false)
+        self.open.load(Ordering::Acquire)
     }
 
-    /// Sends one session: its client socket and its record; waits for the
-    /// new process's answer.
+    /// Waits for this session's turn to move (one at a time); `None` when
+    /// `interrupt` comes first (the client spoke: it is served first, and
+    /// tries again at its next boundary).
+    pub async fn turn(
+        &self,
+        interrupt: impl std::future::Future<Output = ()>,
+    ) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        tokio::select! {
+            // A free turn is taken even when the client already spoke: its
+            // command waits in the socket, which the new process reads.
+            biased;
+            t = self.turn.lock() => Some(t),
+            _ = interrupt => None,
+        }
+    }
+
+    /// Sends one session (its turn held): its client socket and its
+    /// record; waits for the new process's answer.
     pub async fn send(&self, socket: OwnedFd, record: Vec<u8>) -> Sent {
-        let _turn = self.turn.lock().await;
         if !self.available() {
             return Sent::Unavailable;
         }
-        let slot = self.slot.clone();
+        let (slot, open) = (self.slot.clone(), self.open.clone());
         let sent = tokio::task::spawn_blocking(move || {
             let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
             let Some(stream) = guard.as_ref() else {
                 return Sent::Unavailable;
             };
             let sent = send_on(stream, &socket, &record);
-            if matches!(sent, Sent::Lost(_)) {
+            if matches!(sent, Sent::Lost(_) | Sent::Unavailable) {
                 // Later moves would meet the same broken connection.
                 *guard = None;
+                open.store(false, Ordering::Release);
             }
             sent
         })
         .await;
         sent.unwrap_or_else(|e| Sent::Lost(io::Error::other(e.to_string())))
     }
+
+    /// The new process's side: sessions may arrive (`true`) or no longer
+    /// can (the old process is gone).
+    pub fn set_receiving(&self, on: bool) {
+        self.receiving.store(on, Ordering::Release);
+    }
+
+    /// True while the old process may still send sessions here: this
+    /// process does not exit meanwhile, even when its own sessions are
+    /// gone (a second upgrade right after the first).
+    pub fn receiving(&self) -> bool {
+        self.receiving.load(Ordering::Acquire)
+    }
 }
 
 /// One session over `stream` (blocking).
 fn send_on(stream: &UnixStream, socket: &OwnedFd, record: &[u8]) -> Sent {
-    let exchange = || -> io::Result<String> {
-        stream.set_write_timeout(Some(LINE_TIMEOUT))?;
-        stream.set_read_timeout(Some(LINE_TIMEOUT))?;
-        fds::send_with_fds(
+    let timeouts = stream
+        .set_write_timeout(Some(LINE_TIMEOUT))
+        .and_then(|()| stream.set_read_timeout(Some(LINE_TIMEOUT)));
+    // Until the line with the socket is out, the session never left: it
+    // stays here (and no later session tries this connection).
+    if timeouts.is_err()
+        || fds::send_with_fds(
             stream,
             &format!("session {}", record.len()),
             &[socket.as_fd()],
-        )?;
+        )
+        .is_err()
+    {
+        return Sent::Unavailable;
+    }
+    let exchange = || -> io::Result<String> {
         let mut w = stream;
         w.write_all(record)?;
         fds::read_line(stream)
@@ -121,7 +168,8 @@ fn send_on(stream: &UnixStream, socket: &OwnedFd, record: &[u8]) -> Sent {
 }
 
 /// The new process's end: the next session sent, as (client socket,
-/// record); `None` once the old process closed the connection (it exited).
+/// record; empty when it was larger than [`MAX_RECORD`]); `None` once the
+/// old process closed the connection (it exited).
 pub fn receive(stream: &UnixStream) -> io::Result<Option<(OwnedFd, Vec<u8>)>> {
     stream.set_read_timeout(None)?;
     let (line, received) = match fds::recv_line(stream) {
@@ -132,7 +180,6 @@ pub fn receive(stream: &UnixStream) -> io::Result<Option<(OwnedFd, Vec<u8>)>> {
     let len = line
         .strip_prefix("session ")
         .and_then(|n| n.parse::<usize>().ok())
-        .filter(|n| *n <= MAX_RECORD)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("bad line {line:?}")))?;
     let mut received = received.into_iter();
     let (Some(socket), None) = (received.next(), received.next()) else {
@@ -142,8 +189,14 @@ pub fn receive(stream: &UnixStream) -> io::Result<Option<(OwnedFd, Vec<u8>)>> {
         ));
     };
     stream.set_read_timeout(Some(LINE_TIMEOUT))?;
-    let mut record = vec![0; len];
     let mut r = stream;
+    if len > MAX_RECORD {
+        // Read past it (the connection stays in step); the caller refuses
+        // an empty record.
+        io::copy(&mut (&mut r).take(len as u64), &mut io::sink())?;
+        return Ok(Some((socket, Vec::new())));
+    }
+    let mut record = vec![0; len];
     r.read_exact(&mut record)?;
     Ok(Some((socket, record)))
 }
@@ -212,9 +265,20 @@ mod tests {
         assert!(receive(&b).is_err());
         let (a, b) = UnixStream::pair().expect("pair");
         let fd = dup_of_stdin();
-        fds::send_with_fds(&a, &format!("session {}", MAX_RECORD + 1), &[fd.as_fd()])
-            .expect("send");
-        assert!(receive(&b).is_err());
+        let big = MAX_RECORD + 1;
+        let writer = std::thread::spawn(move || {
+            fds::send_with_fds(&a, &format!("session {big}"), &[fd.as_fd()]).expect("send");
+            let mut w = &a;
+            w.write_all(&vec![b'x'; big]).expect("record");
+            fds::send_with_fds(&a, "session 2", &[fd.as_fd()]).expect("send");
+            w.write_all(b"{}").expect("record");
+            a
+        });
+        let (_, record) = receive(&b).expect("read past").expect("one");
+        assert!(record.is_empty(), "an oversized record is skipped");
+        let (_, record) = receive(&b).expect("the next one").expect("two");
+        assert_eq!(record, b"{}", "the connection stays in step");
+        drop(writer.join());
     }
 
     fn dup_of_stdin() -> OwnedFd {

@@ -574,7 +574,11 @@ impl Session {
                     // this one lets go of it without a word.
                     Err(None) => return Err(End::Moved),
                     Err(Some(moving::NotMovable::Ever(why))) => {
-                        tracing::debug!(client.id = self.id, why, "this session cannot move; it ends at a boundary");
+                        tracing::debug!(
+                            client.id = self.id,
+                            why,
+                            "this session cannot move; it ends at a boundary"
+                        );
                         may_move = false;
                     }
                     Err(Some(moving::NotMovable::Now(_))) => defer_drain = true,

@@ -238,6 +238,29 @@ impl Session {
             Ok(r) => r,
             Err(_) => return Err(Some(NotMovable::Ever("record not serialisable"))),
         };
+        if record.len() > crate::takeover::moves::MAX_RECORD {
+            return Err(Some(NotMovable::Ever(
+                "its prepared statements are too large to move",
+            )));
+        }
+        // One session at a time; a client that speaks meanwhile is served
+        // first (it tries again after that command).
+        let Some(client) = self.client.stream.tcp() else {
+            return Err(Some(NotMovable::Ever("not a TCP client")));
+        };
+        let spoke = async {
+            let _ = client.readable().await;
+        };
+        let Some(_turn) = mover.turn(spoke).await else {
+            return Err(Some(NotMovable::Now("the client spoke")));
+        };
+        if self
+            .handle
+            .killed
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Err(Some(NotMovable::Ever("killed")));
+        }
         let metrics = &self.shared.metrics;
         match mover.send(fd, record).await {
             Sent::Moved => {
