@@ -139,13 +139,16 @@ async fn pins_end_when_their_cause_ends() {
         ("LOCK TABLES budget READ", "UNLOCK TABLES"),
         ("PREPARE s FROM 'SELECT 1'", "DEALLOCATE PREPARE s"),
         ("HANDLER budget OPEN", "HANDLER budget CLOSE"),
-        ("SET TRANSACTION READ ONLY", "SELECT 1"),
-        ("SET insert_id = 5", "INSERT INTO budget VALUES (7)"),
+        ("SET TRANSACTION READ ONLY", "COMMIT"),
+        ("SET insert_id = 5", "INSERT INTO budget_ai (v) VALUES (7)"),
         ("SET timestamp = 1", "SET timestamp = DEFAULT"),
         ("SELECT 1; SELECT GET_LOCK('M', 0)", "DO RELEASE_LOCK('M')"),
         ("XA START 'x'", "XA END 'x'; XA ROLLBACK 'x'"),
     ];
     a.query_drop("CREATE TABLE budget (a INT)")
+        .await
+        .expect("create");
+    a.query_drop("CREATE TABLE budget_ai (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
         .await
         .expect("create");
     for (make, undo) in cases {
@@ -1303,6 +1306,66 @@ async fn a_backend_reset_after_xa_prepare_reaches_no_other_client() {
         .expect("the reset client goes on");
     assert_eq!(n, Some(0));
     b.query_drop(format!("DROP TABLE {table}"))
+        .await
+        .expect("drop");
+}
+
+/// One-shot settings stay until the server certainly used them: the
+/// characteristics of `SET TRANSACTION` survive statements that start no
+/// transaction (a client read-only transaction must not turn writable, an
+/// isolation level must not drop, because the proxy guessed it was used),
+/// and a one-shot `insert_id` survives statements that insert no generated
+/// id — also when set through dynamic SQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_settings_last_until_the_server_uses_them() {
+    let db = MariaDb::shared();
+    let p = one_backend(db).await;
+    let table = format!("one_shot_{}", std::process::id());
+    let mut a = conn(&p).await;
+    a.query_drop(format!(
+        "CREATE OR REPLACE TABLE {table} (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=InnoDB"
+    ))
+    .await
+    .expect("create");
+    for set in [
+        "SET TRANSACTION READ ONLY",
+        "EXECUTE IMMEDIATE 'SET TRANSACTION READ ONLY'",
+    ] {
+        a.query_drop(set).await.expect(set);
+        for between in ["SELECT 2", "DO 1", "SELECT @@tx_read_only"] {
+            a.query_drop(between).await.expect(between);
+            assert!(!backend_free(&p).await, "{set}: released after {between}");
+        }
+        let code = code(&mut a, &format!("INSERT INTO {table} (v) VALUES (1)")).await;
+        assert_eq!(
+            code, 1792,
+            "{set}: the insert ran in a read-only transaction, as direct"
+        );
+        a.query_drop("COMMIT").await.expect("commit");
+        assert!(
+            backend_free(&p).await,
+            "{set}: COMMIT ended the characteristics"
+        );
+    }
+    a.query_drop("SET insert_id = 9100").await.expect("set");
+    for between in [
+        "SELECT 2".to_string(),
+        format!("UPDATE {table} SET v = 2"),
+        format!("INSERT INTO {table} (id, v) VALUES (5, 1)"),
+    ] {
+        a.query_drop(&between).await.expect(&between);
+        assert!(
+            !backend_free(&p).await,
+            "insert_id released after {between}"
+        );
+    }
+    a.query_drop(format!("INSERT INTO {table} (v) VALUES (3)"))
+        .await
+        .expect("insert");
+    let id: Option<u64> = a.query_first("SELECT LAST_INSERT_ID()").await.expect("id");
+    assert_eq!(id, Some(9100), "the forced id, as direct");
+    assert!(backend_free(&p).await, "the insert used insert_id");
+    a.query_drop(format!("DROP TABLE {table}"))
         .await
         .expect("drop");
 }

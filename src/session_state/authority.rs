@@ -28,8 +28,8 @@ pub struct Reply {
     pub warnings: u16,
     /// SERVER_STATUS_IN_TRANS after the response.
     pub in_trans: bool,
-    /// The OK carried a non-zero insert id.
-    pub insert_id: bool,
+    /// The OK's insert id, when non-zero.
+    pub insert_id: Option<u64>,
 }
 
 /// What the session must still do on the backend before trusting the
@@ -376,9 +376,16 @@ fn opaque(kind: Kind) -> bool {
     )
 }
 
-/// Statements that consume a one-shot setting (SET TRANSACTION, insert_id).
-fn consumes_one_shot(kind: Kind) -> bool {
-    !matches!(kind, Kind::Set | Kind::Show | Kind::Empty | Kind::Use)
+/// Statements that certainly start or end a transaction: what consumes
+/// one-shot transaction characteristics (measured on 10.11: COMMIT and
+/// ROLLBACK end them even with no transaction open).
+fn ends_one_shot_characteristics(kind: Kind) -> bool {
+    matches!(kind, Kind::Begin | Kind::Commit | Kind::Rollback | Kind::Xa)
+}
+
+/// Statements that may use a one-shot `insert_id`.
+fn may_use_insert_id(kind: Kind) -> bool {
+    matches!(kind, Kind::Insert | Kind::Replace | Kind::LoadData)
 }
 
 /// Applies one query's statements and the server's answer to the
@@ -494,15 +501,24 @@ pub fn after_query(
         // statement that took them: fail closed.
         inv.give_up_pending_locks();
     }
-    // One-shot settings are consumed by the next statement that uses them.
-    if inv.one_shot
-        && !reply.error
-        && stmts.iter().any(|s| consumes_one_shot(s.kind))
+    // One-shot settings end only where the server certainly used them
+    // (a query that also sets one keeps it: fail closed).
+    if !reply.error
         && !stmts
             .iter()
             .any(|s| s.effects.iter().any(is_one_shot_effect))
     {
-        inv.one_shot = false;
+        if inv.one_shot && stmts.iter().any(|s| ends_one_shot_characteristics(s.kind)) {
+            inv.one_shot = false;
+        }
+        if inv.insert_id_pending
+            && inv.insert_id_forced.is_some()
+            && reply.insert_id == inv.insert_id_forced
+            && stmts.iter().any(|s| may_use_insert_id(s.kind))
+        {
+            inv.insert_id_pending = false;
+            inv.insert_id_forced = None;
+        }
     }
     // Variables the proxy cannot replay, as the server reported them. In
     // the reply of SET STATEMENT … FOR they are that statement's temporary
@@ -596,7 +612,7 @@ pub fn after_query(
         // The character set changed and the collation was not reported.
         fu.probe_collation = true;
     }
-    if reply.insert_id {
+    if reply.insert_id.is_some() {
         marks.insert_id_unknown = true;
     }
     marks.diagnostics |= reply.warnings > 0 || reply.error;
@@ -731,6 +747,53 @@ fn assigns_zero(text: Option<&[u8]>, name: &str) -> bool {
                     .is_none_or(|c| !c.is_ascii_digit())
         })
     })
+}
+
+/// The number `name` is assigned in `text` (`name = 42`), when the text
+/// says it plainly (one assignment of `name`, a decimal literal).
+fn assigned_number(text: Option<&[u8]>, name: &str) -> Option<u64> {
+    let t: Vec<u8> = text?.iter().map(u8::to_ascii_lowercase).collect();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$';
+    let skip_ws = |mut i: usize| {
+        while t.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    let mut found = None;
+    let mut from = 0;
+    while let Some(at) = t[from..]
+        .windows(name.len())
+        .position(|w| w == name.as_bytes())
+        .map(|p| p + from)
+    {
+        from = at + name.len();
+        if (at > 0 && word(t[at - 1])) || t.get(from).is_some_and(|&c| word(c)) {
+            continue;
+        }
+        let mut i = skip_ws(from);
+        if t.get(i) == Some(&b':') {
+            i += 1;
+        }
+        if t.get(i) != Some(&b'=') {
+            continue;
+        }
+        i = skip_ws(i + 1);
+        let start = i;
+        while t.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        let end = skip_ws(i);
+        let plain = i > start && t.get(end).is_none_or(|c| matches!(c, b',' | b';'));
+        let n = std::str::from_utf8(&t[start..i])
+            .ok()
+            .and_then(|d| d.parse::<u64>().ok());
+        match (found, n, plain) {
+            (None, Some(n), true) => found = Some(n),
+            _ => return None,
+        }
+    }
+    found
 }
 
 fn is_one_shot_effect(e: &Effect) -> bool {
@@ -939,11 +1002,14 @@ fn apply_statement(
                 }
                 if n == "insert_id" {
                     // `insert_id = 0` (or DEFAULT) cancels the pending value.
-                    let cancels = *to_default || assigns_zero(sql.get(st.span.clone()), &n);
+                    let text = sql.get(st.span.clone());
+                    let cancels = *to_default || assigns_zero(text, &n);
                     if cancels && removes {
-                        inv.one_shot = false;
+                        inv.insert_id_pending = false;
+                        inv.insert_id_forced = None;
                     } else if !cancels {
-                        inv.one_shot = true;
+                        inv.insert_id_pending = true;
+                        inv.insert_id_forced = assigned_number(text, &n);
                     }
                     marks.needs_reset = true;
                     continue;
@@ -1156,7 +1222,7 @@ mod tests {
         // next client of the backend.
         let mut r = Run::new();
         let reply = Reply {
-            insert_id: true,
+            insert_id: Some(1),
             ..Default::default()
         };
         r.query(
@@ -1368,16 +1434,83 @@ mod tests {
     }
 
     #[test]
-    fn one_shot_settings_end_with_their_statement() {
+    fn one_shot_settings_end_where_the_server_certainly_used_them() {
         let mut r = Run::new();
         r.ok("SET TRANSACTION READ ONLY");
         assert!(r.inv.pins().has(PinReason::OneShot));
         r.ok("SET SESSION sql_mode = ''");
         assert!(r.inv.pins().has(PinReason::OneShot));
-        r.ok("SELECT 1");
+        // The server keeps the characteristics through these (measured).
+        for sql in [
+            "SELECT 1",
+            "DO 1",
+            "SELECT * FROM myisam_t",
+            "EXECUTE IMMEDIATE 'SELECT 2'",
+        ] {
+            r.ok(sql);
+            assert!(r.inv.pins().has(PinReason::OneShot), "{sql}");
+        }
+        r.ok("COMMIT");
         assert!(r.inv.is_empty());
         r.ok("SET SESSION TRANSACTION READ ONLY");
         assert!(r.inv.is_empty());
+        r.ok("EXECUTE IMMEDIATE 'SET TRANSACTION ISOLATION LEVEL SERIALIZABLE'");
+        assert!(r.inv.pins().has(PinReason::OneShot), "set by dynamic SQL");
+        r.ok("START TRANSACTION");
+        assert!(!r.inv.one_shot, "the transaction took them");
+
+        let mut r = Run::new();
+        r.ok("SET insert_id = 9100");
+        for sql in [
+            "SELECT 1",
+            "UPDATE t SET v = 1",
+            "INSERT INTO t (id, v) VALUES (5, 1)",
+        ] {
+            r.ok(sql);
+            assert!(r.inv.pins().has(PinReason::OneShot), "{sql}");
+        }
+        // An explicit id reports itself, not the forced one.
+        r.query(
+            "INSERT INTO t (id, v) VALUES (77, 1)",
+            Reply {
+                insert_id: Some(77),
+                ..Default::default()
+            },
+            ApplyEffects::default(),
+        );
+        assert!(r.inv.pins().has(PinReason::OneShot));
+        r.query(
+            "INSERT INTO t (v) VALUES (1)",
+            Reply {
+                insert_id: Some(9100),
+                ..Default::default()
+            },
+            ApplyEffects::default(),
+        );
+        assert!(r.inv.is_empty(), "the insert used it");
+        r.ok("SET insert_id = @x");
+        r.query(
+            "INSERT INTO t (v) VALUES (1)",
+            Reply {
+                insert_id: Some(9100),
+                ..Default::default()
+            },
+            ApplyEffects::default(),
+        );
+        assert!(r.inv.pins().has(PinReason::OneShot), "value unknown: kept");
+        r.ok("SET insert_id = DEFAULT");
+        assert!(r.inv.is_empty());
+    }
+
+    #[test]
+    fn an_assigned_number_is_read_only_when_plain() {
+        let n = |t: &str| assigned_number(Some(t.as_bytes()), "insert_id");
+        assert_eq!(n("SET insert_id = 9100"), Some(9100));
+        assert_eq!(n("SET @@session.insert_id=7, sql_mode=''"), Some(7));
+        assert_eq!(n("SET insert_id = @x"), None);
+        assert_eq!(n("SET insert_id = 1+1"), None);
+        assert_eq!(n("SET my_insert_id = 5"), None);
+        assert_eq!(n("SET insert_id = 1, insert_id = 2"), None);
     }
 
     #[test]

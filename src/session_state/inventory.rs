@@ -51,9 +51,18 @@ pub struct Inventory {
     pub ddl_prepared: BTreeSet<Vec<u8>>,
     /// An XA transaction is associated with the session.
     pub xa: bool,
-    /// A one-shot setting (SET TRANSACTION, insert_id) awaits the next
-    /// statement that consumes it.
+    /// One-shot transaction characteristics (`SET TRANSACTION` without a
+    /// scope) await the next transaction. Only a statement that certainly
+    /// starts or ends one ends them here (the server keeps them through
+    /// `SELECT 2`, `DO`, a MyISAM read; an InnoDB read consumes them, which
+    /// the text cannot tell apart): fail closed.
     pub one_shot: bool,
+    /// A one-shot `insert_id` awaits the insert that uses it.
+    pub insert_id_pending: bool,
+    /// Its value, when the text assigned a number: the insert whose OK
+    /// reports exactly it used it (an explicit id does not; without a
+    /// value only `insert_id = 0` / `DEFAULT` ends it here).
+    pub insert_id_forced: Option<u64>,
     /// Variables that cannot be replayed, set away from their default,
     /// with the value last reported.
     pub pinning_vars: BTreeMap<String, String>,
@@ -100,7 +109,7 @@ impl Inventory {
         set(!self.handlers.is_empty(), PinReason::Handler);
         set(!self.text_prepared.is_empty(), PinReason::TextPrepare);
         set(self.xa, PinReason::Xa);
-        set(self.one_shot, PinReason::OneShot);
+        set(self.one_shot || self.insert_id_pending, PinReason::OneShot);
         set(!self.pinning_vars.is_empty(), PinReason::SessionVariable);
         set(self.unknown, PinReason::UnknownState);
         set(self.trackers, PinReason::Trackers);

@@ -644,7 +644,7 @@ impl Session {
                     results: out.results,
                     warnings: out.warnings,
                     in_trans: self.status & status::IN_TRANS != 0,
-                    insert_id: out.last_insert_id.is_some(),
+                    insert_id: out.last_insert_id,
                 };
                 let sql = match (&executing, payload.first()) {
                     (Some(e), _) => &e.key.sql[..],
