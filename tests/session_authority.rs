@@ -1369,3 +1369,46 @@ async fn one_shot_settings_last_until_the_server_uses_them() {
         .await
         .expect("drop");
 }
+
+/// Locks that live in the session, taken through dynamic SQL whose text the
+/// proxy reads only as a name or an expression (a statement prepared from
+/// a literal and executed, EXECUTE IMMEDIATE of computed text), hold as
+/// direct: the session keeps its backend (the probe: the next reset
+/// dropped them, and the client's later statements ran as if unlocked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_locks_taken_through_dynamic_sql_hold() {
+    let db = MariaDb::shared();
+    let p = one_backend(db).await;
+    let (m, other) = (
+        format!("dyn_lock_m_{}", std::process::id()),
+        format!("dyn_lock_o_{}", std::process::id()),
+    );
+    let mut a = conn(&p).await;
+    for t in [&m, &other] {
+        a.query_drop(format!("CREATE OR REPLACE TABLE {t} (a INT)"))
+            .await
+            .expect("create");
+    }
+    let ways = [
+        format!("PREPARE s FROM 'LOCK TABLES {m} READ'; EXECUTE s; DEALLOCATE PREPARE s"),
+        format!("EXECUTE IMMEDIATE CONCAT('LOCK TABLES ', '{m} READ')"),
+    ];
+    for way in &ways {
+        for sql in way.split("; ") {
+            a.query_drop(sql).await.expect(sql);
+        }
+        assert!(
+            !backend_free(&p).await,
+            "{way}: the lock's backend was released"
+        );
+        // Under LOCK TABLES a table not locked is refused, as direct.
+        let c = code(&mut a, &format!("INSERT INTO {other} VALUES (1)")).await;
+        assert_eq!(c, 1100, "{way}: the session's tables are still locked");
+        a.query_drop("UNLOCK TABLES").await.expect("unlock");
+        a.reset().await.expect("COM_RESET_CONNECTION");
+        assert!(backend_free(&p).await, "the reset ends it");
+    }
+    for t in [&m, &other] {
+        a.query_drop(format!("DROP TABLE {t}")).await.expect("drop");
+    }
+}

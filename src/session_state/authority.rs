@@ -796,6 +796,21 @@ fn assigned_number(text: Option<&[u8]>, name: &str) -> Option<u64> {
     found
 }
 
+/// True when `text` (a statement prepared from a literal) may take a
+/// lock that lives in the session: any mention of LOCK TABLE(S), FLUSH,
+/// BACKUP or HANDLER (fail closed: words in a string or a comment count
+/// too; named locks, GET_LOCK, are followed by their own checks).
+fn may_take_session_lock(text: &[u8]) -> bool {
+    let squeezed: Vec<u8> = text
+        .iter()
+        .filter(|c| !c.is_ascii_whitespace())
+        .map(u8::to_ascii_uppercase)
+        .collect();
+    [&b"LOCKTABLE"[..], b"FLUSH", b"BACKUP", b"HANDLER"]
+        .iter()
+        .any(|w| squeezed.windows(w.len()).any(|x| x == *w))
+}
+
 fn is_one_shot_effect(e: &Effect) -> bool {
     match e {
         Effect::SetTransaction { scope } => *scope == Scope::Default,
@@ -927,6 +942,11 @@ fn apply_statement(
                 } else {
                     inv.ddl_prepared.remove(&name);
                 }
+                if text.is_none_or(|t| may_take_session_lock(t)) {
+                    inv.lock_prepared.insert(name.clone());
+                } else {
+                    inv.lock_prepared.remove(&name);
+                }
                 inv.text_prepared.insert(name);
             }
             Effect::Deallocate { name } => {
@@ -934,7 +954,28 @@ fn apply_statement(
                 if removes {
                     inv.text_prepared.remove(&name.to_ascii_lowercase());
                     inv.ddl_prepared.remove(&name.to_ascii_lowercase());
+                    inv.lock_prepared.remove(&name.to_ascii_lowercase());
                 }
+            }
+            Effect::ExecutePrepared { name }
+                if inv.lock_prepared.contains(&name.to_ascii_lowercase()) =>
+            {
+                // A table, global-read, backup lock or open handler taken
+                // there would end silently at the next reset: the session
+                // keeps its backend (fail closed).
+                inv.unknown = true;
+                marks.needs_reset = true;
+            }
+            Effect::ExecuteImmediate
+                if !st
+                    .effects
+                    .iter()
+                    .any(|e| matches!(e, Effect::DynamicSql { .. })) =>
+            {
+                // Text computed at run time: the same (and the lock forms
+                // are refused in stored code but not here).
+                inv.unknown = true;
+                marks.needs_reset = true;
             }
             Effect::Xa => {
                 marks.needs_reset = true;

@@ -49,6 +49,11 @@ pub struct Inventory {
     /// Those whose text may change which names run code (DDL, a CALL,
     /// dynamic SQL, or a text not seen: prepared from an expression).
     pub ddl_prepared: BTreeSet<Vec<u8>>,
+    /// Those whose text may take a lock that lives in the session (LOCK
+    /// TABLES, FLUSH … WITH READ LOCK / FOR EXPORT, BACKUP, HANDLER), or
+    /// whose text was not seen: executing one leaves state the proxy
+    /// cannot see end (`unknown` from then on).
+    pub lock_prepared: BTreeSet<Vec<u8>>,
     /// An XA transaction is associated with the session.
     pub xa: bool,
     /// One-shot transaction characteristics (`SET TRANSACTION` without a
