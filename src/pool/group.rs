@@ -284,14 +284,7 @@ impl Group {
     /// waiting idle, so the old and the new process together hold about
     /// one pool's worth of backends while the old one drains.
     pub fn retire(self: &Arc<Self>) {
-        let idle = self.lock().retire();
-        let n = idle.len();
-        let mut st = self.lock();
-        for c in idle {
-            drop(c);
-            st.closed(Instant::now());
-        }
-        drop(st);
+        let n = self.lock().retire(Instant::now());
         tracing::debug!(
             group = self.id,
             closed = n,

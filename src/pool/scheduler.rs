@@ -1016,10 +1016,20 @@ impl<B: Pooled> GroupState<B> {
     }
 
     /// From now on connections coming back are closed, and the idle ones
-    /// are returned to be closed (the process hands over; see `retiring`).
-    pub fn retire(&mut self) -> Vec<B> {
+    /// close now (the process hands over; see `retiring`); returns how
+    /// many closed.
+    pub fn retire(&mut self, now: Instant) -> usize {
         self.retiring = true;
-        std::mem::take(&mut self.idle)
+        let idle = std::mem::take(&mut self.idle);
+        let n = idle.len();
+        for b in idle {
+            drop(b);
+            self.counters.closed += 1;
+            self.shrink();
+        }
+        self.idle_low = 0;
+        self.dispatch(now);
+        n
     }
 
     /// A pinned session returns its backend outside a statement.

@@ -730,25 +730,6 @@ fn partial_effect(e: &Effect) -> bool {
     )
 }
 
-/// True when the statement text assigns the literal 0 to `name`
-/// (`SET insert_id = 0`).
-fn assigns_zero(text: Option<&[u8]>, name: &str) -> bool {
-    let Some(text) = text else { return false };
-    let squeezed: Vec<u8> = text
-        .iter()
-        .filter(|c| !c.is_ascii_whitespace())
-        .map(u8::to_ascii_lowercase)
-        .collect();
-    [format!("{name}=0"), format!("{name}:=0")].iter().any(|p| {
-        squeezed.windows(p.len()).enumerate().any(|(i, w)| {
-            w == p.as_bytes()
-                && squeezed
-                    .get(i + p.len())
-                    .is_none_or(|c| !c.is_ascii_digit())
-        })
-    })
-}
-
 /// The number `name` is assigned in `text` (`name = 42`), when the text
 /// says it plainly (one assignment of `name`, a decimal literal).
 fn assigned_number(text: Option<&[u8]>, name: &str) -> Option<u64> {
@@ -1044,7 +1025,7 @@ fn apply_statement(
                 if n == "insert_id" {
                     // `insert_id = 0` (or DEFAULT) cancels the pending value.
                     let text = sql.get(st.span.clone());
-                    let cancels = *to_default || assigns_zero(text, &n);
+                    let cancels = *to_default || assigned_number(text, &n) == Some(0);
                     if cancels && removes {
                         inv.insert_id_pending = false;
                         inv.insert_id_forced = None;
@@ -1225,6 +1206,15 @@ mod tests {
                 sql.as_bytes(),
                 LexOptions::default(),
             )
+        }
+
+        /// `sql` answered by an OK reporting insert id `id`.
+        fn inserted(&mut self, sql: &str, id: u64) -> Followup {
+            let reply = Reply {
+                insert_id: Some(id),
+                ..Default::default()
+            };
+            self.query(sql, reply, ApplyEffects::default())
         }
 
         fn ok(&mut self, sql: &str) -> Followup {
@@ -1511,33 +1501,12 @@ mod tests {
             assert!(r.inv.pins().has(PinReason::OneShot), "{sql}");
         }
         // An explicit id reports itself, not the forced one.
-        r.query(
-            "INSERT INTO t (id, v) VALUES (77, 1)",
-            Reply {
-                insert_id: Some(77),
-                ..Default::default()
-            },
-            ApplyEffects::default(),
-        );
+        r.inserted("INSERT INTO t (id, v) VALUES (77, 1)", 77);
         assert!(r.inv.pins().has(PinReason::OneShot));
-        r.query(
-            "INSERT INTO t (v) VALUES (1)",
-            Reply {
-                insert_id: Some(9100),
-                ..Default::default()
-            },
-            ApplyEffects::default(),
-        );
+        r.inserted("INSERT INTO t (v) VALUES (1)", 9100);
         assert!(r.inv.is_empty(), "the insert used it");
         r.ok("SET insert_id = @x");
-        r.query(
-            "INSERT INTO t (v) VALUES (1)",
-            Reply {
-                insert_id: Some(9100),
-                ..Default::default()
-            },
-            ApplyEffects::default(),
-        );
+        r.inserted("INSERT INTO t (v) VALUES (1)", 9100);
         assert!(r.inv.pins().has(PinReason::OneShot), "value unknown: kept");
         r.ok("SET insert_id = DEFAULT");
         assert!(r.inv.is_empty());

@@ -543,6 +543,9 @@ impl Session {
         // each command, one that can never move ends as a drain ends it.
         let mut may_move = true;
         let mut tried_move = false;
+        // Shutdown seen (by this loop's own select: no shared state is
+        // read per command).
+        let mut triggered = false;
         // Not movable yet, though nothing holds it (a command half read):
         // the drain waits for the next command's end, when it tries again.
         let mut defer_drain = false;
@@ -562,10 +565,6 @@ impl Session {
             // After a hand-over, each boundary is a chance to move (before
             // reading: the client's next command may wait in the socket,
             // and the new process reads it there).
-            let triggered = self.shared.shutdown.is_triggered();
-            if triggered && !self.shared.shutdown.handed_over() {
-                may_move = false;
-            }
             if may_move && triggered && !tried_move {
                 tried_move = true;
                 match Box::pin(self.move_out()).await {
@@ -590,7 +589,15 @@ impl Session {
                 biased;
                 r = self.client.read_command(max, Some(0), large::PREFIX) => r,
                 _ = shutdown.wait(), if (!held && !defer_drain) || wake_to_move => {
-                    if wake_to_move || held {
+                    if !triggered {
+                        triggered = true;
+                        // A plain drain moves nothing.
+                        may_move &= self.shared.shutdown.handed_over();
+                        if may_move {
+                            continue;
+                        }
+                    }
+                    if held {
                         continue;
                     }
                     return Err(End::Shutdown);

@@ -226,12 +226,10 @@ impl Session {
         if let Some(why) = self.why_not_movable() {
             return Err(Some(why));
         }
-        let Some(fd) = self
-            .client
-            .stream
-            .tcp()
-            .and_then(|t| t.as_fd().try_clone_to_owned().ok())
-        else {
+        let Some(client) = self.client.stream.tcp() else {
+            return Err(Some(NotMovable::Ever("not a TCP client")));
+        };
+        let Ok(fd) = client.as_fd().try_clone_to_owned() else {
             return Err(Some(NotMovable::Ever("socket not duplicable")));
         };
         let record = match serde_json::to_vec(&self.moved_record()) {
@@ -245,9 +243,6 @@ impl Session {
         }
         // One session at a time; a client that speaks meanwhile is served
         // first (it tries again after that command).
-        let Some(client) = self.client.stream.tcp() else {
-            return Err(Some(NotMovable::Ever("not a TCP client")));
-        };
         let spoke = async {
             let _ = client.readable().await;
         };
