@@ -35,6 +35,7 @@ pub const FIXED: &[&str] = &[
     "backend.address",
     "backend.tls",
     "backend.tls_ca",
+    "backend.local_socket",
     "pool.mode",
     "pool.thread_groups",
     "pool.prepared_registry_size",

@@ -31,6 +31,8 @@
 #   PS_MODE      sysbench --db-ps-mode (auto|disable) [auto]
 #   MYPLEX_TOML  extra lines for myplex's [pool]    []
 #   MYPLEX_TOML_<name>  extra [pool] lines for the myplex target <name> only []
+#   MYPLEX_BACKEND_<name>  `unix`: that myplex target reaches the server over
+#                its Unix socket (clients still reach myplex over TCP) [tcp]
 #   OUT          output directory                   [bench-results/sysbench-<UTC timestamp>]
 #   PERF_SYSCALLS  1: count each proxy's system calls and context switches
 #                over the measured window (`perf stat`, per statement, in
@@ -141,11 +143,14 @@ EOF
         PORT[$t]=$(pick_port 0)
         admin=$(pick_port 0 "${PORT[$t]}")
         ADMIN[$t]=$admin
+        backend_address=127.0.0.1:$DB_PORT
+        v=MYPLEX_BACKEND_$name
+        [[ ${!v:-tcp} == unix ]] && backend_address=$W/db/sock
         cat >"$OUT/$name.toml" <<EOF
 listen = "127.0.0.1:${PORT[$t]}"
 admin_listen = "127.0.0.1:$admin"
 [backend]
-address = "127.0.0.1:$DB_PORT"
+address = "$backend_address"
 user = "app"
 password = "secret"
 [pool]

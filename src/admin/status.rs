@@ -106,6 +106,9 @@ pub struct Status {
     last_60s: Span,
     /// The shared backend budget: ceiling, its source, bases, common pool.
     backend_budget: crate::pool::elastic::View,
+    /// Whether backends go over the server's Unix socket
+    /// (`backend.local_socket`).
+    backend_local_socket: crate::pool::local_socket::View,
     groups: Vec<GroupStatus>,
     prepared_registry_entries: usize,
     prepared_registry_bytes: usize,
@@ -181,6 +184,7 @@ pub fn status(shared: &Shared) -> Status {
         last_10s: span(&all, 10),
         last_60s: span(&all, 60),
         backend_budget: shared.pool.budget.view(),
+        backend_local_socket: shared.pool.local_socket.view(),
         groups,
         prepared_registry_entries: entries,
         prepared_registry_bytes: bytes,

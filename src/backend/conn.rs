@@ -186,6 +186,10 @@ pub struct BackendConn {
     /// COM_RESET_CONNECTION nor COM_CHANGE_USER restores it (measured on
     /// MariaDB 10.11), so a connection whose role moved is closed.
     pub login_role: Option<String>,
+    /// CURRENT_USER() right after login (`user@host`): the account row the
+    /// server matched (`crate::pool::local_socket` holds a socket login to
+    /// the account a TCP login got).
+    pub account: Option<String>,
     /// The pool's default-roles generation at login.
     pub roles_epoch: u64,
     /// Idle but not clean: the owner token of the session whose leftovers
@@ -530,6 +534,12 @@ impl BackendConn {
         Ok(def)
     }
 
+    /// Says goodbye (COM_QUIT) and closes: the server counts no aborted
+    /// connection. Errors are moot: the connection is gone either way.
+    pub async fn quit(mut self) {
+        let _ = self.io.send_packet(0, &[command::COM_QUIT]).await;
+    }
+
     /// COM_PING.
     pub async fn ping(&mut self) -> Result<(), BackendError> {
         match self.internal(&[command::COM_PING], Shape::Query).await? {
@@ -684,6 +694,7 @@ pub(crate) fn unlogged(stream: crate::wire::stream::Stream, pool: usize) -> Back
         marks: Default::default(),
         globals_epoch: 0,
         login_role: None,
+        account: None,
         roles_epoch: 0,
         parked_for: None,
     }

@@ -206,16 +206,21 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         marks: Default::default(),
         globals_epoch: 0,
         login_role: None,
+        account: None,
         roles_epoch: 0,
         parked_for: None,
     };
     conn.exec(TRACKERS_SQL).await?;
     // The role a login of this account activates (its default role): what
-    // stored code must leave in place for the connection to be shared.
-    conn.login_role = conn
-        .query_row("SELECT CURRENT_ROLE()")
+    // stored code must leave in place for the connection to be shared; and
+    // the account the server matched.
+    let mut who = conn
+        .query_row("SELECT CURRENT_ROLE(), CURRENT_USER()")
         .await?
-        .and_then(|r| r.into_iter().next().flatten());
+        .unwrap_or_default()
+        .into_iter();
+    conn.login_role = who.next().flatten();
+    conn.account = who.next().flatten();
     conn.state = TrackedState::for_collation(u16::from(BACKEND_COLLATION));
     Ok((conn, info))
 }

@@ -159,6 +159,22 @@ pub struct BackendConfig {
     pub tls_ca: String,
     /// Idle backend connections are pinged when unused this long.
     pub ping_interval_s: u64,
+    /// With a loopback `address` (and no TLS): reach the server over its
+    /// own Unix socket once proven to be the same server and account
+    /// (`auto`), or always over TCP (`off`).
+    pub local_socket: LocalSocketMode,
+}
+
+/// `backend.local_socket`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LocalSocketMode {
+    /// The server's `@@socket`, when a TCP login proves it
+    /// (`crate::pool::local_socket`).
+    #[default]
+    Auto,
+    /// The address as written.
+    Off,
 }
 
 impl Default for BackendConfig {
@@ -171,6 +187,7 @@ impl Default for BackendConfig {
             tls: false,
             tls_ca: String::new(),
             ping_interval_s: 30,
+            local_socket: LocalSocketMode::Auto,
         }
     }
 }

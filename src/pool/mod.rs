@@ -15,6 +15,7 @@ pub mod group;
 pub mod health;
 pub mod helper;
 pub mod keys;
+pub mod local_socket;
 pub mod parking;
 pub mod scheduler;
 pub mod tenants;
@@ -70,6 +71,8 @@ pub struct Pool {
     timings: ArcSwap<Timings>,
     /// Whether the backend is reachable, as the last dials saw it.
     pub health: health::Health,
+    /// Whether dials take the server's Unix socket instead of loopback TCP.
+    pub local_socket: local_socket::LocalSocket,
     /// Bumped by every `SET GLOBAL` a client ran through the proxy: a
     /// connection opened before has the old global values as its session
     /// values, and is reset (COM_RESET_CONNECTION re-reads them) before the
@@ -206,6 +209,7 @@ impl Pool {
             inflight: cfg.pool.inflight,
             timings: ArcSwap::from_pointee(Timings::from_config(cfg)),
             health: health::Health::new(cfg.backend.address.clone()),
+            local_socket: local_socket::LocalSocket::new(cfg),
             code_catalog: Default::default(),
             globals_epoch: std::sync::atomic::AtomicU64::new(0),
             session_defaults: std::sync::atomic::AtomicU64::new(u64::from(server.session_status)),
@@ -640,13 +644,71 @@ impl Pool {
         let Some(p) = self.params(pool) else {
             return Err(BackendError::Protocol(format!("no pool key {pool}")));
         };
+        let credential = self.keys.get(pool).map_or(0, |(c, _)| c);
         let mut delay = Duration::from_millis(20);
         loop {
             // Read before the login: a change during it makes the
             // connection stale rather than wrongly current.
             let epoch = self.globals_epoch();
             let roles = self.roles_epoch();
-            match backend::connect(&p).await {
+            let route = self.local_socket.route(credential, &p);
+            let dialed = match &route {
+                local_socket::Route::Socket { path, account } => {
+                    let over = BackendParams {
+                        address: path.clone(),
+                        ..p.clone()
+                    };
+                    match backend::connect(&over).await {
+                        Ok((conn, _)) if conn.account.as_ref() != Some(account) => {
+                            let got = format!("logged in as {:?}", conn.account);
+                            conn.quit().await;
+                            self.local_socket.failed(
+                                credential,
+                                local_socket::Failure::Account,
+                                &got,
+                            );
+                            if Instant::now() >= deadline {
+                                return Err(BackendError::Protocol(got));
+                            }
+                            continue;
+                        }
+                        Ok(ok) => Ok(ok),
+                        // Full is full on either transport.
+                        Err(e) if e.server_full().is_some() || e.is_out_of_fds() => Err(e),
+                        Err(e) => {
+                            self.local_socket.failed(
+                                credential,
+                                local_socket::Failure::Dial,
+                                &e.to_string(),
+                            );
+                            if Instant::now() >= deadline {
+                                return Err(e);
+                            }
+                            continue;
+                        }
+                    }
+                }
+                local_socket::Route::Tcp { check } => {
+                    let r = backend::connect(&p).await;
+                    if *check {
+                        match r {
+                            Ok((mut conn, info)) => self
+                                .local_socket
+                                .check(credential, &mut conn, &p)
+                                .await
+                                .map(|()| (conn, info)),
+                            Err(e) => {
+                                // Checked at the next TCP login instead.
+                                self.local_socket.failed_check(credential);
+                                Err(e)
+                            }
+                        }
+                    } else {
+                        r
+                    }
+                }
+            };
+            match dialed {
                 Ok((mut conn, mut info)) => {
                     conn.globals_epoch = epoch;
                     conn.roles_epoch = self.observe_login_role(pool, roles, &conn.login_role);

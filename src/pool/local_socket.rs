@@ -1,0 +1,408 @@
+//! Which transport a credential pool's backends take when `backend.address`
+//! is a loopback TCP address (`backend.local_socket = "auto"`): the
+//! server's own Unix socket, once it is proven to reach the same server as
+//! the same account, else TCP.
+//!
+//! On this box a loopback TCP hop costs the proxy and the server about
+//! twice what a socket hop costs (docs/benchmarks.md), and a MySQL client
+//! itself takes the socket for `localhost`. But the address the operator
+//! wrote is the truth: the socket is used only when
+//! - the address is `127.0.0.1`, `::1` or `localhost`, TLS toward the
+//!   backend is off, and the credential is one the configuration holds
+//!   (server-looked-up users keep TCP);
+//! - a TCP login of the credential reads `@@socket` and `@@port`, and the
+//!   port is the address's own (a forwarder on another port — HAProxy, a
+//!   fault injector, an SSH tunnel — is never bypassed);
+//! - a login over that socket with the same credentials sees the same
+//!   `@@port`, lists the TCP login's thread in its `PROCESSLIST` (the same
+//!   server process, not another server on the host using the same path),
+//!   and is the same account (`CURRENT_USER()`: the server matches a
+//!   socket client as `localhost`, which may pick another account row);
+//! - and every later login over the socket is again that account (read in
+//!   the login's own query, no extra round trip).
+//!
+//! Anything unproven keeps TCP; a socket that stops taking logins, or a
+//! login that lands on another account, sends the credential back to TCP
+//! until a TCP login proves the socket again. One owner: `Pool::dial_once`
+//! asks [`LocalSocket::route`] what to dial and reports back.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::backend::{BackendConn, BackendError, BackendParams};
+use crate::config::{Address, Config, LocalSocketMode};
+
+/// A check not finished after this was dropped with its dial.
+const STALE_CHECK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What is known of one credential pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    /// A check is running since then (other dials keep TCP meanwhile; one
+    /// whose dial was dropped half-way is stale after [`STALE_CHECK`]).
+    Checking(std::time::Instant),
+    /// Proven: logins over the socket are this account (`user@host`).
+    Socket(String),
+    /// Not proven (or disproven): TCP.
+    Tcp,
+}
+
+/// Where one dial goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// The configured TCP address; `check` asks the caller to run
+    /// [`LocalSocket::check`] on the connection once it has logged in.
+    Tcp { check: bool },
+    /// The server's socket; the login must be `account`.
+    Socket { path: String, account: String },
+}
+
+/// The decision, shared by every dial.
+#[derive(Debug)]
+pub struct LocalSocket {
+    /// The configured port, when the address qualifies at all.
+    port: Option<u16>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The socket `@@socket` named on the last check.
+    path: Option<String>,
+    /// Per credential pool.
+    verdicts: HashMap<usize, Verdict>,
+}
+
+/// A transport-level failure of the socket, or a login on it that is not
+/// the proven account: the credential goes back to TCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The socket did not take the connection or the login.
+    Dial,
+    /// The login landed on another account.
+    Account,
+}
+
+impl LocalSocket {
+    /// Off unless the configuration allows it and the address is a
+    /// loopback TCP address without TLS.
+    pub fn new(cfg: &Config) -> Self {
+        let port = match cfg.backend.local_socket {
+            LocalSocketMode::Off => None,
+            LocalSocketMode::Auto if cfg.backend.tls => None,
+            LocalSocketMode::Auto => loopback_port(&cfg.backend.address),
+        };
+        Self {
+            port,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Whether the socket may be used at all.
+    pub fn enabled(&self) -> bool {
+        self.port.is_some()
+    }
+
+    /// Where a dial of credential pool `credential` (logging in with `p`)
+    /// goes now.
+    pub fn route(&self, credential: usize, p: &BackendParams) -> Route {
+        if self.port.is_none() || !eligible(p) {
+            return Route::Tcp { check: false };
+        }
+        let mut s = self.lock();
+        let path = s.path.clone();
+        match (s.verdicts.get(&credential), path) {
+            (Some(Verdict::Socket(account)), Some(path)) => Route::Socket {
+                path,
+                account: account.clone(),
+            },
+            (Some(Verdict::Checking(since)), _) if since.elapsed() < STALE_CHECK => {
+                Route::Tcp { check: false }
+            }
+            (Some(Verdict::Tcp), _) => Route::Tcp { check: false },
+            (Some(Verdict::Socket(_) | Verdict::Checking(_)) | None, _) => {
+                s.verdicts
+                    .insert(credential, Verdict::Checking(std::time::Instant::now()));
+                Route::Tcp { check: true }
+            }
+        }
+    }
+
+    /// After a TCP login that [`Route::Tcp`] asked to check: reads the
+    /// server's socket on `tcp`, logs in over it with `p`'s credentials and
+    /// decides; every problem means TCP. Bounded by `p.connect_timeout`.
+    /// An error means `tcp` itself broke (or was left mid-reply): the
+    /// caller drops it.
+    pub async fn check(
+        &self,
+        credential: usize,
+        tcp: &mut BackendConn,
+        p: &BackendParams,
+    ) -> Result<(), BackendError> {
+        let proof = tokio::time::timeout(p.connect_timeout, self.prove(tcp, p)).await;
+        let (verdict, broken) = match proof {
+            Ok(Ok((path, account))) => {
+                tracing::info!(
+                    socket = %path,
+                    account = %account,
+                    address = %p.address,
+                    "backend connections go over the server's Unix socket (same server, same account as the TCP address; backend.local_socket = \"off\" keeps TCP)"
+                );
+                self.lock().path = Some(path);
+                (Verdict::Socket(account), None)
+            }
+            Ok(Err(Unproven { why, broken })) => {
+                tracing::info!(address = %p.address, user = %p.user, reason = %why, "backend connections stay on TCP");
+                (Verdict::Tcp, broken)
+            }
+            Err(_) => {
+                tracing::info!(address = %p.address, user = %p.user, "backend connections stay on TCP: the socket check timed out");
+                (Verdict::Tcp, Some(BackendError::Timeout))
+            }
+        };
+        self.lock().verdicts.insert(credential, verdict);
+        broken.map_or(Ok(()), Err)
+    }
+
+    /// The socket failed for `credential`: it goes back to TCP and is
+    /// checked again at its next TCP login.
+    pub fn failed(&self, credential: usize, how: Failure, error: &str) {
+        let mut s = self.lock();
+        if matches!(s.verdicts.get(&credential), Some(Verdict::Socket(_))) {
+            tracing::warn!(
+                error,
+                ?how,
+                "the server's Unix socket failed; back to TCP for this login"
+            );
+            s.verdicts.remove(&credential);
+        }
+    }
+
+    /// The TCP login a check was to run on failed: checked at the next one.
+    pub fn failed_check(&self, credential: usize) {
+        let mut s = self.lock();
+        if matches!(s.verdicts.get(&credential), Some(Verdict::Checking(_))) {
+            s.verdicts.remove(&credential);
+        }
+    }
+
+    /// The socket in use (for `/status`) and how many credential pools use it.
+    pub fn view(&self) -> View {
+        let s = self.lock();
+        let on_socket = s
+            .verdicts
+            .values()
+            .filter(|v| matches!(v, Verdict::Socket(_)))
+            .count();
+        View {
+            mode: if self.enabled() { "auto" } else { "off" },
+            socket: s.path.clone().filter(|_| on_socket > 0),
+            credentials_on_socket: on_socket,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The proof (module doc): the socket's path and the account.
+    async fn prove(
+        &self,
+        tcp: &mut BackendConn,
+        p: &BackendParams,
+    ) -> Result<(String, String), Unproven> {
+        let port = self.port.ok_or_else(|| Unproven::from("off"))?;
+        let Some(account) = tcp.account.clone() else {
+            return Err("CURRENT_USER() unread on the TCP login".into());
+        };
+        let row = match tcp.query_row("SELECT @@socket, @@port").await {
+            Ok(Some(row)) => row,
+            Ok(None) => return Err("no @@socket row".into()),
+            // An error reply leaves the connection as it was.
+            Err(e @ BackendError::Server(_)) => return Err(format!("reading @@socket: {e}").into()),
+            Err(e) => {
+                return Err(Unproven {
+                    why: format!("reading @@socket: {e}"),
+                    broken: Some(e),
+                });
+            }
+        };
+        let (Some(Some(path)), Some(Some(tcp_port))) = (row.first(), row.get(1)) else {
+            return Err("the server has no socket".into());
+        };
+        if tcp_port.parse::<u16>().ok() != Some(port) {
+            return Err(format!(
+                "the server listens on port {tcp_port}, the address names {port}: something forwards in between"
+            )
+            .into());
+        }
+        if Address::parse(path).problem(|_| false).is_some() || !path.starts_with('/') {
+            return Err(format!("socket path {path:?} is not usable").into());
+        }
+        let over = BackendParams {
+            address: path.clone(),
+            ..p.clone()
+        };
+        let (mut sock, _) = crate::backend::connect(&over)
+            .await
+            .map_err(|e| Unproven::from(format!("login over {path}: {e}")))?;
+        let seen = sock
+            .query_row(&format!(
+                "SELECT @@port, (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {})",
+                tcp.thread_id
+            ))
+            .await;
+        let sock_account = sock.account.clone();
+        sock.quit().await;
+        let seen = seen
+            .map_err(|e| Unproven::from(format!("checking over {path}: {e}")))?
+            .ok_or_else(|| Unproven::from("no row"))?;
+        if seen.first().cloned().flatten().as_deref() != Some(tcp_port.as_str()) {
+            return Err(format!("{path} is another server (port {:?})", seen.first()).into());
+        }
+        if seen.get(1).cloned().flatten().as_deref() != Some("1") {
+            return Err(format!(
+                "{path} is another server (the TCP login's thread is not listed there)"
+            )
+            .into());
+        }
+        if sock_account.as_deref() != Some(account.as_str()) {
+            return Err(format!(
+                "over {path} the login is {sock_account:?}, over TCP {account}: another account row matches localhost"
+            )
+            .into());
+        }
+        Ok((path.clone(), account))
+    }
+}
+
+/// Why the socket was not proven, and whether the TCP connection broke.
+struct Unproven {
+    why: String,
+    broken: Option<BackendError>,
+}
+
+impl From<String> for Unproven {
+    fn from(why: String) -> Self {
+        Self { why, broken: None }
+    }
+}
+
+impl From<&str> for Unproven {
+    fn from(why: &str) -> Self {
+        why.to_string().into()
+    }
+}
+
+/// `/status`'s view.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct View {
+    /// `auto` (the address qualifies) or `off`.
+    pub mode: &'static str,
+    /// The socket backends are dialed over, if any credential uses it.
+    pub socket: Option<String>,
+    /// Credential pools proven on the socket.
+    pub credentials_on_socket: usize,
+}
+
+/// Credentials the configuration holds (a password, no looked-up hash):
+/// server-looked-up users keep TCP.
+fn eligible(p: &BackendParams) -> bool {
+    p.native_stage1.is_none() && !p.password.is_empty()
+}
+
+/// The port of a loopback `host:port` (`127.0.0.1`, `[::1]`, `localhost`).
+fn loopback_port(address: &str) -> Option<u16> {
+    let Address::Tcp(a) = Address::parse(address) else {
+        return None;
+    };
+    let (host, port) = a.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    loopback.then(|| port.parse().ok()).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(password: &str, stage1: Option<[u8; 20]>) -> BackendParams {
+        BackendParams {
+            address: "127.0.0.1:3306".into(),
+            user: "app".into(),
+            password: password.into(),
+            native_stage1: stage1,
+            tls: None,
+            connect_timeout: std::time::Duration::from_secs(1),
+            pool: 0,
+            flavour: crate::protocol::caps::Flavour::DEFAULT,
+        }
+    }
+
+    fn with(address: &str, mode: LocalSocketMode, tls: bool) -> LocalSocket {
+        let mut cfg = Config::default();
+        cfg.backend.address = address.into();
+        cfg.backend.local_socket = mode;
+        cfg.backend.tls = tls;
+        LocalSocket::new(&cfg)
+    }
+
+    #[test]
+    fn only_loopback_tcp_without_tls_qualifies() {
+        for a in [
+            "127.0.0.1:3306",
+            "localhost:3306",
+            "[::1]:3306",
+            "127.0.0.2:1",
+        ] {
+            assert!(with(a, LocalSocketMode::Auto, false).enabled(), "{a}");
+        }
+        for a in [
+            "10.0.0.1:3306",
+            "db.example:3306",
+            "/run/mysqld/mysqld.sock",
+            "127.0.0.1",
+        ] {
+            assert!(!with(a, LocalSocketMode::Auto, false).enabled(), "{a}");
+        }
+        assert!(!with("127.0.0.1:3306", LocalSocketMode::Off, false).enabled());
+        assert!(!with("127.0.0.1:3306", LocalSocketMode::Auto, true).enabled());
+    }
+
+    #[test]
+    fn one_check_at_a_time_then_the_verdict_holds() {
+        let l = with("127.0.0.1:3306", LocalSocketMode::Auto, false);
+        let p = params("secret", None);
+        assert_eq!(l.route(0, &p), Route::Tcp { check: true });
+        // While it runs, other dials keep TCP and do not check again.
+        assert_eq!(l.route(0, &p), Route::Tcp { check: false });
+        l.lock().path = Some("/s".into());
+        l.lock().verdicts.insert(0, Verdict::Socket("app@%".into()));
+        let on = Route::Socket {
+            path: "/s".into(),
+            account: "app@%".into(),
+        };
+        assert_eq!(l.route(0, &p), on);
+        assert_eq!(l.view().credentials_on_socket, 1);
+        // Another credential is checked on its own.
+        assert_eq!(l.route(1, &p), Route::Tcp { check: true });
+        // A failure sends it back to TCP, to be checked again.
+        l.failed(0, Failure::Dial, "gone");
+        assert_eq!(l.route(0, &p), Route::Tcp { check: true });
+        l.lock().verdicts.insert(0, Verdict::Tcp);
+        assert_eq!(l.route(0, &p), Route::Tcp { check: false });
+    }
+
+    #[test]
+    fn looked_up_users_and_passwordless_logins_keep_tcp() {
+        let l = with("127.0.0.1:3306", LocalSocketMode::Auto, false);
+        assert_eq!(l.route(0, &params("", None)), Route::Tcp { check: false });
+        assert_eq!(
+            l.route(0, &params("", Some([1; 20]))),
+            Route::Tcp { check: false }
+        );
+    }
+}
