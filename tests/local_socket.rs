@@ -111,12 +111,10 @@ async fn a_loopback_address_takes_the_servers_socket_and_off_keeps_tcp() {
     assert_eq!(off.shared.pool.local_socket.view().credentials_on_socket, 0);
 }
 
-/// Copies bytes both ways between each accepted connection and `to`;
-/// counts the connections it forwarded.
-async fn forwarder(to: u16) -> (u16, Arc<AtomicUsize>) {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+/// Copies bytes both ways between each connection accepted on `at` and
+/// 127.0.0.1:`to`; counts the connections it forwarded.
+async fn forwarder(at: &str, to: u16) -> (u16, Arc<AtomicUsize>) {
+    let l = tokio::net::TcpListener::bind(at).await.expect("bind");
     let port = l.local_addr().expect("addr").port();
     let n = Arc::new(AtomicUsize::new(0));
     let count = n.clone();
@@ -137,7 +135,7 @@ async fn forwarder(to: u16) -> (u16, Arc<AtomicUsize>) {
 async fn a_forwarder_on_another_port_is_never_bypassed() {
     let db = MariaDb::shared();
     let u = user(db, "ls_f", "pf");
-    let (port, forwarded) = forwarder(db.port).await;
+    let (port, forwarded) = forwarder("127.0.0.1:0", db.port).await;
     let p = Proxy::builder(db)
         .with(|c| {
             c.users.push(u);
@@ -216,4 +214,28 @@ async fn a_socket_login_that_changes_account_goes_back_to_tcp() {
         .await
         .expect("no error reaches the client");
     db.sql("DROP USER ls_e@localhost;");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarder_on_the_servers_port_number_is_never_bypassed() {
+    // The server listens on 127.0.0.1 only; a forwarder on the same port
+    // number of another loopback address passes the port check. The
+    // server's thread for the proxy's TCP login is the forwarder's
+    // connection, with the forwarder's client port: the proof fails.
+    let db = MariaDb::shared();
+    let u = user(db, "ls_g", "pg");
+    let (port, forwarded) = forwarder(&format!("127.0.0.2:{}", db.port), db.port).await;
+    assert_eq!(port, db.port);
+    let p = Proxy::builder(db)
+        .with(|c| {
+            c.users.push(u);
+            c.backend.address = format!("127.0.0.2:{port}");
+        })
+        .start()
+        .await;
+    let (_a, a) = holding(&p, "ls_g", "pg").await;
+    let (_b, b) = holding(&p, "ls_g", "pg").await;
+    let (_c, c) = holding(&p, "ls_g", "pg").await;
+    assert!(on_tcp(&a) && on_tcp(&b) && on_tcp(&c), "{a} {b} {c}");
+    assert!(forwarded.load(Ordering::Relaxed) >= 3);
 }

@@ -576,6 +576,20 @@ impl BackendConn {
         self.stmts.clear();
         self.state = baseline.clone();
         self.exec(&self.after_reset_sql()).await?;
+        // Over a socket the server matches the account again as
+        // `localhost`: it must still be the one the connection was proven
+        // to be (`crate::pool::local_socket`), or the connection goes.
+        if self.io.stream.is_unix()
+            && let Some(account) = self.account.clone()
+        {
+            let now = self.query_row("SELECT CURRENT_USER()").await?;
+            let now = now.and_then(|r| r.into_iter().next().flatten());
+            if now.as_deref() != Some(account.as_str()) {
+                return Err(BackendError::Protocol(format!(
+                    "a change of user over the socket logged in as {now:?}, not {account}"
+                )));
+            }
+        }
         self.state = baseline.clone();
         self.state.multi_statements = multi;
         self.marks = crate::session_state::BackendMarks {

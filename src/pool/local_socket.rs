@@ -11,16 +11,21 @@
 //!   backend is off, and the credential is one the configuration holds
 //!   (server-looked-up users keep TCP);
 //! - a TCP login of the credential reads `@@socket` and `@@port`, and the
-//!   port is the address's own (a forwarder on another port — HAProxy, a
-//!   fault injector, an SSH tunnel — is never bypassed);
+//!   port is the address's own;
 //! - a login over that socket with the same credentials sees the same
-//!   `@@port`, lists the TCP login's thread in its `PROCESSLIST` (the same
-//!   server process, not another server on the host using the same path),
-//!   and is the same account (`CURRENT_USER()`: the server matches a
-//!   socket client as `localhost`, which may pick another account row);
-//! - and every later login over the socket is again that account (read in
-//!   the login's own query, no extra round trip).
+//!   `@@port` and lists the TCP login's thread — its id and the TCP login's
+//!   own client port — in its `PROCESSLIST` (the same server process: not
+//!   another server on the host using the same path, and not a forwarder
+//!   such as HAProxy, a fault injector or an SSH tunnel, whose connection to
+//!   the server has its own port), and is the same account
+//!   (`CURRENT_USER()`: the server matches a socket client as `localhost`,
+//!   which may pick another account row);
+//! - and every later login over the socket, and every change of user on a
+//!   socket backend (`BackendConn::clear_schema`), is again that account
+//!   (read in the login's own query, no extra round trip for a login).
 //!
+//! Verdicts are proven again after [`RECHECK`] (a server moved to another
+//! port behind the same socket path is left within it).
 //! Anything unproven keeps TCP; a socket that stops taking logins, or a
 //! login that lands on another account, sends the credential back to TCP
 //! until a TCP login proves the socket again. One owner: `Pool::dial_once`
@@ -32,6 +37,11 @@ use std::sync::Mutex;
 use crate::backend::{BackendConn, BackendError, BackendParams};
 use crate::config::{Address, Config, LocalSocketMode};
 
+/// A verdict is this old before a TCP login checks it again: a server
+/// restarted on another port, or an address pointed at another server,
+/// is seen within this long even while its socket keeps answering.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// A check not finished after this was dropped with its dial.
 const STALE_CHECK: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -41,10 +51,11 @@ enum Verdict {
     /// A check is running since then (other dials keep TCP meanwhile; one
     /// whose dial was dropped half-way is stale after [`STALE_CHECK`]).
     Checking(std::time::Instant),
-    /// Proven: logins over the socket are this account (`user@host`).
-    Socket(String),
-    /// Not proven (or disproven): TCP.
-    Tcp,
+    /// Proven (then): logins over the socket are this account
+    /// (`user@host`). Proven again after [`RECHECK`].
+    Socket(String, std::time::Instant),
+    /// Not proven (or disproven) then: TCP, checked again after [`RECHECK`].
+    Tcp(std::time::Instant),
 }
 
 /// Where one dial goes.
@@ -111,18 +122,22 @@ impl LocalSocket {
         }
         let mut s = self.lock();
         let path = s.path.clone();
-        match (s.verdicts.get(&credential), path) {
-            (Some(Verdict::Socket(account)), Some(path)) => Route::Socket {
-                path,
-                account: account.clone(),
-            },
+        let now = std::time::Instant::now();
+        match (s.verdicts.get(&credential).cloned(), path) {
+            (Some(Verdict::Socket(account, at)), Some(path)) => {
+                if at.elapsed() >= RECHECK {
+                    // This dial proves it again; the others keep the socket.
+                    s.verdicts.insert(credential, Verdict::Socket(account, now));
+                    return Route::Tcp { check: true };
+                }
+                Route::Socket { path, account }
+            }
             (Some(Verdict::Checking(since)), _) if since.elapsed() < STALE_CHECK => {
                 Route::Tcp { check: false }
             }
-            (Some(Verdict::Tcp), _) => Route::Tcp { check: false },
-            (Some(Verdict::Socket(_) | Verdict::Checking(_)) | None, _) => {
-                s.verdicts
-                    .insert(credential, Verdict::Checking(std::time::Instant::now()));
+            (Some(Verdict::Tcp(at)), _) if at.elapsed() < RECHECK => Route::Tcp { check: false },
+            _ => {
+                s.verdicts.insert(credential, Verdict::Checking(now));
                 Route::Tcp { check: true }
             }
         }
@@ -139,9 +154,9 @@ impl LocalSocket {
         tcp: &mut BackendConn,
         p: &BackendParams,
     ) -> Result<(), BackendError> {
-        let proof = tokio::time::timeout(p.connect_timeout, self.prove(tcp, p)).await;
-        let (verdict, broken) = match proof {
-            Ok(Ok((path, account))) => {
+        let now = std::time::Instant::now();
+        let (verdict, broken) = match self.prove(tcp, p).await {
+            Ok((path, account)) => {
                 tracing::info!(
                     socket = %path,
                     account = %account,
@@ -149,15 +164,11 @@ impl LocalSocket {
                     "backend connections go over the server's Unix socket (same server, same account as the TCP address; backend.local_socket = \"off\" keeps TCP)"
                 );
                 self.lock().path = Some(path);
-                (Verdict::Socket(account), None)
+                (Verdict::Socket(account, now), None)
             }
-            Ok(Err(Unproven { why, broken })) => {
+            Err(Unproven { why, broken }) => {
                 tracing::info!(address = %p.address, user = %p.user, reason = %why, "backend connections stay on TCP");
-                (Verdict::Tcp, broken)
-            }
-            Err(_) => {
-                tracing::info!(address = %p.address, user = %p.user, "backend connections stay on TCP: the socket check timed out");
-                (Verdict::Tcp, Some(BackendError::Timeout))
+                (Verdict::Tcp(now), broken)
             }
         };
         self.lock().verdicts.insert(credential, verdict);
@@ -168,7 +179,7 @@ impl LocalSocket {
     /// checked again at its next TCP login.
     pub fn failed(&self, credential: usize, how: Failure, error: &str) {
         let mut s = self.lock();
-        if matches!(s.verdicts.get(&credential), Some(Verdict::Socket(_))) {
+        if matches!(s.verdicts.get(&credential), Some(Verdict::Socket(..))) {
             tracing::warn!(
                 error,
                 ?how,
@@ -192,7 +203,7 @@ impl LocalSocket {
         let on_socket = s
             .verdicts
             .values()
-            .filter(|v| matches!(v, Verdict::Socket(_)))
+            .filter(|v| matches!(v, Verdict::Socket(..)))
             .count();
         View {
             mode: if self.enabled() { "auto" } else { "off" },
@@ -215,15 +226,35 @@ impl LocalSocket {
         let Some(account) = tcp.account.clone() else {
             return Err("CURRENT_USER() unread on the TCP login".into());
         };
-        let row = match tcp.query_row("SELECT @@socket, @@port").await {
-            Ok(Some(row)) => row,
-            Ok(None) => return Err("no @@socket row".into()),
+        let Some(local_port) = tcp
+            .io
+            .stream
+            .tcp()
+            .and_then(|t| t.local_addr().ok())
+            .map(|a| a.port())
+        else {
+            return Err("the TCP login's own port is unknown".into());
+        };
+        let bound = p.connect_timeout;
+        let read = tokio::time::timeout(bound, tcp.query_row("SELECT @@socket, @@port")).await;
+        let row = match read {
+            Ok(Ok(Some(row))) => row,
+            Ok(Ok(None)) => return Err("no @@socket row".into()),
             // An error reply leaves the connection as it was.
-            Err(e @ BackendError::Server(_)) => return Err(format!("reading @@socket: {e}").into()),
-            Err(e) => {
+            Ok(Err(e @ BackendError::Server(_))) => {
+                return Err(format!("reading @@socket: {e}").into());
+            }
+            // The connection broke, or is left mid-reply.
+            Ok(Err(e)) => {
                 return Err(Unproven {
                     why: format!("reading @@socket: {e}"),
                     broken: Some(e),
+                });
+            }
+            Err(_) => {
+                return Err(Unproven {
+                    why: "reading @@socket timed out".into(),
+                    broken: Some(BackendError::Timeout),
                 });
             }
         };
@@ -246,17 +277,21 @@ impl LocalSocket {
         let (mut sock, _) = crate::backend::connect(&over)
             .await
             .map_err(|e| Unproven::from(format!("login over {path}: {e}")))?;
-        let seen = sock
-            .query_row(&format!(
-                "SELECT @@port, (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {})",
-                tcp.thread_id
-            ))
-            .await;
+        // The TCP login's thread, by id and by its client port (another
+        // server's thread may have the same small id; a forwarder's
+        // connection has another port).
+        let sql = format!(
+            "SELECT @@port, (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {} AND HOST LIKE '%:{local_port}')",
+            tcp.thread_id
+        );
+        let seen = tokio::time::timeout(bound, sock.query_row(&sql)).await;
         let sock_account = sock.account.clone();
         sock.quit().await;
-        let seen = seen
-            .map_err(|e| Unproven::from(format!("checking over {path}: {e}")))?
-            .ok_or_else(|| Unproven::from("no row"))?;
+        let seen = match seen {
+            Ok(r) => r.map_err(|e| Unproven::from(format!("checking over {path}: {e}")))?,
+            Err(_) => return Err(format!("checking over {path} timed out").into()),
+        }
+        .ok_or_else(|| Unproven::from("no row"))?;
         if seen.first().cloned().flatten().as_deref() != Some(tcp_port.as_str()) {
             return Err(format!("{path} is another server (port {:?})", seen.first()).into());
         }
@@ -380,7 +415,10 @@ mod tests {
         // While it runs, other dials keep TCP and do not check again.
         assert_eq!(l.route(0, &p), Route::Tcp { check: false });
         l.lock().path = Some("/s".into());
-        l.lock().verdicts.insert(0, Verdict::Socket("app@%".into()));
+        l.lock().verdicts.insert(
+            0,
+            Verdict::Socket("app@%".into(), std::time::Instant::now()),
+        );
         let on = Route::Socket {
             path: "/s".into(),
             account: "app@%".into(),
@@ -392,8 +430,20 @@ mod tests {
         // A failure sends it back to TCP, to be checked again.
         l.failed(0, Failure::Dial, "gone");
         assert_eq!(l.route(0, &p), Route::Tcp { check: true });
-        l.lock().verdicts.insert(0, Verdict::Tcp);
+        l.lock()
+            .verdicts
+            .insert(0, Verdict::Tcp(std::time::Instant::now()));
         assert_eq!(l.route(0, &p), Route::Tcp { check: false });
+        // Old verdicts are checked again: one dial checks, the others keep
+        // the socket meanwhile.
+        let old = std::time::Instant::now() - RECHECK;
+        l.lock().verdicts.insert(0, Verdict::Tcp(old));
+        assert_eq!(l.route(0, &p), Route::Tcp { check: true });
+        l.lock()
+            .verdicts
+            .insert(0, Verdict::Socket("app@%".into(), old));
+        assert_eq!(l.route(0, &p), Route::Tcp { check: true });
+        assert_eq!(l.route(0, &p), on);
     }
 
     #[test]

@@ -645,6 +645,9 @@ impl Pool {
             return Err(BackendError::Protocol(format!("no pool key {pool}")));
         };
         let credential = self.keys.get(pool).map_or(0, |(c, _)| c);
+        // A socket failure always gets one TCP attempt, deadline or not:
+        // the client never sees the socket's own error.
+        let mut socket_failed = false;
         let mut delay = Duration::from_millis(20);
         loop {
             // Read before the login: a change during it makes the
@@ -681,9 +684,10 @@ impl Pool {
                                 local_socket::Failure::Dial,
                                 &e.to_string(),
                             );
-                            if Instant::now() >= deadline {
+                            if socket_failed && Instant::now() >= deadline {
                                 return Err(e);
                             }
+                            socket_failed = true;
                             continue;
                         }
                     }
