@@ -5,13 +5,20 @@
 //! a forwarder on another port, a `localhost` account row that is another
 //! account, a socket login refused or landing on another account later.
 //! The server tells which transport each backend used: a socket client's
-//! `PROCESSLIST.HOST` is `localhost`, a TCP one's `127.0.0.1:port`.
+//! `PROCESSLIST.HOST` is `localhost`, a TCP one's `localhost:port` (or
+//! `127.0.0.1:port` on a server that skips name resolution).
+//!
+//! The socket is taken only on a server that resolves names (its
+//! default): there a loopback TCP client is `localhost` as a socket client
+//! is, so `USER()` reads the same either way. These tests run on such a
+//! server; the shared fixture (`skip-name-resolve`) keeps TCP.
 
 mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::mariadb::Profile;
 use common::{MariaDb, Proxy};
 use myplex::config::{LocalSocketMode, UserConfig};
 use mysql_async::prelude::*;
@@ -34,7 +41,12 @@ async fn backend_host(c: &mut mysql_async::Conn) -> String {
 }
 
 fn on_tcp(host: &str) -> bool {
-    host.starts_with("127.0.0.1:")
+    host.starts_with("127.0.0.1:") || host.starts_with("localhost:")
+}
+
+/// A server that resolves names (the server's default).
+fn resolving() -> &'static MariaDb {
+    MariaDb::shared_with(Profile::Production, &["--skip-name-resolve=0"])
 }
 
 async fn login(p: &Proxy, user: &str, password: &str) -> mysql_async::Conn {
@@ -66,7 +78,7 @@ async fn holding(p: &Proxy, name: &str, password: &str) -> (mysql_async::Conn, S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loopback_address_takes_the_servers_socket_and_off_keeps_tcp() {
-    let db = MariaDb::shared();
+    let db = resolving();
     let u = user(db, "ls_a", "pa");
     let p = Proxy::builder(db)
         .with(|c| c.users.push(u.clone()))
@@ -133,7 +145,7 @@ async fn forwarder(at: &str, to: u16) -> (u16, Arc<AtomicUsize>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarder_on_another_port_is_never_bypassed() {
-    let db = MariaDb::shared();
+    let db = resolving();
     let u = user(db, "ls_f", "pf");
     let (port, forwarded) = forwarder("127.0.0.1:0", db.port).await;
     let p = Proxy::builder(db)
@@ -153,67 +165,104 @@ async fn a_forwarder_on_another_port_is_never_bypassed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_localhost_row_that_is_another_account_keeps_tcp() {
-    let db = MariaDb::shared();
-    let u = user(db, "ls_b", "pb");
-    // Same name and password, no privileges: a socket login would be
-    // this account, not the one TCP logins get.
-    db.sql("CREATE USER ls_b@localhost IDENTIFIED BY 'pb';");
+async fn an_account_row_only_tcp_matches_keeps_tcp() {
+    let db = resolving();
+    db.sql(
+        "DROP USER IF EXISTS ls_b@'%'; DROP USER IF EXISTS ls_b@'127.0.0.1';\n\
+         CREATE USER ls_b@'127.0.0.1' IDENTIFIED BY 'pb'; GRANT ALL ON *.* TO ls_b@'127.0.0.1';\n\
+         CREATE USER ls_b@'%' IDENTIFIED BY 'pb';",
+    );
+    // Same name and password, no privileges: a socket login (no address)
+    // would be the `%` account, not the `127.0.0.1` one TCP logins get.
+    let u = UserConfig {
+        name: "ls_b".into(),
+        password: Some("pb".into()),
+        ..Default::default()
+    };
     let p = Proxy::builder(db).with(|c| c.users.push(u)).start().await;
     let (mut a, ha) = holding(&p, "ls_b", "pb").await;
     let (mut b, hb) = holding(&p, "ls_b", "pb").await;
     assert!(on_tcp(&ha) && on_tcp(&hb), "{ha} {hb}");
     for c in [&mut a, &mut b] {
         let who: Option<String> = c.query_first("SELECT CURRENT_USER()").await.expect("who");
-        assert_eq!(who.as_deref(), Some("ls_b@%"));
-        // The privileges are the TCP account's.
+        assert_eq!(who.as_deref(), Some("ls_b@127.0.0.1"));
         c.query_drop("CREATE TABLE IF NOT EXISTS test.ls_b_t (i INT)")
             .await
-            .expect("the % account may create");
+            .expect("the 127.0.0.1 account may create");
     }
-    db.sql("DROP USER ls_b@localhost;");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_skips_name_resolution_keeps_tcp() {
+    // There a TCP client from 127.0.0.1 reads USER() as ...@127.0.0.1 and a
+    // socket client as ...@localhost: a client would see the difference.
+    let db = MariaDb::shared();
+    db.sql(
+        "DROP USER IF EXISTS ls_s@'%'; CREATE USER ls_s@'%' IDENTIFIED BY 'ps'; GRANT ALL ON *.* TO ls_s@'%';",
+    );
+    let u = UserConfig {
+        name: "ls_s".into(),
+        password: Some("ps".into()),
+        ..Default::default()
+    };
+    let p = Proxy::builder(db).with(|c| c.users.push(u)).start().await;
+    let (mut a, ha) = holding(&p, "ls_s", "ps").await;
+    let (_b, hb) = holding(&p, "ls_s", "ps").await;
+    assert!(
+        ha.starts_with("127.0.0.1:") && hb.starts_with("127.0.0.1:"),
+        "{ha} {hb}"
+    );
+    let who: Option<String> = a.query_first("SELECT USER()").await.expect("user");
+    assert_eq!(who.as_deref(), Some("ls_s@127.0.0.1"));
+    assert_eq!(p.shared.pool.local_socket.view().credentials_on_socket, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_socket_login_that_changes_account_goes_back_to_tcp() {
-    let db = MariaDb::shared();
+    let db = resolving();
     let u = user(db, "ls_c", "pc");
     let p = Proxy::builder(db).with(|c| c.users.push(u)).start().await;
     let (_a, ha) = holding(&p, "ls_c", "pc").await;
     let (_b, hb) = holding(&p, "ls_c", "pc").await;
     assert!(on_tcp(&ha), "{ha}");
     assert_eq!(hb, "localhost");
-    // A DBA adds a localhost row with the same password and no
-    // privileges: the next socket login is that account.
-    db.sql("CREATE USER ls_c@localhost IDENTIFIED BY 'pc';");
+    // A DBA adds a localhost row with the same password and fewer
+    // privileges: the next socket login is another account than the one
+    // proven. It goes back to a TCP login, which (names resolved) is that
+    // new account too, as a direct client's is: proven again, the socket
+    // is taken again with it.
+    db.sql(
+        "CREATE USER ls_c@localhost IDENTIFIED BY 'pc'; GRANT SELECT ON test.* TO ls_c@localhost;",
+    );
     let (mut c, hc) = holding(&p, "ls_c", "pc").await;
     assert!(on_tcp(&hc), "{hc}");
     let who: Option<String> = c.query_first("SELECT CURRENT_USER()").await.expect("who");
-    assert_eq!(who.as_deref(), Some("ls_c@%"));
-    // The TCP login checked again and found the same: TCP from now on.
-    let (_d, hd) = holding(&p, "ls_c", "pc").await;
-    assert!(on_tcp(&hd), "{hd}");
-    // Refused outright on the socket (another password): TCP as well.
+    assert_eq!(who.as_deref(), Some("ls_c@localhost"));
+    let (mut d, hd) = holding(&p, "ls_c", "pc").await;
+    assert_eq!(hd, "localhost");
+    let who: Option<String> = d.query_first("SELECT CURRENT_USER()").await.expect("who");
+    assert_eq!(who.as_deref(), Some("ls_c@localhost"));
     db.sql("DROP USER ls_c@localhost;");
-    db.sql("DROP USER IF EXISTS ls_e@'%'; CREATE USER ls_e@'%' IDENTIFIED BY 'pe'; GRANT ALL ON *.* TO ls_e@'%';");
-    drop(p);
-    let e = UserConfig {
-        name: "ls_e".into(),
-        password: Some("pe".into()),
-        ..Default::default()
-    };
-    let p = Proxy::builder(db).with(|c| c.users.push(e)).start().await;
-    let (_a, ha) = holding(&p, "ls_e", "pe").await;
-    let (_b, hb) = holding(&p, "ls_e", "pe").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vanished_socket_sends_backends_back_to_tcp() {
+    // A private server: its socket file is moved away and back.
+    let db = MariaDb::start_with(Profile::Production, &["--skip-name-resolve=0"]);
+    let u = user(&db, "ls_v", "pv");
+    let p = Proxy::builder(&db).with(|c| c.users.push(u)).start().await;
+    let (_a, ha) = holding(&p, "ls_v", "pv").await;
+    let (_b, hb) = holding(&p, "ls_v", "pv").await;
     assert!(on_tcp(&ha), "{ha}");
     assert_eq!(hb, "localhost");
-    db.sql("CREATE USER ls_e@localhost IDENTIFIED BY 'not-pe';");
-    let (mut c, hc) = holding(&p, "ls_e", "pe").await;
+    let away = db.socket.with_extension("away");
+    std::fs::rename(&db.socket, &away).expect("move the socket away");
+    let (mut c, hc) = holding(&p, "ls_v", "pv").await;
     assert!(on_tcp(&hc), "{hc}");
     c.query_drop("SELECT 1")
         .await
         .expect("no error reaches the client");
-    db.sql("DROP USER ls_e@localhost;");
+    std::fs::rename(&away, &db.socket).expect("put it back");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,7 +271,7 @@ async fn a_forwarder_on_the_servers_port_number_is_never_bypassed() {
     // number of another loopback address passes the port check. The
     // server's thread for the proxy's TCP login is the forwarder's
     // connection, with the forwarder's client port: the proof fails.
-    let db = MariaDb::shared();
+    let db = resolving();
     let u = user(db, "ls_g", "pg");
     let (port, forwarded) = forwarder(&format!("127.0.0.2:{}", db.port), db.port).await;
     assert_eq!(port, db.port);

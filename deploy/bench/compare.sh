@@ -461,7 +461,8 @@ server_common_args() {
         --server-id=1 \
         --innodb-flush-log-at-trx-commit="$flush" \
         --sync-binlog="$sync_binlog" \
-        --performance-schema=OFF
+        --performance-schema=OFF \
+        --skip-name-resolve=0
 }
 
 # start_server NAME DIR PORT_VAR PID_VAR [ARGS...]: a server on a copy of the

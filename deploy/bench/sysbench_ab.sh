@@ -92,6 +92,8 @@ iobound) extra=(--innodb-buffer-pool-size=$((data_mb / 12 > 24 ? data_mb / 12 : 
 esac
 
 # --- the server --------------------------------------------------------------------
+# Names resolved, the server's default (the fixture skips it): myplex's
+# backends then take the server's socket by themselves (backend.local_socket).
 DB_PORT=$(pick_port 0)
 mariadb_install_db "$W/db"
 mariadb_start "$W/db" "$DB_PORT" DB_PID \
@@ -99,7 +101,7 @@ mariadb_start "$W/db" "$DB_PORT" DB_PID \
     --max-prepared-stmt-count=1048576 --thread-cache-size=$((max_clients + 100)) \
     --log-bin=mariadb-bin --binlog-format=ROW --server-id=1 \
     --innodb-flush-log-at-trx-commit=$flush --sync-binlog=$sync \
-    --innodb-log-file-size=512M --performance-schema=OFF "${extra[@]}"
+    --innodb-log-file-size=512M --performance-schema=OFF --skip-name-resolve=0 "${extra[@]}"
 PIDS+=("$DB_PID")
 mariadb_setup_users "$W/db"
 log "server on $DB_PORT ($CASE), loading $TABLES x $ROWS rows"

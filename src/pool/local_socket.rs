@@ -12,6 +12,11 @@
 //!   (server-looked-up users keep TCP);
 //! - a TCP login of the credential reads `@@socket` and `@@port`, and the
 //!   port is the address's own;
+//! - the server resolves names (`skip_name_resolve = OFF`, its default):
+//!   then a loopback TCP client is `localhost` to it, as a socket client
+//!   is, and nothing a client reads (`USER()`, the process list's host)
+//!   changes; a server that skips name resolution shows `127.0.0.1` over
+//!   TCP, so it keeps TCP;
 //! - a login over that socket with the same credentials sees the same
 //!   `@@port` and lists the TCP login's thread — its id and the TCP login's
 //!   own client port — in its `PROCESSLIST` (the same server process: not
@@ -236,7 +241,11 @@ impl LocalSocket {
             return Err("the TCP login's own port is unknown".into());
         };
         let bound = p.connect_timeout;
-        let read = tokio::time::timeout(bound, tcp.query_row("SELECT @@socket, @@port")).await;
+        let read = tokio::time::timeout(
+            bound,
+            tcp.query_row("SELECT @@socket, @@port, @@skip_name_resolve"),
+        )
+        .await;
         let row = match read {
             Ok(Ok(Some(row))) => row,
             Ok(Ok(None)) => return Err("no @@socket row".into()),
@@ -261,6 +270,16 @@ impl LocalSocket {
         let (Some(Some(path)), Some(Some(tcp_port))) = (row.first(), row.get(1)) else {
             return Err("the server has no socket".into());
         };
+        // With names resolved (the server's default) a loopback TCP client
+        // is `localhost`, as a socket client is: USER() and the process
+        // list read the same either way. Skipping them, TCP shows
+        // `127.0.0.1` and the socket `localhost`: a client would see it.
+        if row.get(2).cloned().flatten().as_deref() != Some("0") {
+            return Err(
+                "the server skips name resolution: over its socket USER() would read localhost, not 127.0.0.1"
+                    .into(),
+            );
+        }
         if tcp_port.parse::<u16>().ok() != Some(port) {
             return Err(format!(
                 "the server listens on port {tcp_port}, the address names {port}: something forwards in between"
