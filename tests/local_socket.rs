@@ -143,6 +143,15 @@ async fn forwarder(at: &str, to: u16) -> (u16, Arc<AtomicUsize>) {
     (port, n)
 }
 
+/// Three backends of `name` held at once (the first checks the socket,
+/// the next two would take it if proven): all must be on TCP.
+async fn three_on_tcp(p: &Proxy, name: &str, password: &str) {
+    let (_a, a) = holding(p, name, password).await;
+    let (_b, b) = holding(p, name, password).await;
+    let (_c, c) = holding(p, name, password).await;
+    assert!(on_tcp(&a) && on_tcp(&b) && on_tcp(&c), "{a} {b} {c}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarder_on_another_port_is_never_bypassed() {
     let db = resolving();
@@ -155,10 +164,7 @@ async fn a_forwarder_on_another_port_is_never_bypassed() {
         })
         .start()
         .await;
-    let (_a, a) = holding(&p, "ls_f", "pf").await;
-    let (_b, b) = holding(&p, "ls_f", "pf").await;
-    let (_c, c) = holding(&p, "ls_f", "pf").await;
-    assert!(on_tcp(&a) && on_tcp(&b) && on_tcp(&c), "{a} {b} {c}");
+    three_on_tcp(&p, "ls_f", "pf").await;
     assert_eq!(p.shared.pool.local_socket.view().credentials_on_socket, 0);
     // Every backend went through the forwarder (and the start's probe).
     assert!(forwarded.load(Ordering::Relaxed) >= 3);
@@ -282,9 +288,6 @@ async fn a_forwarder_on_the_servers_port_number_is_never_bypassed() {
         })
         .start()
         .await;
-    let (_a, a) = holding(&p, "ls_g", "pg").await;
-    let (_b, b) = holding(&p, "ls_g", "pg").await;
-    let (_c, c) = holding(&p, "ls_g", "pg").await;
-    assert!(on_tcp(&a) && on_tcp(&b) && on_tcp(&c), "{a} {b} {c}");
+    three_on_tcp(&p, "ls_g", "pg").await;
     assert!(forwarded.load(Ordering::Relaxed) >= 3);
 }

@@ -54,6 +54,16 @@ pub struct BackendParams {
     pub flavour: Flavour,
 }
 
+impl BackendParams {
+    /// The same login at another address (the server's own socket).
+    pub fn over(&self, address: &str) -> BackendParams {
+        BackendParams {
+            address: address.to_string(),
+            ..self.clone()
+        }
+    }
+}
+
 impl std::fmt::Debug for BackendParams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BackendParams")

@@ -89,16 +89,6 @@ struct State {
     verdicts: HashMap<usize, Verdict>,
 }
 
-/// A transport-level failure of the socket, or a login on it that is not
-/// the proven account: the credential goes back to TCP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    /// The socket did not take the connection or the login.
-    Dial,
-    /// The login landed on another account.
-    Account,
-}
-
 impl LocalSocket {
     /// Off unless the configuration allows it and the address is a
     /// loopback TCP address without TLS.
@@ -180,14 +170,14 @@ impl LocalSocket {
         broken.map_or(Ok(()), Err)
     }
 
-    /// The socket failed for `credential`: it goes back to TCP and is
-    /// checked again at its next TCP login.
-    pub fn failed(&self, credential: usize, how: Failure, error: &str) {
+    /// The socket failed for `credential` (it did not take the connection
+    /// or the login, or the login landed on another account): it goes back
+    /// to TCP and is checked again at its next TCP login.
+    pub fn failed(&self, credential: usize, error: &str) {
         let mut s = self.lock();
         if matches!(s.verdicts.get(&credential), Some(Verdict::Socket(..))) {
             tracing::warn!(
                 error,
-                ?how,
                 "the server's Unix socket failed; back to TCP for this login"
             );
             s.verdicts.remove(&credential);
@@ -289,11 +279,7 @@ impl LocalSocket {
         if Address::parse(path).problem(|_| false).is_some() || !path.starts_with('/') {
             return Err(format!("socket path {path:?} is not usable").into());
         }
-        let over = BackendParams {
-            address: path.clone(),
-            ..p.clone()
-        };
-        let (mut sock, _) = crate::backend::connect(&over)
+        let (mut sock, _) = crate::backend::connect(&p.over(path))
             .await
             .map_err(|e| Unproven::from(format!("login over {path}: {e}")))?;
         // The TCP login's thread, by id and by its client port (another
@@ -447,7 +433,7 @@ mod tests {
         // Another credential is checked on its own.
         assert_eq!(l.route(1, &p), Route::Tcp { check: true });
         // A failure sends it back to TCP, to be checked again.
-        l.failed(0, Failure::Dial, "gone");
+        l.failed(0, "gone");
         assert_eq!(l.route(0, &p), Route::Tcp { check: true });
         l.lock()
             .verdicts

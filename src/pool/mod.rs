@@ -645,73 +645,13 @@ impl Pool {
             return Err(BackendError::Protocol(format!("no pool key {pool}")));
         };
         let credential = self.keys.get(pool).map_or(0, |(c, _)| c);
-        // A socket failure always gets one TCP attempt, deadline or not:
-        // the client never sees the socket's own error.
-        let mut socket_failed = false;
         let mut delay = Duration::from_millis(20);
         loop {
             // Read before the login: a change during it makes the
             // connection stale rather than wrongly current.
             let epoch = self.globals_epoch();
             let roles = self.roles_epoch();
-            let route = self.local_socket.route(credential, &p);
-            let dialed = match &route {
-                local_socket::Route::Socket { path, account } => {
-                    let over = BackendParams {
-                        address: path.clone(),
-                        ..p.clone()
-                    };
-                    match backend::connect(&over).await {
-                        Ok((conn, _)) if conn.account.as_ref() != Some(account) => {
-                            let got = format!("logged in as {:?}", conn.account);
-                            conn.quit().await;
-                            self.local_socket.failed(
-                                credential,
-                                local_socket::Failure::Account,
-                                &got,
-                            );
-                            if Instant::now() >= deadline {
-                                return Err(BackendError::Protocol(got));
-                            }
-                            continue;
-                        }
-                        Ok(ok) => Ok(ok),
-                        // Full is full on either transport.
-                        Err(e) if e.server_full().is_some() || e.is_out_of_fds() => Err(e),
-                        Err(e) => {
-                            self.local_socket.failed(
-                                credential,
-                                local_socket::Failure::Dial,
-                                &e.to_string(),
-                            );
-                            if socket_failed && Instant::now() >= deadline {
-                                return Err(e);
-                            }
-                            socket_failed = true;
-                            continue;
-                        }
-                    }
-                }
-                local_socket::Route::Tcp { check } => {
-                    let r = backend::connect(&p).await;
-                    if *check {
-                        match r {
-                            Ok((mut conn, info)) => self
-                                .local_socket
-                                .check(credential, &mut conn, &p)
-                                .await
-                                .map(|()| (conn, info)),
-                            Err(e) => {
-                                // Checked at the next TCP login instead.
-                                self.local_socket.failed_check(credential);
-                                Err(e)
-                            }
-                        }
-                    } else {
-                        r
-                    }
-                }
-            };
+            let dialed = self.connect_routed(credential, &p).await;
             match dialed {
                 Ok((mut conn, mut info)) => {
                     conn.globals_epoch = epoch;
@@ -749,6 +689,72 @@ impl Pool {
                 }
             }
         }
+    }
+
+    /// One login of credential pool `credential`, over the server's socket
+    /// when [`Pool::local_socket`] says so. A socket that fails, or logs in
+    /// as another account, falls back to TCP within the same attempt: the
+    /// client never sees the socket's own error.
+    async fn connect_routed(
+        &self,
+        credential: usize,
+        p: &BackendParams,
+    ) -> Result<(BackendConn, ServerInfo), BackendError> {
+        use local_socket::Route;
+        let route = match self.local_socket.route(credential, p) {
+            Route::Socket { path, account } => {
+                match self.connect_socket(credential, p, &path, &account).await {
+                    Some(done) => return done,
+                    // Back to TCP; this login may prove the socket again.
+                    None => match self.local_socket.route(credential, p) {
+                        Route::Socket { .. } => Route::Tcp { check: false },
+                        tcp => tcp,
+                    },
+                }
+            }
+            tcp => tcp,
+        };
+        if route != (Route::Tcp { check: true }) {
+            return backend::connect(p).await;
+        }
+        match backend::connect(p).await {
+            Ok((mut conn, info)) => self
+                .local_socket
+                .check(credential, &mut conn, p)
+                .await
+                .map(|()| (conn, info)),
+            Err(e) => {
+                // Checked at the next TCP login instead.
+                self.local_socket.failed_check(credential);
+                Err(e)
+            }
+        }
+    }
+
+    /// A login over the server's socket that must be `account`; `None`
+    /// when the socket failed (reported to [`Pool::local_socket`]).
+    async fn connect_socket(
+        &self,
+        credential: usize,
+        p: &BackendParams,
+        path: &str,
+        account: &str,
+    ) -> Option<Result<(BackendConn, ServerInfo), BackendError>> {
+        let error = match backend::connect(&p.over(path)).await {
+            Ok((conn, info)) if conn.account.as_deref() == Some(account) => {
+                return Some(Ok((conn, info)));
+            }
+            Ok((conn, _)) => {
+                let got = format!("logged in as {:?}", conn.account);
+                conn.quit().await;
+                got
+            }
+            // Full is full on either transport.
+            Err(e) if e.server_full().is_some() || e.is_out_of_fds() => return Some(Err(e)),
+            Err(e) => e.to_string(),
+        };
+        self.local_socket.failed(credential, &error);
+        None
     }
 
     /// Runs the per-group timers and idle maintenance until the process ends.
