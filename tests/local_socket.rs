@@ -61,6 +61,11 @@ fn user(db: &MariaDb, name: &str, password: &str) -> UserConfig {
         "DROP USER IF EXISTS {name}@'%'; DROP USER IF EXISTS {name}@localhost;\n\
          CREATE USER {name}@'%' IDENTIFIED BY '{password}'; GRANT ALL ON *.* TO {name}@'%';"
     ));
+    configured(name, password)
+}
+
+/// myplex's `[[users]]` entry for an account the test created.
+fn configured(name: &str, password: &str) -> UserConfig {
     UserConfig {
         name: name.into(),
         password: Some(password.into()),
@@ -180,11 +185,7 @@ async fn an_account_row_only_tcp_matches_keeps_tcp() {
     );
     // Same name and password, no privileges: a socket login (no address)
     // would be the `%` account, not the `127.0.0.1` one TCP logins get.
-    let u = UserConfig {
-        name: "ls_b".into(),
-        password: Some("pb".into()),
-        ..Default::default()
-    };
+    let u = configured("ls_b", "pb");
     let p = Proxy::builder(db).with(|c| c.users.push(u)).start().await;
     let (mut a, ha) = holding(&p, "ls_b", "pb").await;
     let (mut b, hb) = holding(&p, "ls_b", "pb").await;
@@ -203,14 +204,7 @@ async fn a_server_that_skips_name_resolution_keeps_tcp() {
     // There a TCP client from 127.0.0.1 reads USER() as ...@127.0.0.1 and a
     // socket client as ...@localhost: a client would see the difference.
     let db = MariaDb::shared();
-    db.sql(
-        "DROP USER IF EXISTS ls_s@'%'; CREATE USER ls_s@'%' IDENTIFIED BY 'ps'; GRANT ALL ON *.* TO ls_s@'%';",
-    );
-    let u = UserConfig {
-        name: "ls_s".into(),
-        password: Some("ps".into()),
-        ..Default::default()
-    };
+    let u = user(db, "ls_s", "ps");
     let p = Proxy::builder(db).with(|c| c.users.push(u)).start().await;
     let (mut a, ha) = holding(&p, "ls_s", "ps").await;
     let (_b, hb) = holding(&p, "ls_s", "ps").await;

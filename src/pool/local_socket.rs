@@ -264,7 +264,7 @@ impl LocalSocket {
         // is `localhost`, as a socket client is: USER() and the process
         // list read the same either way. Skipping them, TCP shows
         // `127.0.0.1` and the socket `localhost`: a client would see it.
-        if row.get(2).cloned().flatten().as_deref() != Some("0") {
+        if row.get(2).and_then(Option::as_deref) != Some("0") {
             return Err(
                 "the server skips name resolution: over its socket USER() would read localhost, not 127.0.0.1"
                     .into(),
