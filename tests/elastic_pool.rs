@@ -3,7 +3,10 @@
 //! server's `@@max_connections` (minus the reserve), a group whose
 //! statements wait (`SELECT SLEEP`) opens backends beyond its base share but
 //! never beyond that ceiling, and the borrowed backends close again once the
-//! load is gone (a short `idle_timeout_s`).
+//! load is gone (a short `idle_timeout_s`). The pool's wait probe reads
+//! the server's own gauges: nothing waits on an idle or CPU-bound server
+//! (then no adaptive limit climbs past its base share), row-lock waits make
+//! it wait, and the verdict shows in `/status` and `/metrics`.
 
 mod common;
 
@@ -11,7 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::mariadb::{APP_PASSWORD, APP_USER};
 use common::{MariaDb, Proxy};
+use myplex::pool::server_waits::Verdict;
 use mysql_async::Conn;
 use mysql_async::prelude::*;
 
@@ -127,4 +132,117 @@ async fn waiting_statements_borrow_backends_up_to_the_server_ceiling_and_give_th
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Waits until the pool's wait verdict is `want` (within `limit`).
+async fn verdict_becomes(p: &Proxy, want: Verdict, limit: Duration) {
+    let t0 = Instant::now();
+    loop {
+        let v = p.shared.pool.budget.view();
+        if v.server_waits == want {
+            return;
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "the wait verdict stayed {:?} (mean {:.2}), not {want:?}",
+            v.server_waits,
+            v.server_waiting
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_own_wait_gauges_decide_whether_a_limit_may_climb_past_its_base() {
+    let db = MariaDb::start();
+    let p = Proxy::builder(&db)
+        .groups(1)
+        .max_backend(0)
+        .oversubscribe(0)
+        .with(|c| c.pool.wait_probe_ms = 50)
+        .start()
+        .await;
+    // An idle server: nothing waits.
+    verdict_becomes(&p, Verdict::None, Duration::from_secs(10)).await;
+
+    // A CPU-only load through the proxy while nothing waits: the limit
+    // never goes past the base share, so nothing is borrowed.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for _ in 0..16 {
+        let (url, stop) = (p.app_url(), stop.clone());
+        clients.push(tokio::spawn(async move {
+            let mut c = Conn::from_url(url).await.expect("login");
+            while !stop.load(Ordering::Relaxed) {
+                let v: Option<u64> = c
+                    .query_first("SELECT BENCHMARK(20000, CRC32('x'))")
+                    .await
+                    .expect("query");
+                assert_eq!(v, Some(0));
+            }
+        }));
+    }
+    let t0 = Instant::now();
+    let mut most_cap = 0;
+    while t0.elapsed() < Duration::from_secs(3) {
+        let s = p.shared.pool.groups[0].snapshot();
+        if p.shared.pool.budget.view().server_waits == Verdict::None {
+            most_cap = most_cap.max(s.cap);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.expect("client");
+    }
+    assert!(
+        most_cap <= BASE,
+        "the limit climbed to {most_cap} (base {BASE}) while the server said nothing waits"
+    );
+
+    // Row-lock waits (direct sessions, outside the proxy): it waits.
+    let direct = db.url(APP_USER, APP_PASSWORD, "test");
+    let mut holder = Conn::from_url(direct.clone()).await.expect("login");
+    holder
+        .query_drop("CREATE TABLE IF NOT EXISTS wait_probe (id INT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    holder
+        .query_drop("REPLACE INTO wait_probe VALUES (1, 0)")
+        .await
+        .expect("row");
+    holder.query_drop("BEGIN").await.expect("begin");
+    holder
+        .query_drop("SELECT v FROM wait_probe WHERE id = 1 FOR UPDATE")
+        .await
+        .expect("lock");
+    let mut waiters = Vec::new();
+    for _ in 0..3 {
+        let url = direct.clone();
+        waiters.push(tokio::spawn(async move {
+            let mut c = Conn::from_url(url).await.expect("login");
+            c.query_drop("SET SESSION innodb_lock_wait_timeout = 30")
+                .await
+                .expect("set");
+            c.query_drop("UPDATE wait_probe SET v = v + 1 WHERE id = 1")
+                .await
+                .expect("update after the lock is released");
+        }));
+    }
+    verdict_becomes(&p, Verdict::Waits, Duration::from_secs(10)).await;
+    let status = p.http_get("/status").await.1;
+    let metrics = p.http_get("/metrics").await.1;
+    assert!(status.contains("\"server_waits\": \"waits\""), "{status}");
+    assert!(metrics.contains("myplex_server_waits 1"), "{metrics}");
+    assert!(p.shared.pool.budget.may_climb());
+
+    // The locks go, and with them the waits.
+    holder.query_drop("COMMIT").await.expect("commit");
+    for w in waiters {
+        w.await.expect("waiter");
+    }
+    verdict_becomes(&p, Verdict::None, Duration::from_secs(10)).await;
+    assert!(!p.shared.pool.budget.may_climb());
+    let metrics = p.http_get("/metrics").await.1;
+    assert!(metrics.contains("myplex_server_waits 0"), "{metrics}");
 }

@@ -41,6 +41,9 @@
 #                (`perf record`, OUT/<point>-perf.data)  []
 #   PERF_CALLGRAPH  perf record's call-graph option(s), e.g.
 #                `--call-graph dwarf,16384` for user-space stacks  [-g]
+#   WAIT_SAMPLES 1: sample the server's wait gauges (pending InnoDB reads and
+#                fsyncs, row-lock waits, Threads_running) every 0.25 s over
+#                the measured window; their means per point in OUT/waits.txt []
 #   STATUS_VARS  server status counters reported per transaction, per point
 #                (written to OUT/server-per-trx.txt) [Questions Com_stmt_prepare ...]
 set -euo pipefail
@@ -210,6 +213,16 @@ ctx_switches() {
     cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ { n += $2 } END { print n + 0 }'
 }
 # Read- and write-family system calls of a process (all its threads).
+# The server's wait gauges, sampled every 0.25 s for $2 seconds into $1 (one
+# "name value" line per gauge and sample).
+WAIT_GAUGES="'Innodb_data_pending_reads','Innodb_data_pending_fsyncs','Innodb_os_log_pending_fsyncs','Innodb_row_lock_current_waits','Threads_running'"
+sample_waits() {
+    local end=$((SECONDS + $2))
+    while ((SECONDS < end)); do
+        MARIADB_SQL_TIMEOUT=5 mariadb_sql "$W/db" "SHOW GLOBAL STATUS WHERE Variable_name IN ($WAIT_GAUGES)" >>"$1" || true
+        sleep 0.25
+    done
+}
 io_syscalls() { [[ -n ${1:-} ]] && awk '/^sysc[rw]:/ { n += $2 } END { print n + 0 }' "/proc/$1/io" 2>/dev/null || echo 0; }
 
 printf '%-8s %-6s %-24s %9s %9s %7s %10s\n' round clients target tps p95_ms errors cpu_us/stmt | tee "$OUT/summary.txt"
@@ -257,7 +270,14 @@ for ((r = 1; r <= ROUNDS; r++)); do
                 perf record -q -F 999 "${callgraph[@]}" -p "${PID[$t]}" -o "${f%.txt}-perf.data" -- sleep "$TIME" >/dev/null 2>&1 &
                 rec_pid=$!
             fi
+            wait_pid=
+            if [[ ${WAIT_SAMPLES:-} == 1 ]]; then
+                : >"${f%.txt}-waits.txt"
+                sample_waits "${f%.txt}-waits.txt" "$TIME" &
+                wait_pid=$!
+            fi
             wait "$sb" || rc=$?
+            [[ -n $wait_pid ]] && wait "$wait_pid"
             [[ -n $perf_pid ]] && wait "$perf_pid"
             [[ -n $rec_pid ]] && wait "$rec_pid"
             c1=$(cpu_ticks "${PID[$t]:-}") d1=$(cpu_ticks "$DB_PID") i1=$(idle_ticks) t1=$(date +%s.%N)
@@ -292,6 +312,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
                 -v pu=$((u1 - u0)) -v px=$((x1 - x0)) -v py=$((y1 - y0)) -v sz=$((z1 - z0)) \
                 'BEGIN { if (n < 1) n = 1; printf " server_us=%.0f proxy_us=%.0f (user %.0f) idle=%.0f%% proxy_cs=%.1f proxy_rw=%.1f server_cs=%.1f", s / hz * 1e6 / n, p / hz * 1e6 / n, pu / hz * 1e6 / n, 100 * i / hz / secs / ncpu, px / n, py / n, sz / n }')
             printf 'r%s c%s %s:%s%s\n' "$r" "$c" "${t%%=*}" "$cpus" "$(per_trx "$W/s0" "$W/s1" "$all")" >>"$OUT/server-per-trx.txt"
+            if [[ -s ${f%.txt}-waits.txt ]]; then
+                awk -v head="r$r c$c ${t%%=*}:" '
+                    { sum[$1] += $2; n[$1]++; if ($2 > max[$1]) max[$1] = $2 }
+                    END { line = head; for (k in sum) line = line sprintf(" %s=%.2f(max %d)", k, sum[k] / n[k], max[k]); print line " (means over " n["Threads_running"] " samples)" }' \
+                    "${f%.txt}-waits.txt" >>"$OUT/waits.txt"
+            fi
             if [[ -f ${f%.txt}-perf.csv ]]; then
                 awk -F, -v q=$((q1 - q0)) -v head="r$r c$c ${t%%=*}:" '
                     $3 ~ /:/ && q > 0 { sub(/.*:(sys_enter_)?/, "", $3); line = line sprintf(" %s=%.2f", $3, $1 / q) }

@@ -39,10 +39,15 @@ pub fn refresh_gauges(shared: &Shared) {
         m.base.set(s.max_owned as f64);
         m.elastic.set(s.elastic as f64);
     }
-    shared
-        .metrics
-        .backend_ceiling
-        .set(shared.pool.budget.view().ceiling as f64);
+    let budget = shared.pool.budget.view();
+    let m = &shared.metrics;
+    m.backend_ceiling.set(budget.ceiling as f64);
+    m.server_waiting.set(budget.server_waiting);
+    m.server_waits.set(match budget.server_waits {
+        crate::pool::server_waits::Verdict::Waits => 1.0,
+        crate::pool::server_waits::Verdict::None => 0.0,
+        crate::pool::server_waits::Verdict::Unknown => -1.0,
+    });
     shared.metrics.digests.set(shared.digests.len() as f64);
     shared
         .metrics

@@ -148,6 +148,9 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     if p.proxies_per_server == 0 {
         errs.push("pool.proxies_per_server: must be at least 1".into());
     }
+    if p.wait_probe_ms != 0 && !(10..=60_000).contains(&p.wait_probe_ms) {
+        errs.push("pool.wait_probe_ms: 0 (off) or 10 to 60000".into());
+    }
     if p.thread_groups > 1024 {
         errs.push("pool.thread_groups: must be at most 1024".into());
     }

@@ -344,6 +344,12 @@ pub struct PoolConfig {
     /// With `max_backend_connections = 0`: proxies sharing the server (the
     /// learnt ceiling is divided among them).
     pub proxies_per_server: usize,
+    /// With the adaptive limit and `max_backend_connections = 0`: how often
+    /// the server's wait gauges are read (pending InnoDB reads and fsyncs,
+    /// row-lock waits) on one connection of the pool's own; while they say
+    /// nothing waits, no group climbs past its base share on throughput
+    /// alone. 0 = off (borrowing follows the completion rate alone).
+    pub wait_probe_ms: u64,
     /// Stall detection / kickup timer period.
     pub stall_limit_ms: u64,
     /// Which statements are high priority (served first within their
@@ -422,6 +428,7 @@ impl Default for PoolConfig {
             reserved_server_connections: 10,
             proxies_per_server: 1,
             max_learnt_backend_connections: 512,
+            wait_probe_ms: 250,
             stall_limit_ms: 500,
             high_prio_mode: HighPrioMode::Transactions,
             high_prio_tickets: u32::MAX,

@@ -126,6 +126,10 @@ pub struct Metrics {
     bytes_from_client: Counter,
     /// The proxy's backend ceiling.
     pub backend_ceiling: Gauge,
+    /// The server's waiting threads (the wait probe's mean).
+    pub server_waiting: Gauge,
+    /// The server's wait verdict (1 / 0 / -1).
+    pub server_waits: Gauge,
     /// Registry size.
     pub registry_entries: Gauge,
     /// Registry bytes.
@@ -242,6 +246,8 @@ impl Metrics {
             bytes_to_client: counter(BYTES_TOTAL, &[("direction", "to_client".into())]),
             bytes_from_client: counter(BYTES_TOTAL, &[("direction", "from_client".into())]),
             backend_ceiling: gauge(BACKEND_CEILING, &[]),
+            server_waiting: gauge(SERVER_WAITING_THREADS, &[]),
+            server_waits: gauge(SERVER_WAITS, &[]),
             registry_entries: gauge(PREPARED_REGISTRY_ENTRIES, &[]),
             registry_bytes: gauge(PREPARED_REGISTRY_BYTES, &[]),
             digests: gauge(DIGESTS, &[]),

@@ -95,6 +95,13 @@ pub const BACKEND_CONNECTIONS: &str = "myplex_backend_connections";
 /// `pool.max_backend_connections`, or the ceiling learnt from the server's
 /// `@@max_connections` (the elastic pool's top).
 pub const BACKEND_CEILING: &str = "myplex_backend_ceiling";
+/// Gauge: the server's threads waiting on reads, fsyncs and row locks (the
+/// mean over the wait probe's window; `pool.wait_probe_ms`).
+pub const SERVER_WAITING_THREADS: &str = "myplex_server_waiting_threads";
+/// Gauge: the server's wait verdict: 1 its threads wait (a limit may climb
+/// past its base share), 0 nothing waits (no limit climbs past it on
+/// throughput alone), -1 not known (the probe off, starting or failing).
+pub const SERVER_WAITS: &str = "myplex_server_waits";
 /// Gauge{group}: the group's guaranteed base share of backend connections.
 pub const BACKEND_CONNECTIONS_BASE: &str = "myplex_backend_connections_base";
 /// Gauge{group}: backend connections the group borrows from the common
@@ -173,6 +180,8 @@ pub const ALL: &[&str] = &[
     QUEUE_TIMEOUTS_TOTAL,
     BACKEND_CONNECTIONS,
     BACKEND_CEILING,
+    SERVER_WAITING_THREADS,
+    SERVER_WAITS,
     BACKEND_CONNECTIONS_BASE,
     BACKEND_CONNECTIONS_ELASTIC,
     PINS_TOTAL,

@@ -252,6 +252,16 @@ impl Adaptive {
         self.limit = self.limit.clamp(self.t.min, self.t.max);
     }
 
+    /// Starts a search upwards from the current limit (its upper bound
+    /// just rose: the server began to wait): Startup, doubling while the
+    /// rate grows.
+    pub fn restart(&mut self) {
+        if self.limit < self.t.max {
+            let rate = self.last_rate;
+            self.enter_startup(rate);
+        }
+    }
+
     /// The limit's upper bound now.
     pub fn max(&self) -> usize {
         self.t.max
@@ -390,7 +400,9 @@ impl Adaptive {
     }
 
     fn enter_cruise(&mut self, limit: usize) {
-        self.limit = limit;
+        // Bounds may have moved since `limit` was tried (a reload, the
+        // server's wait verdict).
+        self.limit = limit.clamp(self.t.min, self.t.max);
         self.phase = Phase::Cruise;
         self.cruise_left = CRUISE;
         self.cruise_sum = 0.0;

@@ -28,10 +28,17 @@
 //!   closes them: on return when they are no longer useful (the scheduler's
 //!   rule), when idle past `idle_timeout_s`, or when the ceiling shrinks.
 //!
+//! - **Evidence.** Climbing above the base share on a rising completion
+//!   rate alone is allowed only while the server does not say that nothing
+//!   waits ([`super::server_waits`]): its verdict is kept here, read by the
+//!   scheduler before it lets the adaptive limit past the base.
+//!
 //! Lock-free (atomics): each group's scheduler calls in under its own mutex;
 //! no I/O here. Owns only the counts, not the connections.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+
+use super::server_waits::Verdict;
 
 /// Where the ceiling comes from (for reports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -68,10 +75,14 @@ pub struct Budget {
     /// The server refused a backend login as full: nothing is borrowed
     /// until [`Budget::set`] (see [`Budget::hold_at_used`]).
     held: AtomicBool,
+    /// The server's wait verdict ([`Verdict::to_u8`]) and the mean waiting
+    /// threads it came from (`f64` bits).
+    waits: AtomicU8,
+    waiting: AtomicU64,
 }
 
 /// A point-in-time view of the budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct View {
     /// Backend connections the proxy may hold in all.
     pub ceiling: usize,
@@ -83,6 +94,11 @@ pub struct View {
     pub common: usize,
     /// Borrowed from it now, all groups.
     pub borrowed: usize,
+    /// Whether the server says its threads wait (reads, fsyncs, row
+    /// locks): without it no limit climbs past its base on throughput alone.
+    pub server_waits: Verdict,
+    /// The mean waiting threads behind that verdict.
+    pub server_waiting: f64,
 }
 
 impl Budget {
@@ -97,7 +113,26 @@ impl Budget {
             borrowed: (0..groups).map(|_| AtomicUsize::new(0)).collect(),
             starved: (0..groups).map(|_| AtomicBool::new(false)).collect(),
             held: AtomicBool::new(false),
+            waits: AtomicU8::new(Verdict::Unknown.to_u8()),
+            waiting: AtomicU64::new(0),
         }
+    }
+
+    /// The server's latest wait verdict and the mean behind it.
+    pub fn set_server_waits(&self, verdict: Verdict, waiting: f64) {
+        self.waiting.store(waiting.to_bits(), Ordering::Release);
+        self.waits.store(verdict.to_u8(), Ordering::Release);
+    }
+
+    /// The server's latest wait verdict.
+    pub fn server_waits(&self) -> Verdict {
+        Verdict::from_u8(self.waits.load(Ordering::Acquire))
+    }
+
+    /// True unless the server said nothing waits: an adaptive limit may
+    /// climb past its group's base share (and so borrow) on throughput.
+    pub fn may_climb(&self) -> bool {
+        self.server_waits() != Verdict::None
     }
 
     /// New ceiling and bases (learnt from the server, or a reload). Groups
@@ -133,6 +168,8 @@ impl Budget {
             bases,
             common: ceiling.saturating_sub(bases),
             borrowed: self.used.load(Ordering::Acquire),
+            server_waits: self.server_waits(),
+            server_waiting: f64::from_bits(self.waiting.load(Ordering::Acquire)),
         }
     }
 
@@ -322,7 +359,9 @@ mod tests {
                 source: Source::Server,
                 bases: 4,
                 common: 4,
-                borrowed: 4
+                borrowed: 4,
+                server_waits: Verdict::Unknown,
+                server_waiting: 0.0,
             }
         );
     }

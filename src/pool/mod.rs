@@ -18,6 +18,7 @@ pub mod keys;
 pub mod local_socket;
 pub mod parking;
 pub mod scheduler;
+pub mod server_waits;
 pub mod tenants;
 
 use std::sync::{Arc, RwLock};
@@ -782,6 +783,9 @@ impl Pool {
                     }
                 });
             }
+        }
+        if self.inflight == InflightMode::Adaptive {
+            self.spawn_wait_probe();
         }
         let pool = self.clone();
         tokio::spawn(async move {

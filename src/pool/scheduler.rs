@@ -332,7 +332,7 @@ impl<B: Pooled> GroupState<B> {
             adaptive: self.limits.adaptive,
             ..limits
         };
-        let ceiling = self.ceiling();
+        let ceiling = self.limit_ceiling();
         if let Some(a) = self.adaptive.as_mut() {
             a.set_bounds(ceiling, self.limits.max_owned, self.limits.stall_cap);
         }
@@ -351,6 +351,15 @@ impl<B: Pooled> GroupState<B> {
     /// The most this group may own: its base plus the common pool.
     fn ceiling(&self) -> usize {
         self.limits.max_owned + self.budget.as_ref().map_or(0, |(b, _)| b.common())
+    }
+
+    /// The adaptive limit's upper bound: the ceiling, or the base share
+    /// while the server says nothing waits ([`Budget::may_climb`]).
+    fn limit_ceiling(&self) -> usize {
+        match &self.budget {
+            Some((b, _)) if !b.may_climb() => self.limits.max_owned.min(self.ceiling()),
+            _ => self.ceiling(),
+        }
     }
 
     /// Owns more than its base and what it borrowed (the share shrank).
@@ -1088,11 +1097,16 @@ impl<B: Pooled> GroupState<B> {
     pub fn adapt(&mut self, now: Instant) {
         let t = self.clock(now);
         self.give_back_surplus(t);
-        let ceiling = self.ceiling();
+        let ceiling = self.limit_ceiling();
         let (base, stall_cap) = (self.limits.max_owned, self.limits.stall_cap);
         let room = self.adaptive.as_mut().is_some_and(|a| {
             if a.max() != ceiling {
+                let reopened = a.max() <= base && ceiling > base;
                 a.set_bounds(ceiling, base, stall_cap);
+                if reopened {
+                    // The server began to wait: search upwards from here.
+                    a.restart();
+                }
             }
             a.tick(t)
         });
