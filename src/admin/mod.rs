@@ -45,6 +45,7 @@ pub fn refresh_gauges(shared: &Shared) {
     m.server_waiting.set(budget.server_waiting);
     m.server_waits.set(match budget.server_waits {
         crate::pool::server_waits::Verdict::Waits => 1.0,
+        crate::pool::server_waits::Verdict::Busy => 2.0,
         crate::pool::server_waits::Verdict::None => 0.0,
         crate::pool::server_waits::Verdict::Unknown => -1.0,
     });

@@ -346,9 +346,10 @@ pub struct PoolConfig {
     pub proxies_per_server: usize,
     /// With the adaptive limit and `max_backend_connections = 0`: how often
     /// the server's wait gauges are read (pending InnoDB reads and fsyncs,
-    /// row-lock waits) on one connection of the pool's own; while they say
-    /// nothing waits, no group climbs past its base share on throughput
-    /// alone. 0 = off (borrowing follows the completion rate alone).
+    /// row-lock waits, `Threads_running`) on one connection of the pool's
+    /// own; while they say nothing waits and few statements run, no group
+    /// climbs past its base share on throughput alone. 0 = off (borrowing
+    /// follows the completion rate alone).
     pub wait_probe_ms: u64,
     /// Stall detection / kickup timer period.
     pub stall_limit_ms: u64,

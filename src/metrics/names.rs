@@ -99,8 +99,10 @@ pub const BACKEND_CEILING: &str = "myplex_backend_ceiling";
 /// mean over the wait probe's window; `pool.wait_probe_ms`).
 pub const SERVER_WAITING_THREADS: &str = "myplex_server_waiting_threads";
 /// Gauge: the server's wait verdict: 1 its threads wait (a limit may climb
-/// past its base share), 0 nothing waits (no limit climbs past it on
-/// throughput alone), -1 not known (the probe off, starting or failing).
+/// past its base share), 2 busy (no gauge says why, but it holds many
+/// statements: the throughput rule decides), 0 nothing waits (no limit
+/// climbs past its base share on throughput alone), -1 not known (the probe
+/// off, starting or failing).
 pub const SERVER_WAITS: &str = "myplex_server_waits";
 /// Gauge{group}: the group's guaranteed base share of backend connections.
 pub const BACKEND_CONNECTIONS_BASE: &str = "myplex_backend_connections_base";

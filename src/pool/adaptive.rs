@@ -262,6 +262,19 @@ impl Adaptive {
         }
     }
 
+    /// The server stopped waiting (its wait gauges fell quiet): what was
+    /// learnt while it waited — a limit above the base share, one to
+    /// restore when a stall ends — no longer holds. The limit goes back to
+    /// the base at most and cruises there; the search goes on from it.
+    pub fn waits_ended(&mut self) {
+        self.before_shift = None;
+        if self.limit > self.t.base {
+            self.back_to_base();
+            let limit = self.limit;
+            self.enter_cruise(limit);
+        }
+    }
+
     /// The limit's upper bound now.
     pub fn max(&self) -> usize {
         self.t.max

@@ -279,6 +279,11 @@ impl Group {
         })
     }
 
+    /// True once the group retired (the process hands over).
+    pub fn retiring(&self) -> bool {
+        self.lock().retiring()
+    }
+
     /// The process handed its listeners over: idle connections (parked
     /// ones too) close now, and connections coming back close instead of
     /// waiting idle, so the old and the new process together hold about

@@ -28,6 +28,7 @@ use tokio::time::{Duration, Instant};
 use super::adaptive::{Adaptive, Estimate, Tuning};
 use super::elastic::Budget;
 use super::fair::FairQueue;
+use super::server_waits::Verdict;
 use super::tenants::{Tenant, TenantLimits};
 
 /// What a backend connection must tell the scheduler.
@@ -244,6 +245,9 @@ pub struct GroupState<B> {
     /// sessions are leaving, so connections coming back are closed instead
     /// of kept idle (the new process opens its own).
     retiring: bool,
+    /// The server's wait verdict at the last [`Self::adapt`]: the limit
+    /// searches upwards again when it turns to waits.
+    verdict: Verdict,
     /// The fewest idle connections seen since `idle_window` began: that
     /// many were not needed for a whole window (the give-back measure).
     idle_low: usize,
@@ -309,6 +313,7 @@ impl<B: Pooled> GroupState<B> {
             owned: 0,
             idle: Vec::new(),
             retiring: false,
+            verdict: Verdict::Unknown,
             idle_low: 0,
             idle_window: Duration::ZERO,
             give_back_window: GIVE_BACK_WINDOW,
@@ -1024,6 +1029,11 @@ impl<B: Pooled> GroupState<B> {
         self.observe();
     }
 
+    /// True once the group retired ([`Self::retire`]).
+    pub fn retiring(&self) -> bool {
+        self.retiring
+    }
+
     /// From now on connections coming back are closed, and the idle ones
     /// close now (the process hands over; see `retiring`); returns how
     /// many closed.
@@ -1099,14 +1109,28 @@ impl<B: Pooled> GroupState<B> {
         self.give_back_surplus(t);
         let ceiling = self.limit_ceiling();
         let (base, stall_cap) = (self.limits.max_owned, self.limits.stall_cap);
+        let verdict = self
+            .budget
+            .as_ref()
+            .map_or(Verdict::Unknown, |(b, _)| b.server_waits());
+        // The server began to wait after it said nothing waits (the limit
+        // was held at the base): search upwards from here. Not when the
+        // verdict merely became known, unknown or busy, nor when a ceiling
+        // was learnt or restored: the search was never held back then.
+        let began_waiting = verdict == Verdict::Waits && self.verdict == Verdict::None;
+        // It stopped waiting (known, not a failing probe).
+        let ended_waiting =
+            self.verdict == Verdict::Waits && matches!(verdict, Verdict::None | Verdict::Busy);
+        self.verdict = verdict;
         let room = self.adaptive.as_mut().is_some_and(|a| {
             if a.max() != ceiling {
-                let reopened = a.max() <= base && ceiling > base;
                 a.set_bounds(ceiling, base, stall_cap);
-                if reopened {
-                    // The server began to wait: search upwards from here.
-                    a.restart();
-                }
+            }
+            if began_waiting {
+                a.restart();
+            }
+            if ended_waiting {
+                a.waits_ended();
             }
             a.tick(t)
         });

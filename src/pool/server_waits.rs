@@ -16,10 +16,17 @@
 //! row-lock waits in every sample of a buffered run, 7–12 pending reads on
 //! average in an I/O-bound one.
 //!
-//! Unknown (not sampled yet, the probe off or failing) keeps the throughput
-//! controller's behaviour, which never needed the verdict. Statements the
-//! proxy itself sees stalled (`SLEEP`, a metadata lock: waits no InnoDB gauge
-//! shows) still borrow by the stall rule, whatever the verdict.
+//! Waits no gauge names (`SLEEP`, metadata and user locks, a semi-sync
+//! replica's acknowledgement, a binary-log fsync) still hold statements
+//! inside the server: `Threads_running` (the probe's own thread taken out)
+//! counts them. So the verdict is *none* only when the gauges are quiet
+//! **and** the server holds few statements (on average fewer than half the
+//! groups' base shares together): through the proxy a CPU-bound server runs
+//! 1–4 at a time, the proxy's in-flight statements spending their time on
+//! the wire and in the CPUs' queues. A server holding more without saying
+//! why is *busy*, and *busy* and *unknown* (not sampled yet, the probe off,
+//! failing for longer than [`GRACE`]) keep the throughput controller's
+//! behaviour, which never needed the verdict.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -40,10 +47,13 @@ pub const GAUGES: [&str; 4] = [
     "Innodb_row_lock_current_waits",
 ];
 
+/// Statements executing in the server (the probe's own among them).
+pub const RUNNING: &str = "Threads_running";
+
 /// The probe's statement (needs no privilege; MariaDB and MySQL alike).
 pub const QUERY: &str = "SHOW GLOBAL STATUS WHERE Variable_name IN \
     ('Innodb_data_pending_reads','Innodb_data_pending_fsyncs',\
-    'Innodb_os_log_pending_fsyncs','Innodb_row_lock_current_waits')";
+    'Innodb_os_log_pending_fsyncs','Innodb_row_lock_current_waits','Threads_running')";
 
 /// Samples the verdict is taken over (2 s at the default 250 ms).
 pub const WINDOW: usize = 8;
@@ -51,6 +61,14 @@ pub const WINDOW: usize = 8;
 pub const OPEN_AT: f64 = 0.5;
 /// …and below which, once it waited, it no longer does.
 pub const CLOSE_AT: f64 = 0.2;
+/// The server is busy (holds statements without a gauge saying why) from
+/// this share of the groups' base shares running on average, and stays
+/// busy until it falls below [`BUSY_CLOSE`] of them.
+pub const BUSY_OPEN: f64 = 0.5;
+/// See [`BUSY_OPEN`].
+pub const BUSY_CLOSE: f64 = 0.25;
+/// A failing probe keeps its last verdict this long before it is unknown.
+pub const GRACE: Duration = Duration::from_secs(5);
 
 /// What the server says about waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -63,8 +81,12 @@ pub enum Verdict {
     /// Its threads wait on reads, fsyncs or row locks: more statements in
     /// flight can overlap those waits.
     Waits,
-    /// Nothing waits: the server is CPU-bound (or idle), and more in flight
-    /// only queues on its CPUs.
+    /// No gauge shows a wait, but the server holds many statements (they
+    /// may wait on what no gauge names, or queue for its CPUs): borrowing
+    /// follows the throughput controller alone.
+    Busy,
+    /// Nothing waits and the server holds few statements: it is CPU-bound
+    /// (or idle), and more in flight only queues on the CPUs.
     None,
 }
 
@@ -74,6 +96,7 @@ impl Verdict {
         match self {
             Self::Unknown => "unknown",
             Self::Waits => "waits",
+            Self::Busy => "busy",
             Self::None => "none",
         }
     }
@@ -84,6 +107,7 @@ impl Verdict {
             Self::Unknown => 0,
             Self::Waits => 1,
             Self::None => 2,
+            Self::Busy => 3,
         }
     }
 
@@ -92,40 +116,61 @@ impl Verdict {
         match v {
             1 => Self::Waits,
             2 => Self::None,
+            3 => Self::Busy,
             _ => Self::Unknown,
         }
     }
 }
 
+/// One reading of the server's gauges.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Sample {
+    /// Threads waiting on reads, fsyncs and row locks ([`GAUGES`]).
+    pub waiting: f64,
+    /// Statements executing besides the probe's own ([`RUNNING`] − 1).
+    pub running: f64,
+}
+
 /// The last [`WINDOW`] samples and the verdict they gave (with hysteresis:
-/// a verdict of waits holds until the mean falls below [`CLOSE_AT`]).
+/// waits hold until the mean falls below [`CLOSE_AT`], busy until below
+/// [`BUSY_CLOSE`] of the bases).
 #[derive(Debug, Default)]
 pub struct Window {
-    samples: VecDeque<f64>,
+    samples: VecDeque<Sample>,
     verdict: Verdict,
 }
 
 impl Window {
-    /// Adds one sample of waiting threads and returns the verdict.
-    pub fn push(&mut self, waiting: f64) -> Verdict {
+    /// Adds one sample and returns the verdict, `bases` being the groups'
+    /// base shares together (what the proxy runs without borrowing).
+    pub fn push(&mut self, s: Sample, bases: usize) -> Verdict {
         if self.samples.len() == WINDOW {
             self.samples.pop_front();
         }
-        self.samples.push_back(waiting.max(0.0));
+        self.samples.push_back(Sample {
+            waiting: s.waiting.max(0.0),
+            running: s.running.max(0.0),
+        });
         if self.samples.len() < WINDOW {
             return self.verdict;
         }
-        let mean = self.mean();
+        let (waiting, running) = (self.mean(), self.running());
+        let bases = bases.max(1) as f64;
+        let busy_at = if self.verdict == Verdict::Busy {
+            BUSY_CLOSE
+        } else {
+            BUSY_OPEN
+        };
         self.verdict = match self.verdict {
-            Verdict::Waits if mean >= CLOSE_AT => Verdict::Waits,
-            _ if mean >= OPEN_AT => Verdict::Waits,
+            Verdict::Waits if waiting >= CLOSE_AT => Verdict::Waits,
+            _ if waiting >= OPEN_AT => Verdict::Waits,
+            _ if running >= busy_at * bases => Verdict::Busy,
             _ => Verdict::None,
         };
         self.verdict
     }
 
-    /// The probe failed or stopped: nothing is known until a full window
-    /// is sampled again.
+    /// Nothing is known until a full window is sampled again.
     pub fn forget(&mut self) {
         self.samples.clear();
         self.verdict = Verdict::Unknown;
@@ -133,10 +178,19 @@ impl Window {
 
     /// Mean waiting threads over the window (0 when empty).
     pub fn mean(&self) -> f64 {
+        self.average(|s| s.waiting)
+    }
+
+    /// Mean statements running over the window (0 when empty).
+    pub fn running(&self) -> f64 {
+        self.average(|s| s.running)
+    }
+
+    fn average(&self, f: impl Fn(&Sample) -> f64) -> f64 {
         if self.samples.is_empty() {
             return 0.0;
         }
-        self.samples.iter().sum::<f64>() / self.samples.len() as f64
+        self.samples.iter().map(f).sum::<f64>() / self.samples.len() as f64
     }
 
     /// The verdict now.
@@ -145,25 +199,26 @@ impl Window {
     }
 }
 
-/// Threads waiting, from the probe's rows (`Variable_name`, `Value`): the
-/// sum of [`GAUGES`]; `None` when none of them is in the answer (a server
-/// without InnoDB: nothing to learn).
-pub fn waiting(rows: &[Vec<Option<String>>]) -> Option<f64> {
+/// The probe's rows (`Variable_name`, `Value`) as a sample; `None` when no
+/// wait gauge is in the answer (a server without InnoDB: nothing to learn).
+pub fn sample(rows: &[Vec<Option<String>>]) -> Option<Sample> {
     let mut seen = false;
-    let mut sum = 0.0;
+    let mut s = Sample::default();
     for row in rows {
         let (Some(Some(name)), Some(Some(value))) = (row.first(), row.get(1)) else {
             continue;
         };
-        if !GAUGES.iter().any(|g| g.eq_ignore_ascii_case(name)) {
+        let Ok(v) = value.trim().parse::<f64>() else {
             continue;
-        }
-        if let Ok(v) = value.trim().parse::<f64>() {
+        };
+        if name.eq_ignore_ascii_case(RUNNING) {
+            s.running = (v - 1.0).max(0.0);
+        } else if GAUGES.iter().any(|g| g.eq_ignore_ascii_case(name)) {
             seen = true;
-            sum += v.max(0.0);
+            s.waiting += v.max(0.0);
         }
     }
-    seen.then_some(sum)
+    seen.then_some(s)
 }
 
 /// The longest a probe's answer may take (a server this slow to answer a
@@ -185,12 +240,30 @@ impl Pool {
     }
 }
 
+/// The probe's pause after `failures` failed attempts in a row: 1 s,
+/// doubling up to 30 s.
+fn backoff(failures: u32) -> Duration {
+    RETRY_AFTER
+        .saturating_mul(1 << failures.saturating_sub(1).min(5))
+        .min(Duration::from_secs(30))
+}
+
 async fn probe(pool: Weak<Pool>) {
     let mut window = Window::default();
     let mut conn: Option<BackendConn> = None;
     let mut last = Verdict::Unknown;
+    let mut last_ok = Instant::now();
+    let mut failures = 0u32;
     loop {
         let Some(p) = pool.upgrade() else { return };
+        if p.groups.iter().any(|g| g.retiring()) {
+            // The process hands over: the successor probes for itself.
+            if let Some(c) = conn.take() {
+                c.quit().await;
+            }
+            p.budget.set_server_waits(Verdict::Unknown, 0.0);
+            return;
+        }
         let cfg = p.pool_cfg.load_full();
         let pause = if cfg.wait_probe_ms == 0 || cfg.max_backend_connections > 0 {
             if let Some(c) = conn.take() {
@@ -205,16 +278,26 @@ async fn probe(pool: Weak<Pool>) {
                     Err(e) => tracing::debug!(error = %e, "wait probe: no connection"),
                 }
             }
-            let sampled = match conn.as_mut() {
-                Some(c) => tokio::time::timeout(ANSWER_WITHIN, c.query_rows(QUERY, 16))
-                    .await
-                    .ok()
-                    .and_then(Result::ok),
+            let answer = match conn.as_mut() {
+                Some(c) => match tokio::time::timeout(ANSWER_WITHIN, c.query_rows(QUERY, 16)).await
+                {
+                    Ok(Ok(rows)) => Some(rows),
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "wait probe: the status read failed");
+                        None
+                    }
+                    Err(_) => None,
+                },
                 None => None,
             };
-            match sampled.as_deref().map(waiting) {
-                Some(Some(w)) => {
-                    window.push(w);
+            match answer.as_deref().map(sample) {
+                Some(Some(s)) => {
+                    if failures >= 3 {
+                        tracing::info!("wait probe: reading the server's wait gauges again");
+                    }
+                    failures = 0;
+                    last_ok = Instant::now();
+                    window.push(s, p.budget.view().bases);
                     Duration::from_millis(cfg.wait_probe_ms)
                 }
                 // No InnoDB gauges: nothing to learn (and nothing to hold
@@ -224,9 +307,20 @@ async fn probe(pool: Weak<Pool>) {
                     RETRY_AFTER * 10
                 }
                 None => {
+                    // A half-read answer is not reused: a fresh connection
+                    // next time. The last verdict holds for a while (a
+                    // server too busy to answer within 2 s is not news).
                     conn = None;
-                    window.forget();
-                    RETRY_AFTER
+                    failures += 1;
+                    if failures == 3 {
+                        tracing::warn!(
+                            "wait probe: cannot read the server's wait gauges (retrying; borrowing follows the completion rate alone meanwhile)"
+                        );
+                    }
+                    if last_ok.elapsed() >= GRACE {
+                        window.forget();
+                    }
+                    backoff(failures)
                 }
             }
         };
@@ -236,6 +330,7 @@ async fn probe(pool: Weak<Pool>) {
             tracing::debug!(
                 verdict = verdict.as_str(),
                 waiting = window.mean(),
+                running = window.running(),
                 "the server's wait verdict changed"
             );
             last = verdict;
@@ -253,31 +348,52 @@ mod tests {
         vec![Some(n.into()), Some(v.into())]
     }
 
+    fn waits(waiting: f64) -> Sample {
+        Sample {
+            waiting,
+            running: 0.0,
+        }
+    }
+
+    const BASES: usize = 32;
+
     #[test]
-    fn the_gauges_are_summed_and_nothing_else() {
+    fn the_gauges_are_summed_and_the_probe_is_not_counted_running() {
         let rows = vec![
             row("Innodb_data_pending_reads", "7"),
             row("INNODB_ROW_LOCK_CURRENT_WAITS", "2"),
             row("Threads_running", "250"),
             row("Innodb_data_pending_fsyncs", "x"),
             vec![Some("Innodb_os_log_pending_fsyncs".into()), None],
+            row("Threads_connected", "900"),
         ];
-        assert_eq!(waiting(&rows), Some(9.0));
-        assert_eq!(waiting(&[row("Threads_running", "3")]), None);
-        assert_eq!(waiting(&[]), None);
+        assert_eq!(
+            sample(&rows),
+            Some(Sample {
+                waiting: 9.0,
+                running: 249.0
+            })
+        );
+        assert_eq!(sample(&[row("Threads_running", "3")]), None);
+        assert_eq!(sample(&[]), None);
+        let idle = sample(&[
+            row("Threads_running", "1"),
+            row("Innodb_data_pending_reads", "0"),
+        ]);
+        assert_eq!(idle, Some(Sample::default()));
     }
 
     #[test]
     fn a_verdict_needs_a_full_window() {
         let mut w = Window::default();
         for _ in 1..WINDOW {
-            assert_eq!(w.push(10.0), Verdict::Unknown);
+            assert_eq!(w.push(waits(10.0), BASES), Verdict::Unknown);
         }
-        assert_eq!(w.push(10.0), Verdict::Waits);
+        assert_eq!(w.push(waits(10.0), BASES), Verdict::Waits);
         w.forget();
         assert_eq!(w.verdict(), Verdict::Unknown);
         for _ in 0..WINDOW {
-            w.push(0.0);
+            w.push(waits(0.0), BASES);
         }
         assert_eq!(w.verdict(), Verdict::None);
     }
@@ -286,32 +402,82 @@ mod tests {
     fn a_cpu_bound_server_never_waits_and_one_read_in_a_window_is_not_waiting() {
         let mut w = Window::default();
         for i in 0..100 {
-            // A checkpoint's fsync now and then.
-            let v = if i % 10 == 0 { 1.0 } else { 0.0 };
-            assert_ne!(w.push(v), Verdict::Waits, "sample {i}");
+            // A checkpoint's fsync now and then; a few statements running.
+            let s = Sample {
+                waiting: if i % 10 == 0 { 1.0 } else { 0.0 },
+                running: (i % 4) as f64,
+            };
+            let v = w.push(s, BASES);
+            assert!(i < WINDOW - 1 || v == Verdict::None, "sample {i}: {v:?}");
         }
+    }
+
+    #[test]
+    fn many_statements_held_without_a_gauge_make_the_server_busy() {
+        // SLEEP, user locks, semi-sync acknowledgements: nothing in the
+        // gauges, but the server holds half the bases' worth or more.
+        let mut w = Window::default();
+        let held = |running: f64| Sample {
+            waiting: 0.0,
+            running,
+        };
+        for _ in 0..WINDOW {
+            w.push(held(16.0), BASES);
+        }
+        assert_eq!(w.verdict(), Verdict::Busy);
+        // Between the two levels: still busy.
+        for _ in 0..WINDOW {
+            w.push(held(10.0), BASES);
+        }
+        assert_eq!(w.verdict(), Verdict::Busy);
+        for _ in 0..WINDOW {
+            w.push(held(7.0), BASES);
+        }
+        assert_eq!(w.verdict(), Verdict::None);
+        for _ in 0..WINDOW {
+            w.push(held(10.0), BASES);
+        }
+        assert_eq!(w.verdict(), Verdict::None, "not yet from below");
+        // Gauges that say why win over busy.
+        for _ in 0..WINDOW {
+            w.push(
+                Sample {
+                    waiting: 2.0,
+                    running: 40.0,
+                },
+                BASES,
+            );
+        }
+        assert_eq!(w.verdict(), Verdict::Waits);
     }
 
     #[test]
     fn waits_hold_until_the_mean_falls_well_below_the_opening_level() {
         let mut w = Window::default();
         for _ in 0..WINDOW {
-            w.push(3.0);
-        }
-        assert_eq!(w.verdict(), Verdict::Waits);
-        // Between the two levels: still waiting.
-        for _ in 0..WINDOW {
-            w.push(0.3);
+            w.push(waits(3.0), BASES);
         }
         assert_eq!(w.verdict(), Verdict::Waits);
         for _ in 0..WINDOW {
-            w.push(0.1);
+            w.push(waits(0.3), BASES);
         }
-        assert_eq!(w.verdict(), Verdict::None);
-        // And between them from below: not yet.
+        assert_eq!(w.verdict(), Verdict::Waits);
         for _ in 0..WINDOW {
-            w.push(0.3);
+            w.push(waits(0.1), BASES);
         }
         assert_eq!(w.verdict(), Verdict::None);
+        for _ in 0..WINDOW {
+            w.push(waits(0.3), BASES);
+        }
+        assert_eq!(w.verdict(), Verdict::None);
+    }
+
+    #[test]
+    fn a_failing_probe_backs_off_to_half_a_minute() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(6), Duration::from_secs(30));
+        assert_eq!(backoff(100), Duration::from_secs(30));
     }
 }
