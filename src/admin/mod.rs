@@ -43,12 +43,7 @@ pub fn refresh_gauges(shared: &Shared) {
     let m = &shared.metrics;
     m.backend_ceiling.set(budget.ceiling as f64);
     m.server_waiting.set(budget.server_waiting);
-    m.server_waits.set(match budget.server_waits {
-        crate::pool::server_waits::Verdict::Waits => 1.0,
-        crate::pool::server_waits::Verdict::Busy => 2.0,
-        crate::pool::server_waits::Verdict::None => 0.0,
-        crate::pool::server_waits::Verdict::Unknown => -1.0,
-    });
+    m.server_waits.set(f64::from(budget.server_waits.code()));
     shared.metrics.digests.set(shared.digests.len() as f64);
     shared
         .metrics

@@ -128,7 +128,7 @@ pub struct Metrics {
     pub backend_ceiling: Gauge,
     /// The server's waiting threads (the wait probe's mean).
     pub server_waiting: Gauge,
-    /// The server's wait verdict (1 / 0 / -1).
+    /// The server's wait verdict ([`crate::pool::server_waits::Verdict::code`]).
     pub server_waits: Gauge,
     /// Registry size.
     pub registry_entries: Gauge,

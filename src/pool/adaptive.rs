@@ -269,9 +269,7 @@ impl Adaptive {
     pub fn waits_ended(&mut self) {
         self.before_shift = None;
         if self.limit > self.t.base {
-            self.back_to_base();
-            let limit = self.limit;
-            self.enter_cruise(limit);
+            self.enter_cruise(self.t.base);
         }
     }
 

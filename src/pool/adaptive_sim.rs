@@ -396,7 +396,7 @@ impl Sim {
                 let sample = self.gauges();
                 if let Some((budget, window)) = self.probe.as_mut() {
                     let verdict = window.push(sample, budget.view().bases);
-                    budget.set_server_waits(verdict, window.mean());
+                    budget.set_server_waits(verdict, window.waiting());
                 }
             }
             if speed > 0.0 {

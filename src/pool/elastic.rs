@@ -36,7 +36,7 @@
 //! Lock-free (atomics): each group's scheduler calls in under its own mutex;
 //! no I/O here. Owns only the counts, not the connections.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI8, AtomicU64, AtomicUsize, Ordering};
 
 use super::server_waits::Verdict;
 
@@ -75,9 +75,9 @@ pub struct Budget {
     /// The server refused a backend login as full: nothing is borrowed
     /// until [`Budget::set`] (see [`Budget::hold_at_used`]).
     held: AtomicBool,
-    /// The server's wait verdict ([`Verdict::to_u8`]) and the mean waiting
+    /// The server's wait verdict ([`Verdict::code`]) and the mean waiting
     /// threads it came from (`f64` bits).
-    waits: AtomicU8,
+    waits: AtomicI8,
     waiting: AtomicU64,
 }
 
@@ -113,7 +113,7 @@ impl Budget {
             borrowed: (0..groups).map(|_| AtomicUsize::new(0)).collect(),
             starved: (0..groups).map(|_| AtomicBool::new(false)).collect(),
             held: AtomicBool::new(false),
-            waits: AtomicU8::new(Verdict::Unknown.to_u8()),
+            waits: AtomicI8::new(Verdict::Unknown.code()),
             waiting: AtomicU64::new(0),
         }
     }
@@ -121,12 +121,12 @@ impl Budget {
     /// The server's latest wait verdict and the mean behind it.
     pub fn set_server_waits(&self, verdict: Verdict, waiting: f64) {
         self.waiting.store(waiting.to_bits(), Ordering::Release);
-        self.waits.store(verdict.to_u8(), Ordering::Release);
+        self.waits.store(verdict.code(), Ordering::Release);
     }
 
     /// The server's latest wait verdict.
     pub fn server_waits(&self) -> Verdict {
-        Verdict::from_u8(self.waits.load(Ordering::Acquire))
+        Verdict::from_code(self.waits.load(Ordering::Acquire))
     }
 
     /// True unless the server said nothing waits: an adaptive limit may

@@ -101,22 +101,23 @@ impl Verdict {
         }
     }
 
-    /// As stored in an atomic.
-    pub fn to_u8(self) -> u8 {
+    /// Its code, as stored in the budget's atomic and exported as the
+    /// `myplex_server_waits` gauge: 1 waits, 2 busy, 0 none, −1 unknown.
+    pub fn code(self) -> i8 {
         match self {
-            Self::Unknown => 0,
+            Self::Unknown => -1,
+            Self::None => 0,
             Self::Waits => 1,
-            Self::None => 2,
-            Self::Busy => 3,
+            Self::Busy => 2,
         }
     }
 
-    /// From [`Verdict::to_u8`].
-    pub fn from_u8(v: u8) -> Self {
+    /// From [`Verdict::code`] (anything else is unknown).
+    pub fn from_code(v: i8) -> Self {
         match v {
+            0 => Self::None,
             1 => Self::Waits,
-            2 => Self::None,
-            3 => Self::Busy,
+            2 => Self::Busy,
             _ => Self::Unknown,
         }
     }
@@ -154,7 +155,7 @@ impl Window {
         if self.samples.len() < WINDOW {
             return self.verdict;
         }
-        let (waiting, running) = (self.mean(), self.running());
+        let (waiting, running) = (self.waiting(), self.running());
         let bases = bases.max(1) as f64;
         let busy_at = if self.verdict == Verdict::Busy {
             BUSY_CLOSE
@@ -177,7 +178,7 @@ impl Window {
     }
 
     /// Mean waiting threads over the window (0 when empty).
-    pub fn mean(&self) -> f64 {
+    pub fn waiting(&self) -> f64 {
         self.average(|s| s.waiting)
     }
 
@@ -248,6 +249,41 @@ fn backoff(failures: u32) -> Duration {
         .min(Duration::from_secs(30))
 }
 
+/// Closes the probe's connection, if any.
+async fn close(conn: &mut Option<BackendConn>) {
+    if let Some(c) = conn.take() {
+        c.quit().await;
+    }
+}
+
+/// One status read on the probe's connection (dialled first when there is
+/// none); `None` when it failed, and then the connection is dropped: a
+/// half-read answer is never reused.
+async fn read(p: &Arc<Pool>, conn: &mut Option<BackendConn>) -> Option<Vec<Vec<Option<String>>>> {
+    if conn.is_none() {
+        match p.dial(0, Instant::now() + ANSWER_WITHIN).await {
+            Ok(c) => *conn = Some(c),
+            Err(e) => {
+                tracing::debug!(error = %e, "wait probe: no connection");
+                return None;
+            }
+        }
+    }
+    let c = conn.as_mut()?;
+    let answer = match tokio::time::timeout(ANSWER_WITHIN, c.query_rows(QUERY, 16)).await {
+        Ok(Ok(rows)) => Some(rows),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "wait probe: the status read failed");
+            None
+        }
+        Err(_) => None,
+    };
+    if answer.is_none() {
+        *conn = None;
+    }
+    answer
+}
+
 async fn probe(pool: Weak<Pool>) {
     let mut window = Window::default();
     let mut conn: Option<BackendConn> = None;
@@ -258,39 +294,17 @@ async fn probe(pool: Weak<Pool>) {
         let Some(p) = pool.upgrade() else { return };
         if p.groups.iter().any(|g| g.retiring()) {
             // The process hands over: the successor probes for itself.
-            if let Some(c) = conn.take() {
-                c.quit().await;
-            }
+            close(&mut conn).await;
             p.budget.set_server_waits(Verdict::Unknown, 0.0);
             return;
         }
         let cfg = p.pool_cfg.load_full();
         let pause = if cfg.wait_probe_ms == 0 || cfg.max_backend_connections > 0 {
-            if let Some(c) = conn.take() {
-                c.quit().await;
-            }
+            close(&mut conn).await;
             window.forget();
             RETRY_AFTER
         } else {
-            if conn.is_none() {
-                match p.dial(0, Instant::now() + ANSWER_WITHIN).await {
-                    Ok(c) => conn = Some(c),
-                    Err(e) => tracing::debug!(error = %e, "wait probe: no connection"),
-                }
-            }
-            let answer = match conn.as_mut() {
-                Some(c) => match tokio::time::timeout(ANSWER_WITHIN, c.query_rows(QUERY, 16)).await
-                {
-                    Ok(Ok(rows)) => Some(rows),
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "wait probe: the status read failed");
-                        None
-                    }
-                    Err(_) => None,
-                },
-                None => None,
-            };
-            match answer.as_deref().map(sample) {
+            match read(&p, &mut conn).await.as_deref().map(sample) {
                 Some(Some(s)) => {
                     if failures >= 3 {
                         tracing::info!("wait probe: reading the server's wait gauges again");
@@ -306,11 +320,9 @@ async fn probe(pool: Weak<Pool>) {
                     window.forget();
                     RETRY_AFTER * 10
                 }
+                // The last verdict holds for a while (a server too busy to
+                // answer within 2 s is not news).
                 None => {
-                    // A half-read answer is not reused: a fresh connection
-                    // next time. The last verdict holds for a while (a
-                    // server too busy to answer within 2 s is not news).
-                    conn = None;
                     failures += 1;
                     if failures == 3 {
                         tracing::warn!(
@@ -325,11 +337,11 @@ async fn probe(pool: Weak<Pool>) {
             }
         };
         let verdict = window.verdict();
-        p.budget.set_server_waits(verdict, window.mean());
+        p.budget.set_server_waits(verdict, window.waiting());
         if verdict != last {
             tracing::debug!(
                 verdict = verdict.as_str(),
-                waiting = window.mean(),
+                waiting = window.waiting(),
                 running = window.running(),
                 "the server's wait verdict changed"
             );
@@ -356,6 +368,14 @@ mod tests {
     }
 
     const BASES: usize = 32;
+
+    /// A whole window of one sample; the verdict it leaves.
+    fn fill(w: &mut Window, s: Sample) -> Verdict {
+        for _ in 0..WINDOW {
+            w.push(s, BASES);
+        }
+        w.verdict()
+    }
 
     #[test]
     fn the_gauges_are_summed_and_the_probe_is_not_counted_running() {
@@ -392,10 +412,7 @@ mod tests {
         assert_eq!(w.push(waits(10.0), BASES), Verdict::Waits);
         w.forget();
         assert_eq!(w.verdict(), Verdict::Unknown);
-        for _ in 0..WINDOW {
-            w.push(waits(0.0), BASES);
-        }
-        assert_eq!(w.verdict(), Verdict::None);
+        assert_eq!(fill(&mut w, waits(0.0)), Verdict::None);
     }
 
     #[test]
@@ -421,55 +438,31 @@ mod tests {
             waiting: 0.0,
             running,
         };
-        for _ in 0..WINDOW {
-            w.push(held(16.0), BASES);
-        }
-        assert_eq!(w.verdict(), Verdict::Busy);
+        assert_eq!(fill(&mut w, held(16.0)), Verdict::Busy);
         // Between the two levels: still busy.
-        for _ in 0..WINDOW {
-            w.push(held(10.0), BASES);
-        }
-        assert_eq!(w.verdict(), Verdict::Busy);
-        for _ in 0..WINDOW {
-            w.push(held(7.0), BASES);
-        }
-        assert_eq!(w.verdict(), Verdict::None);
-        for _ in 0..WINDOW {
-            w.push(held(10.0), BASES);
-        }
-        assert_eq!(w.verdict(), Verdict::None, "not yet from below");
+        assert_eq!(fill(&mut w, held(10.0)), Verdict::Busy);
+        assert_eq!(fill(&mut w, held(7.0)), Verdict::None);
+        assert_eq!(
+            fill(&mut w, held(10.0)),
+            Verdict::None,
+            "not yet from below"
+        );
         // Gauges that say why win over busy.
-        for _ in 0..WINDOW {
-            w.push(
-                Sample {
-                    waiting: 2.0,
-                    running: 40.0,
-                },
-                BASES,
-            );
-        }
-        assert_eq!(w.verdict(), Verdict::Waits);
+        let explained = Sample {
+            waiting: 2.0,
+            running: 40.0,
+        };
+        assert_eq!(fill(&mut w, explained), Verdict::Waits);
     }
 
     #[test]
     fn waits_hold_until_the_mean_falls_well_below_the_opening_level() {
         let mut w = Window::default();
-        for _ in 0..WINDOW {
-            w.push(waits(3.0), BASES);
-        }
-        assert_eq!(w.verdict(), Verdict::Waits);
-        for _ in 0..WINDOW {
-            w.push(waits(0.3), BASES);
-        }
-        assert_eq!(w.verdict(), Verdict::Waits);
-        for _ in 0..WINDOW {
-            w.push(waits(0.1), BASES);
-        }
-        assert_eq!(w.verdict(), Verdict::None);
-        for _ in 0..WINDOW {
-            w.push(waits(0.3), BASES);
-        }
-        assert_eq!(w.verdict(), Verdict::None);
+        assert_eq!(fill(&mut w, waits(3.0)), Verdict::Waits);
+        // Between the two levels: still waiting.
+        assert_eq!(fill(&mut w, waits(0.3)), Verdict::Waits);
+        assert_eq!(fill(&mut w, waits(0.1)), Verdict::None);
+        assert_eq!(fill(&mut w, waits(0.3)), Verdict::None);
     }
 
     #[test]
