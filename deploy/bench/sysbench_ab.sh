@@ -46,6 +46,11 @@
 #                the measured window; their means per point in OUT/waits.txt []
 #   STATUS_VARS  server status counters reported per transaction, per point
 #                (written to OUT/server-per-trx.txt) [Questions Com_stmt_prepare ...]
+#   PURGE_MAX    before each point, wait until the server's purge debt
+#                (InnoDB's history list: undo logs not purged yet) is at most
+#                this, so that no target pays for the previous one's
+#                deferred work; -1: do not wait                [1000]
+#   PURGE_WAIT   the longest such wait, seconds                [300]
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$HERE/../.." && pwd)
@@ -223,6 +228,26 @@ sample_waits() {
         sleep 0.25
     done
 }
+# Purge debt: transactions whose undo logs the server has not purged yet. A
+# server with many runnable threads starves its purge threads and defers that
+# work (the debt grows through a point); the next point on the same server
+# then pays it. Each point starts once the debt is drained, and reports the
+# debt it left.
+history_len() {
+    MARIADB_SQL_TIMEOUT=10 mariadb_sql "$W/db" "SHOW GLOBAL STATUS LIKE 'Innodb_history_list_length'" |
+        awk '{ print $2 }'
+}
+drain_purge() {
+    local start=$SECONDS h
+    h=$(history_len)
+    while ((PURGE_MAX >= 0 && ${h:-0} > PURGE_MAX && SECONDS - start < PURGE_WAIT)); do
+        sleep 1
+        h=$(history_len)
+    done
+    echo "$((SECONDS - start)) ${h:-0}"
+}
+PURGE_MAX=${PURGE_MAX:-1000}
+PURGE_WAIT=${PURGE_WAIT:-300}
 io_syscalls() { [[ -n ${1:-} ]] && awk '/^sysc[rw]:/ { n += $2 } END { print n + 0 }' "/proc/$1/io" 2>/dev/null || echo 0; }
 
 printf '%-8s %-6s %-24s %9s %9s %7s %10s\n' round clients target tps p95_ms errors cpu_us/stmt | tee "$OUT/summary.txt"
@@ -231,6 +256,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
         for t in $TARGETS; do
             f="$OUT/r$r-c$c-${t%%=*}.txt"
             f=${f//:/_}
+            read -r drained debt_before < <(drain_purge)
+            ((drained > 0)) && log "r$r c$c $t: waited ${drained}s for the purge debt to fall to $debt_before"
             [[ $t == direct_tracked ]] && mariadb_sql "$W/db" "SET GLOBAL session_track_schema=ON, \
                 session_track_state_change=ON, session_track_system_variables='*'" >/dev/null
             # A target whose server stops committing (4,096 direct clients
@@ -270,6 +297,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
                 perf record -q -F 999 "${callgraph[@]}" -p "${PID[$t]}" -o "${f%.txt}-perf.data" -- sleep "$TIME" >/dev/null 2>&1 &
                 rec_pid=$!
             fi
+            # The debt at the window's end (sysbench's clients gone, purge
+            # catches up at once).
+            (sleep "$(awk -v t="$TIME" 'BEGIN { print (t > 2 ? t - 1 : t / 2) }')" && history_len >"$W/h1") &
+            hist_pid=$!
             wait_pid=
             if [[ ${WAIT_SAMPLES:-} == 1 ]]; then
                 : >"${f%.txt}-waits.txt"
@@ -280,6 +311,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
             [[ -n $wait_pid ]] && wait "$wait_pid"
             [[ -n $perf_pid ]] && wait "$perf_pid"
             [[ -n $rec_pid ]] && wait "$rec_pid"
+            wait "$hist_pid" || true
             c1=$(cpu_ticks "${PID[$t]:-}") d1=$(cpu_ticks "$DB_PID") i1=$(idle_ticks) t1=$(date +%s.%N)
             u1=$(user_ticks "${PID[$t]:-}") x1=$(ctx_switches "${PID[$t]:-}") y1=$(io_syscalls "${PID[$t]:-}") z1=$(ctx_switches "$DB_PID")
             server_status "$W/s1"
@@ -310,7 +342,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
             cpus=$(awk -v s=$((d1 - d0)) -v p=$((c1 - c0)) -v i=$((i1 - i0)) -v n="$all" \
                 -v hz="$(getconf CLK_TCK)" -v secs="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" -v ncpu="$(nproc)" \
                 -v pu=$((u1 - u0)) -v px=$((x1 - x0)) -v py=$((y1 - y0)) -v sz=$((z1 - z0)) \
-                'BEGIN { if (n < 1) n = 1; printf " server_us=%.0f proxy_us=%.0f (user %.0f) idle=%.0f%% proxy_cs=%.1f proxy_rw=%.1f server_cs=%.1f", s / hz * 1e6 / n, p / hz * 1e6 / n, pu / hz * 1e6 / n, 100 * i / hz / secs / ncpu, px / n, py / n, sz / n }')
+                -v h0="$(status_of "$W/s0" Innodb_history_list_length)" -v h1="$(cat "$W/h1" 2>/dev/null)" -v hd="$drained" \
+                'BEGIN { if (n < 1) n = 1; printf " server_us=%.0f proxy_us=%.0f (user %.0f) idle=%.0f%% proxy_cs=%.1f proxy_rw=%.1f server_cs=%.1f purge_debt=%d->%d (%.2f/trx, drained %ds before)", s / hz * 1e6 / n, p / hz * 1e6 / n, pu / hz * 1e6 / n, 100 * i / hz / secs / ncpu, px / n, py / n, sz / n, h0, h1, (h1 - h0) / n, hd }')
             printf 'r%s c%s %s:%s%s\n' "$r" "$c" "${t%%=*}" "$cpus" "$(per_trx "$W/s0" "$W/s1" "$all")" >>"$OUT/server-per-trx.txt"
             if [[ -s ${f%.txt}-waits.txt ]]; then
                 awk -v head="r$r c$c ${t%%=*}:" '

@@ -179,8 +179,13 @@ impl PointPhase {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Whether the measured window has started.
+    pub fn is_measuring(&self) -> bool {
+        self.measuring.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn name(&self) -> &'static str {
-        if self.measuring.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.is_measuring() {
             "measure"
         } else {
             "warmup"

@@ -10,6 +10,7 @@
 pub mod client;
 pub mod limits;
 pub mod progress;
+pub mod purge;
 pub mod report;
 pub mod runner;
 pub mod workload;
@@ -92,6 +93,15 @@ struct RunArgs {
     /// (limits.csv, results.json, report.html). Repeatable.
     #[arg(long = "myplex-status")]
     myplex_status: Vec<String>,
+    /// Before each point, wait until the server's purge debt (InnoDB's
+    /// history list: committed transactions not purged yet) is at most
+    /// this, so that no target pays for the work the previous one deferred.
+    #[arg(long, default_value_t = 1000)]
+    purge_max: u64,
+    /// The longest wait for that, seconds; 0 = do not wait (the debt is
+    /// still reported per point).
+    #[arg(long, default_value_t = 300)]
+    purge_wait: u64,
 }
 
 fn tables(c: &Common) -> Tables {
@@ -222,7 +232,17 @@ async fn run(r: RunArgs) -> anyhow::Result<()> {
             targets.iter().rev().collect()
         };
         for t in order {
+            let drained = purge::drain(t, r.purge_max, Duration::from_secs(r.purge_wait)).await;
+            if drained.waited >= Duration::from_secs(1) {
+                eprintln!(
+                    "{} at {clients} clients: waited {:.0} s for the purge debt to fall to {}",
+                    t.name,
+                    drained.waited.as_secs_f64(),
+                    drained.debt.map_or_else(|| "?".into(), |d| d.to_string())
+                );
+            }
             let phase = Arc::new(PointPhase::default());
+            let debt = tokio::spawn(purge::window(t.clone(), phase.clone(), s.duration));
             let samplers: Vec<_> = sources
                 .iter()
                 .filter(|src| src.target == t.name)
@@ -247,7 +267,13 @@ async fn run(r: RunArgs) -> anyhow::Result<()> {
             .await;
             samplers.iter().for_each(|h| h.abort());
             bar.done();
-            let p = p.map_err(anyhow::Error::msg)?;
+            let mut p = p.map_err(anyhow::Error::msg)?;
+            p.purge_wait_s = drained.waited.as_secs_f64();
+            // Its last reading was due a second before the window closed.
+            p.purge_debt = match tokio::time::timeout(Duration::from_secs(15), debt).await {
+                Ok(Ok(w)) => w,
+                _ => purge::Window::default(),
+            };
             println!("{}", report::table_row(&p));
             report.points.push(p);
             if let Ok(l) = samples.lock() {

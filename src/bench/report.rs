@@ -47,10 +47,17 @@ fn cpu_text(p: &PointResult) -> String {
         .map_or_else(|| "-".into(), |us| format!("{us:.1}"))
 }
 
+/// Purge debt the point added per transaction (`-` when unknown).
+fn debt_text(p: &PointResult) -> String {
+    p.purge_debt
+        .per_transaction(p.transactions)
+        .map_or_else(|| "-".into(), |d| format!("{d:+.2}"))
+}
+
 /// Header of the console table.
 pub fn table_header() -> String {
     format!(
-        "{:<10} {:>7} {:>10} {:>10} {:>11} {:>9} {:>9} {:>9} {:>9} {:>8}  errors",
+        "{:<10} {:>7} {:>10} {:>10} {:>11} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}  errors",
         "target",
         "clients",
         "tps",
@@ -60,14 +67,15 @@ pub fn table_header() -> String {
         "p95 ms",
         "p99 ms",
         "max ms",
-        "reconn"
+        "reconn",
+        "debt/trx"
     )
 }
 
 /// One row of the console table.
 pub fn table_row(p: &PointResult) -> String {
     format!(
-        "{:<10} {:>7} {:>10.1} {:>10} {:>11.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8}  {}",
+        "{:<10} {:>7} {:>10.1} {:>10} {:>11.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8} {:>9}  {}",
         p.target,
         p.clients,
         p.tps,
@@ -78,6 +86,7 @@ pub fn table_row(p: &PointResult) -> String {
         p.p99_ms,
         p.max_ms,
         p.reconnects,
+        debt_text(p),
         errors_text(p)
     )
 }
@@ -85,12 +94,12 @@ pub fn table_row(p: &PointResult) -> String {
 /// CSV with one line per point (columns only ever added at the end).
 pub fn csv(r: &Report) -> String {
     let mut s = String::from(
-        "target,clients,seconds,transactions,tps,qps,p50_ms,p95_ms,p99_ms,max_ms,errors,reconnects,connect_failures,client_cpu_us_per_trx\n",
+        "target,clients,seconds,transactions,tps,qps,p50_ms,p95_ms,p99_ms,max_ms,errors,reconnects,connect_failures,client_cpu_us_per_trx,purge_debt_start,purge_debt_end,purge_wait_s\n",
     );
     for p in &r.points {
         let _ = writeln!(
             s,
-            "{},{},{:.3},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{}",
+            "{},{},{:.3},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{},{:.1}",
             p.target,
             p.clients,
             p.seconds,
@@ -105,10 +114,17 @@ pub fn csv(r: &Report) -> String {
             p.reconnects,
             p.connect_failures,
             p.client_cpu_us_per_trx
-                .map_or_else(String::new, |us| format!("{us:.1}"))
+                .map_or_else(String::new, |us| format!("{us:.1}")),
+            opt(p.purge_debt.start),
+            opt(p.purge_debt.end),
+            p.purge_wait_s
         );
     }
     s
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(String::new, |v| v.to_string())
 }
 
 /// JSON of the whole report.
@@ -371,7 +387,7 @@ pub fn html(r: &Report) -> String {
     for p in &r.points {
         let _ = write!(
             rows,
-            "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&p.target),
             p.clients,
             p.tps,
@@ -382,7 +398,8 @@ pub fn html(r: &Report) -> String {
             p.p99_ms,
             p.max_ms,
             esc(&errors_text(p)),
-            p.reconnects
+            p.reconnects,
+            debt_text(p)
         );
     }
     format!(
@@ -391,7 +408,7 @@ pub fn html(r: &Report) -> String {
          td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></head><body>\
          <h1>myplex bench — {wl}</h1><p>{tables}; warm-up {wu} s, measured {du} s per point; started {st}.<br>{machine}</p>\
          {tps}{p95}{limits}<h2>Points</h2><table><tr><th>target</th><th>clients</th><th>TPS</th><th title=\"CPU time of the load generator itself per transaction\">bench CPU µs/trx</th><th>QPS</th><th>p50 ms</th>\
-         <th>p95 ms</th><th>p99 ms</th><th>max ms</th><th>errors</th><th>reconnects</th></tr>{rows}</table></body></html>\n",
+         <th>p95 ms</th><th>p99 ms</th><th>max ms</th><th>errors</th><th>reconnects</th><th title=\"InnoDB purge debt (history list) added per transaction in the window: work the server deferred\">purge debt/trx</th></tr>{rows}</table></body></html>\n",
         wl = esc(&r.workload),
         tables = esc(&r.tables),
         wu = r.warmup_s,
@@ -425,7 +442,16 @@ mod tests {
             reconnects: 0,
             connect_failures: 0,
             client_cpu_us_per_trx: Some(250.0),
+            purge_debt: crate::bench::purge::Window {
+                start: Some(100),
+                end: Some(100 + (tps * 10.0) as u64),
+            },
+            purge_wait_s: 0.0,
         }
+    }
+
+    fn h_has_debt(h: &str) -> bool {
+        h.contains("purge debt/trx") && h.contains("<td>+1.00</td>")
     }
 
     #[test]
@@ -447,15 +473,18 @@ mod tests {
         let c = csv(&r);
         assert_eq!(c.lines().count(), 4);
         assert!(c.contains("myplex,8,10.000,900,90.000"));
+        assert!(c.lines().next().is_some_and(|h| {
+            h.ends_with(",client_cpu_us_per_trx,purge_debt_start,purge_debt_end,purge_wait_s")
+        }));
         assert!(
             c.lines()
-                .next()
-                .is_some_and(|h| h.ends_with(",client_cpu_us_per_trx"))
-        );
-        assert!(
-            c.lines().nth(1).is_some_and(|l| l.ends_with(",0,0,250.0")),
+                .nth(1)
+                .is_some_and(|l| l.ends_with(",0,0,250.0,100,1100,0.0")),
             "{c}"
         );
+        // 1,000 transactions of debt added over 1,000 measured.
+        assert!(table_row(&r.points[0]).contains(" +1.00 "));
+        assert!(h_has_debt(&html(&r)));
         assert!(table_header().contains("cpu us/trx"));
         assert!(table_row(&r.points[0]).contains(" 250.0 "));
         let h = html(&r);

@@ -111,6 +111,10 @@ pub struct PointResult {
     /// Absent when the process's CPU time cannot be read or nothing was
     /// counted.
     pub client_cpu_us_per_trx: Option<f64>,
+    /// The server's purge debt at the window's start and end (see `purge`).
+    pub purge_debt: super::purge::Window,
+    /// Seconds waited before the point for the debt to drain.
+    pub purge_wait_s: f64,
 }
 
 impl PointResult {
@@ -406,6 +410,8 @@ pub async fn run_point(
         reconnects,
         connect_failures,
         client_cpu_us_per_trx: cpu_per_transaction(cpu, transactions),
+        purge_debt: super::purge::Window::default(),
+        purge_wait_s: 0.0,
     })
 }
 
