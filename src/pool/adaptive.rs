@@ -42,6 +42,15 @@
 //!   otherwise the limit goes back. So it climbs while
 //!   completions/s rise and backs off when more concurrency only adds
 //!   latency.
+//! - **The server waits on its disk** (its gauges: reads and fsyncs in
+//!   progress, more of them than row-lock waits): the thread pool's rule,
+//!   a thread waiting on a read does not count and another starts. The
+//!   limit is the group's ceiling and the search pauses, resuming (its
+//!   reference measured afresh) when the verdict ends. On the lab server,
+//!   I/O-bound, the search followed the disk's noise instead: a latency
+//!   shift about once a second took the limit back to the base share, the
+//!   CPUs 29–58 % idle at 0.26–0.63 × direct; at the ceiling 0.72–0.77 ×
+//!   direct (docs/benchmarks.md).
 //! - **Stalled statements** (the proxy's `thd_wait_begin`): a statement
 //!   running longer than 8 × the typical latency (a moving average of the
 //!   interval means that rises quickly and falls slowly; at least 5 ms, at
@@ -122,6 +131,8 @@ pub struct Estimate {
     pub shifts: u64,
     /// Controller phase.
     pub phase: Phase,
+    /// The server waits on its disk: the limit is the ceiling.
+    pub disk_waits: bool,
 }
 
 struct Running {
@@ -198,6 +209,8 @@ pub struct Adaptive {
     /// a limit from `before_shift`.
     intervals: u64,
     restored_at: Option<u64>,
+    /// The server waits on its disk (see the module doc).
+    disk_waits: bool,
 }
 
 impl Adaptive {
@@ -240,6 +253,7 @@ impl Adaptive {
             before_shift: None,
             intervals: 0,
             restored_at: None,
+            disk_waits: false,
         }
     }
 
@@ -273,14 +287,32 @@ impl Adaptive {
         }
     }
 
+    /// Whether the server waits on its disk (see the module doc); true
+    /// when that raised the limit (call dispatch).
+    pub fn set_disk_waits(&mut self, waits: bool) -> bool {
+        let (before, was) = (self.limit(), self.disk_waits);
+        self.disk_waits = waits;
+        if was && !waits {
+            // The search resumes where it paused; rates from before the
+            // pause do not compare.
+            self.enter_cruise(self.limit);
+        }
+        self.limit() > before
+    }
+
     /// The limit's upper bound now.
     pub fn max(&self) -> usize {
         self.t.max
     }
 
-    /// The limit on busy statements.
+    /// The limit on busy statements: the search's, or the ceiling while
+    /// the server waits on its disk.
     pub fn limit(&self) -> usize {
-        self.limit
+        if self.disk_waits {
+            self.t.max
+        } else {
+            self.limit
+        }
     }
 
     /// Running statements that count against the limit.
@@ -373,19 +405,20 @@ impl Adaptive {
                 self.stalled += 1;
             }
         }
-        let old_limit = self.limit;
+        let old_limit = self.limit();
         let (elapsed, interval) = (now.saturating_sub(self.since), self.interval());
         if elapsed >= interval && (self.done >= MIN_SAMPLES || elapsed >= interval * 4) {
             self.close(now);
         }
-        self.stalled > before || self.limit > old_limit
+        self.stalled > before || self.limit() > old_limit
     }
 
     /// Current values.
     pub fn estimate(&self) -> Estimate {
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         Estimate {
-            limit: self.limit,
+            limit: self.limit(),
+            disk_waits: self.disk_waits,
             completions_per_s: self.last_rate,
             latency_ms: ms(self.last_latency),
             baseline_ms: self.baseline().map_or(0.0, ms),
@@ -545,6 +578,11 @@ impl Adaptive {
             Some(t) => (t + latency) / 2,
             None => latency,
         });
+        if self.disk_waits {
+            // The ceiling in force: the search pauses (the typical latency
+            // still follows).
+            return;
+        }
         if shifted {
             self.on_shift(latency, previous, stalled_done * 2 >= done, now);
             return;

@@ -79,6 +79,8 @@ pub struct Budget {
     /// threads it came from (`f64` bits).
     waits: AtomicI8,
     waiting: AtomicU64,
+    /// Of them, the mean waiting for row locks (`f64` bits).
+    lock_waiting: AtomicU64,
 }
 
 /// A point-in-time view of the budget.
@@ -99,6 +101,11 @@ pub struct View {
     pub server_waits: Verdict,
     /// The mean waiting threads behind that verdict.
     pub server_waiting: f64,
+    /// Of them, those waiting for row locks.
+    pub server_lock_waiting: f64,
+    /// The server waits on its disk: each group's in-flight limit is its
+    /// ceiling ([`Budget::disk_waits`]).
+    pub disk_waits: bool,
 }
 
 impl Budget {
@@ -115,13 +122,27 @@ impl Budget {
             held: AtomicBool::new(false),
             waits: AtomicI8::new(Verdict::Unknown.code()),
             waiting: AtomicU64::new(0),
+            lock_waiting: AtomicU64::new(0),
         }
     }
 
-    /// The server's latest wait verdict and the mean behind it.
-    pub fn set_server_waits(&self, verdict: Verdict, waiting: f64) {
+    /// The server's latest wait verdict, the mean waiting threads behind
+    /// it and, of them, those waiting for row locks.
+    pub fn set_server_waits(&self, verdict: Verdict, waiting: f64, locks: f64) {
         self.waiting.store(waiting.to_bits(), Ordering::Release);
+        self.lock_waiting.store(locks.to_bits(), Ordering::Release);
         self.waits.store(verdict.code(), Ordering::Release);
+    }
+
+    /// The server waits, and on its disk more than on row locks (reads and
+    /// fsyncs in progress): the thread pool's rule applies, a waiting
+    /// thread does not count and another starts, so each group's in-flight
+    /// limit is its ceiling. Row-lock waiters queue on the same locks
+    /// however many run: there the throughput search decides.
+    pub fn disk_waits(&self) -> bool {
+        let waiting = f64::from_bits(self.waiting.load(Ordering::Acquire));
+        let locks = f64::from_bits(self.lock_waiting.load(Ordering::Acquire));
+        self.server_waits() == Verdict::Waits && waiting - locks > locks
     }
 
     /// The server's latest wait verdict.
@@ -170,6 +191,8 @@ impl Budget {
             borrowed: self.used.load(Ordering::Acquire),
             server_waits: self.server_waits(),
             server_waiting: f64::from_bits(self.waiting.load(Ordering::Acquire)),
+            server_lock_waiting: f64::from_bits(self.lock_waiting.load(Ordering::Acquire)),
+            disk_waits: self.disk_waits(),
         }
     }
 
@@ -362,6 +385,8 @@ mod tests {
                 borrowed: 4,
                 server_waits: Verdict::Unknown,
                 server_waiting: 0.0,
+                server_lock_waiting: 0.0,
+                disk_waits: false,
             }
         );
     }

@@ -1113,6 +1113,7 @@ impl<B: Pooled> GroupState<B> {
             .budget
             .as_ref()
             .map_or(Verdict::Unknown, |(b, _)| b.server_waits());
+        let disk_waits = self.budget.as_ref().is_some_and(|(b, _)| b.disk_waits());
         // The server began to wait after it said nothing waits (the limit
         // was held at the base): search upwards from here. Not when the
         // verdict merely became known, unknown or busy, nor when a ceiling
@@ -1132,7 +1133,8 @@ impl<B: Pooled> GroupState<B> {
             if ended_waiting {
                 a.waits_ended();
             }
-            a.tick(t)
+            let opened = a.set_disk_waits(disk_waits);
+            a.tick(t) || opened
         });
         let waiting = !self.queue.is_empty();
         if room || (waiting && (self.budget.is_some() || self.capped_waiting())) {

@@ -47,6 +47,10 @@ pub const GAUGES: [&str; 4] = [
     "Innodb_row_lock_current_waits",
 ];
 
+/// The gauge of row-lock waits: more statements in flight do not overlap
+/// those (they queue on the same locks), unlike reads and fsyncs.
+pub const LOCK_GAUGE: &str = "Innodb_row_lock_current_waits";
+
 /// Statements executing in the server (the probe's own among them).
 pub const RUNNING: &str = "Threads_running";
 
@@ -128,6 +132,8 @@ impl Verdict {
 pub struct Sample {
     /// Threads waiting on reads, fsyncs and row locks ([`GAUGES`]).
     pub waiting: f64,
+    /// Of them, those waiting for a row lock ([`LOCK_GAUGE`]).
+    pub locks: f64,
     /// Statements executing besides the probe's own ([`RUNNING`] − 1).
     pub running: f64,
 }
@@ -150,6 +156,7 @@ impl Window {
         }
         self.samples.push_back(Sample {
             waiting: s.waiting.max(0.0),
+            locks: s.locks.clamp(0.0, s.waiting.max(0.0)),
             running: s.running.max(0.0),
         });
         if self.samples.len() < WINDOW {
@@ -180,6 +187,11 @@ impl Window {
     /// Mean waiting threads over the window (0 when empty).
     pub fn waiting(&self) -> f64 {
         self.average(|s| s.waiting)
+    }
+
+    /// Mean threads waiting for a row lock over the window (0 when empty).
+    pub fn locks(&self) -> f64 {
+        self.average(|s| s.locks)
     }
 
     /// Mean statements running over the window (0 when empty).
@@ -217,6 +229,9 @@ pub fn sample(rows: &[Vec<Option<String>>]) -> Option<Sample> {
         } else if GAUGES.iter().any(|g| g.eq_ignore_ascii_case(name)) {
             seen = true;
             s.waiting += v.max(0.0);
+            if name.eq_ignore_ascii_case(LOCK_GAUGE) {
+                s.locks += v.max(0.0);
+            }
         }
     }
     seen.then_some(s)
@@ -295,7 +310,7 @@ async fn probe(pool: Weak<Pool>) {
         if p.groups.iter().any(|g| g.retiring()) {
             // The process hands over: the successor probes for itself.
             close(&mut conn).await;
-            p.budget.set_server_waits(Verdict::Unknown, 0.0);
+            p.budget.set_server_waits(Verdict::Unknown, 0.0, 0.0);
             return;
         }
         let cfg = p.pool_cfg.load_full();
@@ -337,7 +352,8 @@ async fn probe(pool: Weak<Pool>) {
             }
         };
         let verdict = window.verdict();
-        p.budget.set_server_waits(verdict, window.waiting());
+        p.budget
+            .set_server_waits(verdict, window.waiting(), window.locks());
         if verdict != last {
             tracing::debug!(
                 verdict = verdict.as_str(),
@@ -363,7 +379,7 @@ mod tests {
     fn waits(waiting: f64) -> Sample {
         Sample {
             waiting,
-            running: 0.0,
+            ..Sample::default()
         }
     }
 
@@ -391,6 +407,7 @@ mod tests {
             sample(&rows),
             Some(Sample {
                 waiting: 9.0,
+                locks: 2.0,
                 running: 249.0
             })
         );
@@ -423,6 +440,7 @@ mod tests {
             let s = Sample {
                 waiting: if i % 10 == 0 { 1.0 } else { 0.0 },
                 running: (i % 4) as f64,
+                ..Sample::default()
             };
             let v = w.push(s, BASES);
             assert!(i < WINDOW - 1 || v == Verdict::None, "sample {i}: {v:?}");
@@ -435,8 +453,8 @@ mod tests {
         // gauges, but the server holds half the bases' worth or more.
         let mut w = Window::default();
         let held = |running: f64| Sample {
-            waiting: 0.0,
             running,
+            ..Sample::default()
         };
         assert_eq!(fill(&mut w, held(16.0)), Verdict::Busy);
         // Between the two levels: still busy.
@@ -451,6 +469,7 @@ mod tests {
         let explained = Sample {
             waiting: 2.0,
             running: 40.0,
+            ..Sample::default()
         };
         assert_eq!(fill(&mut w, explained), Verdict::Waits);
     }
