@@ -44,7 +44,7 @@ pub const GAUGES: [&str; 4] = [
     "Innodb_data_pending_reads",
     "Innodb_data_pending_fsyncs",
     "Innodb_os_log_pending_fsyncs",
-    "Innodb_row_lock_current_waits",
+    LOCK_GAUGE,
 ];
 
 /// The gauge of row-lock waits: more statements in flight do not overlap
