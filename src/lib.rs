@@ -35,6 +35,7 @@ pub mod listener;
 pub mod metrics;
 pub mod pool;
 pub mod prepared;
+pub mod priority;
 pub mod protocol;
 pub mod reload;
 pub mod server;

@@ -76,6 +76,11 @@ fn real_main() -> anyhow::Result<()> {
     if cfg.worker_threads > 0 {
         rt.worker_threads(cfg.worker_threads);
     }
+    if cfg.runtime == myplex::config::RuntimeMode::Shared {
+        // Sessions run on this runtime's threads.
+        let boost = cfg.worker_priority_boost;
+        rt.on_thread_start(move || myplex::priority::boost_and_report(boost));
+    }
     let rt = rt.enable_all().build()?;
     rt.block_on(serve(cfg, cli.config, inherited))
 }

@@ -219,7 +219,7 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     let workers = match cfg.runtime {
         crate::config::RuntimeMode::Shared => None,
         crate::config::RuntimeMode::PerGroup => Some(
-            crate::workers::Workers::start(cfg_groups)
+            crate::workers::Workers::start(cfg_groups, cfg.worker_priority_boost)
                 .map_err(|e| StartError::Setup(format!("starting the group workers: {e}")))?,
         ),
     };

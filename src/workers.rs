@@ -27,8 +27,10 @@ impl std::fmt::Debug for Workers {
 }
 
 impl Workers {
-    /// Starts `n` (at least 1) worker threads named `myplex-group-<i>`.
-    pub fn start(n: usize) -> std::io::Result<Self> {
+    /// Starts `n` (at least 1) worker threads named `myplex-group-<i>`,
+    /// each `priority_boost` nice steps above the process (see
+    /// [`crate::priority`]).
+    pub fn start(n: usize, priority_boost: u8) -> std::io::Result<Self> {
         let mut w = Self {
             handles: Vec::new(),
             stops: Vec::new(),
@@ -43,6 +45,7 @@ impl Workers {
             std::thread::Builder::new()
                 .name(format!("myplex-group-{i}"))
                 .spawn(move || {
+                    crate::priority::boost_and_report(priority_boost);
                     let _ = ready.send(());
                     rt.block_on(async {
                         let _ = stopped.await;
@@ -82,7 +85,7 @@ mod tests {
 
     #[test]
     fn tasks_of_a_group_run_on_that_groups_thread() {
-        let w = Workers::start(2).expect("workers start");
+        let w = Workers::start(2, 0).expect("workers start");
         let (tx, rx) = mpsc::channel();
         for g in 0..4 {
             let tx = tx.clone();
@@ -109,7 +112,7 @@ mod tests {
 
     #[test]
     fn dropping_the_workers_cancels_their_tasks() {
-        let w = Workers::start(1).expect("workers start");
+        let w = Workers::start(1, 0).expect("workers start");
         let (tx, rx) = mpsc::channel::<()>();
         w.spawn(0, async move {
             let _keep = tx;

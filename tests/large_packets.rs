@@ -8,11 +8,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::binary::Binary;
 use common::mariadb::{APP_PASSWORD, APP_USER, free_port};
 use common::raw::{RawConn, parse_err};
 use common::{MariaDb, Proxy};
@@ -109,26 +109,8 @@ async fn large_query_and_row_keep_proxy_memory_bounded() {
         backend_password: Some(APP_PASSWORD.into()),
         ..Default::default()
     }];
-    let path: PathBuf =
-        std::env::temp_dir().join(format!("myplex-large-{}.toml", std::process::id()));
-    std::fs::write(&path, toml::to_string(&cfg).expect("toml")).expect("write config");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_myplex"))
-        .arg("--config")
-        .arg(&path)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start myplex");
-    let pid = child.id().expect("pid");
-    let url =
-        format!("mysql://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{port}/test?prefer_socket=false");
-    let t = Instant::now();
-    let mut c = loop {
-        match Conn::new(Opts::from_url(&url).expect("url")).await {
-            Ok(c) => break c,
-            Err(e) if t.elapsed() > Duration::from_secs(20) => panic!("myplex did not start: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    };
+    let (bin, mut c) = Binary::start(&cfg, "large").await;
+    let pid = bin.pid;
     // Warm up: every buffer and the backend connection exist.
     for _ in 0..3 {
         let _: Option<u64> = c
@@ -183,8 +165,7 @@ async fn large_query_and_row_keep_proxy_memory_bounded() {
         );
     }
     drop(c);
-    let _ = child.kill().await;
-    let _ = std::fs::remove_file(&path);
+    bin.stop().await;
 }
 
 /// A streamed query's text is only partly read by the proxy: state it

@@ -38,7 +38,9 @@
 #                over the measured window (`perf stat`, per statement, in
 #                OUT/syscalls.txt)                   []
 #   PERF_RECORD  1: sample each proxy's CPU over the measured window
-#                (`perf record`, OUT/<point>-perf.data)  []
+#                (`perf record`, OUT/<point>-perf.data); `all`: sample the
+#                whole machine instead (load, proxy, server, kernel), every
+#                target, direct too                  []
 #   PERF_CALLGRAPH  perf record's call-graph option(s), e.g.
 #                `--call-graph dwarf,16384` for user-space stacks  [-g]
 #   WAIT_SAMPLES 1: sample the server's wait gauges (pending InnoDB reads and
@@ -292,9 +294,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
                 perf_pid=$!
             fi
             rec_pid=
-            if [[ ${PERF_RECORD:-} == 1 && -n ${PID[$t]:-} ]]; then
+            if [[ ${PERF_RECORD:-} == all || (${PERF_RECORD:-} == 1 && -n ${PID[$t]:-}) ]]; then
                 read -ra callgraph <<<"${PERF_CALLGRAPH:--g}"
-                perf record -q -F 999 "${callgraph[@]}" -p "${PID[$t]}" -o "${f%.txt}-perf.data" -- sleep "$TIME" >/dev/null 2>&1 &
+                scope=(-p "${PID[$t]:-}")
+                [[ $PERF_RECORD == all ]] && scope=(-a)
+                perf record -q -F 999 "${callgraph[@]}" "${scope[@]}" -o "${f%.txt}-perf.data" -- sleep "$TIME" >/dev/null 2>&1 &
                 rec_pid=$!
             fi
             # The debt at the window's end (sysbench's clients gone, purge

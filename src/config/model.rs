@@ -42,6 +42,12 @@ pub struct Config {
     /// Where client sessions run: on one worker thread per thread group, or
     /// on the shared work-stealing runtime.
     pub runtime: RuntimeMode,
+    /// Nice steps the threads carrying client sessions run below the
+    /// process's own nice value (a higher CPU priority), so that a reply is
+    /// relayed without waiting behind the server's threads on a busy host;
+    /// 0 = as the process. Needs `CAP_SYS_NICE` or `RLIMIT_NICE` (systemd
+    /// `LimitNICE=`); without it the threads go as far as allowed.
+    pub worker_priority_boost: u8,
     /// Logging.
     pub log: LogConfig,
     /// The MySQL/MariaDB server behind the proxy.
@@ -72,6 +78,7 @@ impl Default for Config {
             takeover_socket: String::new(),
             worker_threads: 0,
             runtime: RuntimeMode::default(),
+            worker_priority_boost: 10,
             log: LogConfig::default(),
             backend: BackendConfig::default(),
             frontend: FrontendConfig::default(),

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod binary;
 pub mod mariadb;
 
 #[allow(unused_imports)]

@@ -1,0 +1,166 @@
+//! The binary's session threads run `worker_priority_boost` nice steps above
+//! the process (per-group workers, or the shared runtime's threads), its
+//! other threads as started, and `0` leaves every thread alone. Read from
+//! `/proc/<pid>/task/*/stat` of a real myplex process serving a client.
+
+mod common;
+
+use common::binary::Binary;
+use common::mariadb::{APP_PASSWORD, APP_USER};
+use common::{MariaDb, free_port};
+use myplex::config::{Config, RuntimeMode, UserConfig};
+use mysql_async::prelude::*;
+
+/// The nice value in a `/proc/.../stat` line.
+fn nice_in(stat: &str) -> i32 {
+    // After "(comm) ": the state is field 3, the nice value field 19.
+    let rest = &stat[stat.rfind(')').expect("stat") + 2..];
+    rest.split(' ')
+        .nth(19 - 3)
+        .and_then(|f| f.parse().ok())
+        .expect("nice field")
+}
+
+/// Each thread of `pid`: (thread id, name, nice value).
+fn threads(pid: u32) -> Vec<(u32, String, i32)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("task dir") {
+        let dir = t.expect("task").path();
+        let tid = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse().ok())
+            .expect("thread id");
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(dir.join("comm")),
+            std::fs::read_to_string(dir.join("stat")),
+        ) else {
+            continue; // the thread ended meanwhile
+        };
+        out.push((tid, comm.trim().to_string(), nice_in(&stat)));
+    }
+    out
+}
+
+/// Starts the binary with `runtime` and `boost`, serves one client, and
+/// returns its threads while that client is connected.
+async fn serving_threads(
+    db: &MariaDb,
+    runtime: RuntimeMode,
+    boost: u8,
+) -> (u32, Vec<(u32, String, i32)>) {
+    let port = free_port();
+    let mut cfg = Config {
+        listen: format!("127.0.0.1:{port}"),
+        admin_listen: format!("127.0.0.1:{}", free_port()),
+        runtime,
+        worker_priority_boost: boost,
+        ..Default::default()
+    };
+    cfg.backend.address = db.addr();
+    cfg.pool.thread_groups = 2;
+    cfg.users = vec![UserConfig {
+        name: APP_USER.into(),
+        password: Some(APP_PASSWORD.into()),
+        ..Default::default()
+    }];
+    let (bin, mut c) = Binary::start(&cfg, "priority").await;
+    let pid = bin.pid;
+    let one: Option<i64> = c
+        .query_first("SELECT 1")
+        .await
+        .expect("select through myplex");
+    assert_eq!(one, Some(1));
+    let seen = threads(pid);
+    // `/status` says what the session threads took.
+    let status = http_get(&cfg.admin_listen, "/status").await;
+    let v: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
+    let sessions_on = match runtime {
+        RuntimeMode::PerGroup => "myplex-group-",
+        RuntimeMode::Shared => TOKIO_WORKER,
+    };
+    let expected = seen.iter().find(|(_, n, _)| n.starts_with(sessions_on));
+    assert_eq!(
+        v["session_threads_nice"].as_i64(),
+        expected.map(|t| i64::from(t.2)),
+        "{seen:?}"
+    );
+    c.disconnect().await.expect("disconnect");
+    bin.stop().await;
+    (pid, seen)
+}
+
+/// How tokio names its runtime's threads.
+const TOKIO_WORKER: &str = "tokio-rt-worker";
+
+/// The body of an HTTP GET on the admin endpoint.
+async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("admin");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("request");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("response");
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// The nice value a thread of a process started from here gets asked for.
+fn wanted(base: i32, boost: u8) -> i32 {
+    (base - i32::from(boost)).max(-20)
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_threads_run_at_the_boosted_priority_and_only_they() {
+    if !is_root() {
+        eprintln!("skipped: lowering a nice value needs root or CAP_SYS_NICE here");
+        return;
+    }
+    let db = MariaDb::shared();
+    // The value the binary starts with: this thread's (inherited).
+    let base = nice_in(&std::fs::read_to_string("/proc/thread-self/stat").expect("own stat"));
+
+    let (pid, per_group) = serving_threads(db, RuntimeMode::PerGroup, 7).await;
+    let groups: Vec<_> = per_group
+        .iter()
+        .filter(|(_, n, _)| n.starts_with("myplex-group-"))
+        .collect();
+    assert_eq!(groups.len(), 2, "{per_group:?}");
+    for (_, name, nice) in &groups {
+        assert_eq!(*nice, wanted(base, 7), "{name}: {per_group:?}");
+    }
+    // The rest (the main thread, the listener's and admin's runtime) keep
+    // the process's value.
+    let rest: Vec<_> = per_group
+        .iter()
+        .filter(|(_, n, _)| !n.starts_with("myplex-group-"))
+        .collect();
+    assert!(rest.iter().any(|(tid, _, _)| *tid == pid), "{per_group:?}");
+    assert!(rest.iter().all(|(_, _, n)| *n == base), "{per_group:?}");
+
+    let (pid, shared) = serving_threads(db, RuntimeMode::Shared, 7).await;
+    let (workers, rest): (Vec<_>, Vec<_>) = shared
+        .iter()
+        .partition(|(_, n, _)| n.starts_with(TOKIO_WORKER));
+    assert!(!workers.is_empty(), "{shared:?}");
+    for (_, name, nice) in &workers {
+        assert_eq!(*nice, wanted(base, 7), "{name}: {shared:?}");
+    }
+    let main = rest.iter().find(|(tid, _, _)| *tid == pid);
+    assert_eq!(main.map(|m| m.2), Some(base), "{shared:?}");
+
+    let (_, off) = serving_threads(db, RuntimeMode::PerGroup, 0).await;
+    assert!(off.iter().all(|(_, _, n)| *n == base), "{off:?}");
+}
