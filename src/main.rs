@@ -72,6 +72,8 @@ fn real_main() -> anyhow::Result<()> {
     } else {
         None
     };
+    // Before any thread: every boost counts from the process's own value.
+    myplex::priority::settle_process_base();
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if cfg.worker_threads > 0 {
         rt.worker_threads(cfg.worker_threads);

@@ -12,12 +12,15 @@
 //! the backends sat idle inside transactions waiting for the proxy to relay
 //! a reply or a next statement, the server re-read pages evicted between a
 //! transaction's statements, and the CPUs were a quarter idle
-//! (docs/benchmarks.md). The proxy's work per wake-up is small and bounded
-//! by what the server answers, so running it first costs the server no
-//! share it would otherwise have used.
+//! (docs/benchmarks.md). For statements the server answers, the proxy's
+//! work per wake-up is small and follows the server's pace; what the proxy
+//! answers alone runs first too (docs/deploy.md names that risk). Nice
+//! values only order threads inside one scheduling group (a cgroup, an
+//! autogroup).
 //!
-//! Owns applying the value to the calling thread and reporting the outcome
-//! once. Lowering a nice value needs `CAP_SYS_NICE` or an `RLIMIT_NICE`
+//! Owns the process's base value (what every boost counts from, handed to
+//! a successor so that boosts never add up), applying the boost to the
+//! calling thread, and reporting the outcome once. Lowering a nice value needs `CAP_SYS_NICE` or an `RLIMIT_NICE`
 //! that allows it (systemd `LimitNICE=`): without either, the threads run
 //! as low as the limit allows (usually as started), and the proxy says so
 //! once at start.
@@ -29,7 +32,7 @@ use std::sync::OnceLock;
 pub struct Outcome {
     /// The thread's nice value before.
     pub was: i32,
-    /// The value asked for (`was` − boost, at least −20).
+    /// The value asked for (the process's base − boost, at least −20).
     pub wanted: i32,
     /// The thread's nice value after.
     pub now: i32,
@@ -45,13 +48,47 @@ impl Outcome {
 /// The lowest nice value the kernel allows.
 const MIN_NICE: i32 = -20;
 
-/// Lowers the calling thread's nice value by `boost` steps (on Linux a nice
-/// value is per thread; threads it starts later inherit it). When the full
-/// step is refused, goes as low as `RLIMIT_NICE` allows. `boost` 0 leaves
-/// the thread as it is.
+/// The environment variable through which a process hands its own nice
+/// value to the successor it starts (`takeover`): the successor is started
+/// from a session thread when sessions run on the shared runtime, and would
+/// otherwise take that thread's boosted value as its own and boost again.
+pub const BASE_ENV: &str = "MYPLEX_NICE_BASE";
+
+/// The process's own nice value, from which every boost is counted.
+static BASE: OnceLock<i32> = OnceLock::new();
+
+/// The process's own nice value: settled by [`settle_process_base`] at
+/// start, else the first caller's (a thread started before any boost).
+pub fn process_base() -> i32 {
+    *BASE.get_or_init(|| rustix::process::getpriority_process(None).unwrap_or(0))
+}
+
+/// Called once at start on the main thread, before any other thread: a
+/// value handed over by the process that started this one ([`BASE_ENV`])
+/// is taken back (raising a nice value is always allowed), and the
+/// calling thread's value becomes the process's base.
+pub fn settle_process_base() -> i32 {
+    let handed = std::env::var(BASE_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .filter(|v| (MIN_NICE..=19).contains(v));
+    if let (Some(base), Ok(now)) = (handed, rustix::process::getpriority_process(None))
+        && now < base
+    {
+        let _ = rustix::process::setpriority_process(None, base);
+    }
+    process_base()
+}
+
+/// Sets the calling thread's nice value to the process's base minus
+/// `boost` (on Linux a nice value is per thread; threads it starts later
+/// inherit it, and asking again from one of them changes nothing). When
+/// lowering that far is refused, goes as low as `RLIMIT_NICE` allows.
+/// `boost` 0 puts the thread at the process's base.
 pub fn boost_this_thread(boost: u8) -> std::io::Result<Outcome> {
+    let base = process_base();
     let was = rustix::process::getpriority_process(None)?;
-    let wanted = (was - i32::from(boost)).max(MIN_NICE);
+    let wanted = (base - i32::from(boost)).max(MIN_NICE);
     if wanted == was {
         return Ok(Outcome {
             was,
@@ -84,6 +121,20 @@ static TAKEN: OnceLock<Option<i32>> = OnceLock::new();
 /// The nice value the session threads run at, for `/status`.
 pub fn session_threads_nice() -> Option<i32> {
     TAKEN.get().copied().flatten()
+}
+
+/// Whether this process may lower a nice value at will: `CAP_SYS_NICE` in
+/// its effective set (root in a default container lacks it). Linux only;
+/// `false` when it cannot be read.
+pub fn may_lower_at_will() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 23) != 0)
 }
 
 /// [`boost_this_thread`], reporting the first outcome in the process once
@@ -120,30 +171,33 @@ mod tests {
     }
 
     #[test]
-    fn zero_leaves_the_thread_as_it_is() {
+    fn zero_leaves_the_thread_at_the_process_value() {
         let o = on_a_thread(|| boost_this_thread(0).expect("priority"));
         assert_eq!((o.was, o.wanted, o.now), (o.was, o.was, o.was));
+        assert_eq!(o.now, process_base());
     }
 
     #[test]
     fn the_boost_lowers_this_thread_only_as_far_as_allowed() {
-        let (o, after, other) = on_a_thread(|| {
+        let (o, after, child, again) = on_a_thread(|| {
             let o = boost_this_thread(3).expect("priority");
             let after = rustix::process::getpriority_process(None).expect("read");
-            // A thread started from it inherits the value.
-            let child = std::thread::spawn(|| rustix::process::getpriority_process(None))
-                .join()
-                .expect("thread")
-                .expect("read");
-            (o, after, child)
+            // A thread started from it inherits the value, and boosting it
+            // again counts from the process's base: no second step.
+            let (child, again) = std::thread::spawn(|| {
+                let child = rustix::process::getpriority_process(None).expect("read");
+                let again = boost_this_thread(3).expect("priority");
+                (child, again)
+            })
+            .join()
+            .expect("thread");
+            (o, after, child, again)
         });
-        assert_eq!(o.wanted, (o.was - 3).max(MIN_NICE));
+        assert_eq!(o.wanted, (process_base() - 3).max(MIN_NICE));
         assert_eq!(o.now, after, "the outcome reports the thread's value");
-        assert_eq!(other, after, "threads it starts inherit it");
-        // Privileged (root, CAP_SYS_NICE): the full step; else no higher
-        // than before and never below what was asked.
-        let privileged = rustix::process::geteuid().is_root();
-        if privileged {
+        assert_eq!(child, after, "threads it starts inherit it");
+        assert_eq!((again.was, again.now), (after, after), "{again:?}");
+        if may_lower_at_will() {
             assert!(o.full(), "{o:?}");
         } else {
             assert!(o.now <= o.was && o.now >= o.wanted, "{o:?}");

@@ -111,21 +111,10 @@ fn wanted(base: i32, boost: u8) -> i32 {
     (base - i32::from(boost)).max(-20)
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_threads_run_at_the_boosted_priority_and_only_they() {
-    if !is_root() {
-        eprintln!("skipped: lowering a nice value needs root or CAP_SYS_NICE here");
+    if !myplex::priority::may_lower_at_will() {
+        eprintln!("skipped: lowering a nice value needs CAP_SYS_NICE here");
         return;
     }
     let db = MariaDb::shared();

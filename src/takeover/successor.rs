@@ -41,8 +41,15 @@ impl Successor {
             warn!("SIGUSR2 ignored: a successor is already starting");
             return;
         }
+        // Started from whatever thread handles the signal (a session
+        // thread, boosted, on the shared runtime): the successor gets this
+        // process's own priority back through the environment.
         let child = Command::new(&self.exe)
             .args(&self.args)
+            .env(
+                crate::priority::BASE_ENV,
+                crate::priority::process_base().to_string(),
+            )
             .stdin(Stdio::null())
             .spawn();
         let mut child = match child {
