@@ -1367,6 +1367,23 @@ const HARMLESS: &[Base] = &[
         Some("SELECT LAST_INSERT_ID() = (SELECT MAX(id) FROM lm_ai)"),
         SOME_WRAPS,
     ),
+    // The server keeps the id of a row the statement then rolled back, and
+    // the failing statement's reply is an error: no OK says an id moved.
+    free(
+        "multi-row INSERT failing after a generated id",
+        "INSERT INTO lm_ai (v) VALUES (1), ('not a number')",
+        &[],
+        Some("SELECT LAST_INSERT_ID() > (SELECT COALESCE(MAX(id), 0) FROM lm_ai)"),
+        PLAIN,
+    ),
+    // Rows instead of an OK: the EOF that ends them carries no id.
+    free(
+        "INSERT ... RETURNING with AUTO_INCREMENT",
+        "INSERT INTO lm_ai (v) VALUES (2) RETURNING v",
+        &[],
+        Some("SELECT LAST_INSERT_ID() = (SELECT MAX(id) FROM lm_ai)"),
+        PLAIN,
+    ),
     free(
         "UPDATE",
         "UPDATE lm_t SET v = v + 1 WHERE id = 1",

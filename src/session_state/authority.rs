@@ -30,6 +30,8 @@ pub struct Reply {
     pub in_trans: bool,
     /// The OK's insert id, when non-zero.
     pub insert_id: Option<u64>,
+    /// The last result was rows (a result set), not an OK.
+    pub rows: bool,
 }
 
 /// What the session must still do on the backend before trusting the
@@ -612,11 +614,41 @@ pub fn after_query(
         // The character set changed and the collation was not reported.
         fu.probe_collation = true;
     }
-    if reply.insert_id.is_some() {
+    if reply.insert_id.is_some() || ids_unreported(analysis, reply) {
         marks.insert_id_unknown = true;
     }
     marks.diagnostics |= reply.warnings > 0 || reply.error;
     fu
+}
+
+/// Statements that may generate AUTO_INCREMENT values, which move the
+/// session's `LAST_INSERT_ID()` (`CREATE TABLE … SELECT` inserts rows too).
+fn may_generate_ids(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Insert | Kind::Replace | Kind::LoadData | Kind::Create
+    )
+}
+
+/// Whether the query may have moved `LAST_INSERT_ID()` without an OK that
+/// says so. The server keeps the first id a statement generated even when
+/// the statement then fails (a multi-row INSERT whose second row is a
+/// duplicate), after `INSERT … RETURNING` (its rows end with an EOF, no
+/// id) and after `LOAD DATA` (its OK reports 0): only a single INSERT or
+/// REPLACE answered by an OK has its insert id speak for it (0 there means
+/// nothing was generated). Anything else that may generate ids is read
+/// back before the backend is shared.
+fn ids_unreported(analysis: &Analysis, reply: &Reply) -> bool {
+    let stmts = &analysis.statements;
+    if !stmts.iter().any(|s| may_generate_ids(s.kind)) {
+        return false;
+    }
+    let reported = stmts.len() == 1
+        && matches!(stmts[0].kind, Kind::Insert | Kind::Replace)
+        && !reply.error
+        && !reply.rows
+        && !analysis.incomplete;
+    !reported
 }
 
 /// Applies a value read with `SELECT @@session.name` after an assignment
@@ -1266,6 +1298,48 @@ mod tests {
         // Once read back (and replayed per session) it may be shared.
         r.marks.insert_id_unknown = false;
         assert_eq!(release(r.marks, 0), Release::Share);
+    }
+
+    #[test]
+    fn ids_no_ok_speaks_for_are_read_back() {
+        let unknown_after = |q: &str, reply: Reply| {
+            let mut r = Run::new();
+            r.query(q, reply, ApplyEffects::default());
+            r.marks.insert_id_unknown
+        };
+        let ok = Reply::default;
+        // A single INSERT or REPLACE answered by an OK without an id
+        // generated none.
+        assert!(!unknown_after("INSERT INTO t VALUES (1)", ok()));
+        assert!(!unknown_after("REPLACE INTO t (a) VALUES (1)", ok()));
+        assert!(!unknown_after("UPDATE t SET a = 1", ok()));
+        // A failed multi-row INSERT keeps the id of the row it rolled back.
+        let failed = Reply {
+            error: true,
+            ..Default::default()
+        };
+        assert!(unknown_after(
+            "INSERT INTO t (v) VALUES (1), ('x')",
+            failed.clone()
+        ));
+        assert!(!unknown_after("UPDATE t SET v = 'x'", failed));
+        // RETURNING's rows end with an EOF, no id.
+        let rows = Reply {
+            rows: true,
+            ..Default::default()
+        };
+        assert!(unknown_after(
+            "INSERT INTO t (v) VALUES (1) RETURNING id",
+            rows
+        ));
+        // LOAD DATA's OK says 0; CREATE TABLE ... SELECT inserts rows; in a
+        // multi-statement the last OK speaks for its own statement only.
+        assert!(unknown_after(
+            "LOAD DATA INFILE '/tmp/x' INTO TABLE t",
+            ok()
+        ));
+        assert!(unknown_after("CREATE TABLE t2 SELECT 1 AS a", ok()));
+        assert!(unknown_after("INSERT INTO t (v) VALUES (1); DO 1", ok()));
     }
 
     #[test]

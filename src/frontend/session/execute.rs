@@ -645,6 +645,7 @@ impl Session {
                     warnings: out.warnings,
                     in_trans: self.status & status::IN_TRANS != 0,
                     insert_id: out.last_insert_id,
+                    rows: out.columns.is_some(),
                 };
                 let sql = match (&executing, payload.first()) {
                     (Some(e), _) => &e.key.sql[..],
