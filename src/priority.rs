@@ -67,7 +67,7 @@ pub fn process_base() -> i32 {
 /// value handed over by the process that started this one ([`BASE_ENV`])
 /// is taken back (raising a nice value is always allowed), and the
 /// calling thread's value becomes the process's base.
-pub fn settle_process_base() -> i32 {
+pub fn settle_process_base() {
     let handed = std::env::var(BASE_ENV)
         .ok()
         .and_then(|v| v.trim().parse::<i32>().ok())
@@ -77,7 +77,7 @@ pub fn settle_process_base() -> i32 {
     {
         let _ = rustix::process::setpriority_process(None, base);
     }
-    process_base()
+    process_base();
 }
 
 /// Sets the calling thread's nice value to the process's base minus
@@ -89,14 +89,7 @@ pub fn boost_this_thread(boost: u8) -> std::io::Result<Outcome> {
     let base = process_base();
     let was = rustix::process::getpriority_process(None)?;
     let wanted = (base - i32::from(boost)).max(MIN_NICE);
-    if wanted == was {
-        return Ok(Outcome {
-            was,
-            wanted,
-            now: was,
-        });
-    }
-    if rustix::process::setpriority_process(None, wanted).is_err() {
+    if wanted != was && rustix::process::setpriority_process(None, wanted).is_err() {
         // RLIMIT_NICE's soft limit r lets an unprivileged thread go down
         // to 20 − r.
         let floor = rlimit::Resource::NICE
