@@ -57,7 +57,10 @@
 //!   most `stall_limit_ms`) stops counting as busy, so it no longer holds a
 //!   place under the limit. Its completion still counts: when long
 //!   statements are the workload rather than outliers, the typical latency
-//!   rises with them and they stop looking stalled.
+//!   rises with them and they stop looking stalled — or, longer than
+//!   `stall_limit_ms`, they all stall, a busy place frees once per
+//!   threshold and the rate still follows the limit: such intervals teach
+//!   the search as any other (stalls that are outliers do not).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -539,10 +542,17 @@ impl Adaptive {
         let (done, sum, stalled_done) = (self.done, self.latency_sum, self.stalled_done);
         // Limited: demand exceeded the limit for most of the interval, and
         // the limit was what held statements back (not stalled ones running
-        // beside it).
+        // beside it) — unless the statements themselves are longer than the
+        // stall threshold (`stall_limit_ms` below their typical latency):
+        // then every one of them stalls, a busy place frees once per
+        // threshold, and the rate follows the limit, so it still teaches.
+        // Left out, a load of long waits (`SLEEP`, lock waits no gauge
+        // names) stayed at limit / threshold completions per second for
+        // good: 2 places, 100 ms, 20 of the 150 sleeps a second asked for.
+        let long_statements = self.typical.is_some_and(|t| t >= self.stall_after());
         let limited = self.gate_checks > 0
             && self.gate_blocked * 2 >= self.gate_checks
-            && stalled_done * 4 <= done;
+            && (long_statements || stalled_done * 4 <= done);
         self.since = now;
         self.done = 0;
         self.stalled_done = 0;
@@ -817,6 +827,53 @@ mod tests {
             "then the typical latency follows: {stalled_per_round:?}"
         );
         assert!(a.stall_after() >= ms(200), "{:?}", a.stall_after());
+    }
+
+    #[test]
+    fn waits_longer_than_the_stall_cap_still_raise_the_limit() {
+        // 30 clients each waiting 200 ms a statement (`SELECT SLEEP(0.2)`,
+        // a lock wait no gauge names) with `stall_limit_ms = 100`: every
+        // statement stalls before it ends, a busy place frees every 100
+        // ms, so the rate follows the limit and the search must climb on
+        // it. It stayed at the limit it started with (20 a second of 150).
+        let t = Tuning {
+            min: 1,
+            max: 18,
+            base: 4,
+            initial: 2,
+            stall_cap: ms(100),
+        };
+        let mut a = Adaptive::new(t, ms(0));
+        let (clients, wait) = (30usize, 200u64);
+        let mut running: Vec<(u64, u64)> = Vec::new();
+        let (mut waiting, mut next) = (clients, 0u64);
+        let mut done = 0usize;
+        for now in (0..20_000u64).step_by(5) {
+            running.retain(|&(ticket, end)| {
+                let over = end <= now;
+                if over {
+                    a.finish(ticket, ms(now));
+                    done += 1;
+                    waiting += 1;
+                }
+                !over
+            });
+            a.tick(ms(now));
+            while waiting > 0 && a.busy() < a.limit() {
+                next += 1;
+                a.start(next, ms(now));
+                running.push((next, now + wait));
+                waiting -= 1;
+            }
+            a.gate(waiting > 0);
+            if now == 10_000 {
+                done = 0;
+            }
+        }
+        assert!(a.limit() >= 16, "{:?}", a.estimate());
+        // The last 10 s: near the 150 a second 30 sleeping clients ask for
+        // (at most 18 places × 2 in flight each: all 30).
+        assert!(done >= 1_300, "{done} in 10 s, {:?}", a.estimate());
     }
 
     #[test]
