@@ -31,6 +31,7 @@ pub const FIXED: &[&str] = &[
     "takeover_socket",
     "worker_threads",
     "runtime",
+    "session_threads",
     "worker_priority_boost",
     "log.format",
     "backend.address",

@@ -219,8 +219,11 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     let workers = match cfg.runtime {
         crate::config::RuntimeMode::Shared => None,
         crate::config::RuntimeMode::PerGroup => Some(
-            crate::workers::Workers::start(cfg_groups, cfg.worker_priority_boost)
-                .map_err(|e| StartError::Setup(format!("starting the group workers: {e}")))?,
+            crate::workers::Workers::start(
+                cfg.effective_session_threads(),
+                cfg.worker_priority_boost,
+            )
+            .map_err(|e| StartError::Setup(format!("starting the group workers: {e}")))?,
         ),
     };
     let pool = Pool::new(&cfg, params, server);

@@ -1,11 +1,14 @@
-//! Per-thread-group workers (`runtime = "per_group"`): one OS thread per
-//! thread group, each running a single-threaded tokio runtime. A client's
+//! Per-thread-group workers (`runtime = "per_group"`): `session_threads`
+//! OS threads (at most one per thread group; group `g` on thread
+//! `g mod n`), each running a single-threaded tokio runtime. A client's
 //! session, and so the backend connections it opens, live on its group's
 //! worker: a statement's hand-offs (client socket → session → backend
 //! socket → session → client socket) are wake-ups inside one thread, never
 //! a cross-thread steal, the way the server's own pool gives each group
-//! its own worker. The listener, the admin endpoint and timers stay on the
-//! main runtime.
+//! its own worker. Fewer threads than groups when the server shares the
+//! host: one thread woken for the events of two groups does the work of
+//! two wake-ups (docs/benchmarks.md, "Fewer session threads"). The
+//! listener, the admin endpoint and timers stay on the main runtime.
 
 use std::future::Future;
 
@@ -57,6 +60,11 @@ impl Workers {
             w.stops.push(stop);
         }
         Ok(w)
+    }
+
+    /// The worker threads.
+    pub fn threads(&self) -> usize {
+        self.handles.len()
     }
 
     /// Runs `task` on worker `group % len`.

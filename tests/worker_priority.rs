@@ -42,18 +42,21 @@ fn threads(pid: u32) -> Vec<(u32, String, i32)> {
     out
 }
 
-/// Starts the binary with `runtime` and `boost`, serves one client, and
-/// returns its threads while that client is connected.
+/// Starts the binary with `runtime`, `boost` and `session_threads` (two
+/// thread groups), serves one client on each group, and returns its
+/// threads while those clients are connected.
 async fn serving_threads(
     db: &MariaDb,
     runtime: RuntimeMode,
     boost: u8,
+    session_threads: usize,
 ) -> (u32, Vec<(u32, String, i32)>) {
     let port = free_port();
     let mut cfg = Config {
         listen: format!("127.0.0.1:{port}"),
         admin_listen: format!("127.0.0.1:{}", free_port()),
         runtime,
+        session_threads,
         worker_priority_boost: boost,
         ..Default::default()
     };
@@ -66,11 +69,17 @@ async fn serving_threads(
     }];
     let (bin, mut c) = Binary::start(&cfg, "priority").await;
     let pid = bin.pid;
-    let one: Option<i64> = c
-        .query_first("SELECT 1")
+    // Clients go to the groups in turn: the second is on the other group.
+    let mut c2 = mysql_async::Conn::new(c.opts().clone())
         .await
-        .expect("select through myplex");
-    assert_eq!(one, Some(1));
+        .expect("second client");
+    for c in [&mut c, &mut c2] {
+        let one: Option<i64> = c
+            .query_first("SELECT 1")
+            .await
+            .expect("select through myplex");
+        assert_eq!(one, Some(1));
+    }
     let seen = threads(pid);
     // `/status` says what the session threads took.
     let status = http_get(&cfg.admin_listen, "/status").await;
@@ -85,7 +94,22 @@ async fn serving_threads(
         expected.map(|t| i64::from(t.2)),
         "{seen:?}"
     );
+    if runtime == RuntimeMode::PerGroup {
+        let carrying = seen
+            .iter()
+            .filter(|(_, n, _)| n.starts_with("myplex-group-"))
+            .count();
+        assert_eq!(
+            v["session_threads"].as_u64(),
+            Some(carrying as u64),
+            "{seen:?}"
+        );
+        assert_eq!(carrying, cfg.effective_session_threads(), "{seen:?}");
+    } else {
+        assert!(v["session_threads"].is_null(), "{status}");
+    }
     c.disconnect().await.expect("disconnect");
+    c2.disconnect().await.expect("disconnect");
     bin.stop().await;
     (pid, seen)
 }
@@ -121,7 +145,7 @@ async fn session_threads_run_at_the_boosted_priority_and_only_they() {
     // The value the binary starts with: this thread's (inherited).
     let base = nice_in(&std::fs::read_to_string("/proc/thread-self/stat").expect("own stat"));
 
-    let (pid, per_group) = serving_threads(db, RuntimeMode::PerGroup, 7).await;
+    let (pid, per_group) = serving_threads(db, RuntimeMode::PerGroup, 7, 2).await;
     let groups: Vec<_> = per_group
         .iter()
         .filter(|(_, n, _)| n.starts_with("myplex-group-"))
@@ -139,7 +163,7 @@ async fn session_threads_run_at_the_boosted_priority_and_only_they() {
     assert!(rest.iter().any(|(tid, _, _)| *tid == pid), "{per_group:?}");
     assert!(rest.iter().all(|(_, _, n)| *n == base), "{per_group:?}");
 
-    let (pid, shared) = serving_threads(db, RuntimeMode::Shared, 7).await;
+    let (pid, shared) = serving_threads(db, RuntimeMode::Shared, 7, 0).await;
     let (workers, rest): (Vec<_>, Vec<_>) = shared
         .iter()
         .partition(|(_, n, _)| n.starts_with(TOKIO_WORKER));
@@ -150,6 +174,30 @@ async fn session_threads_run_at_the_boosted_priority_and_only_they() {
     let main = rest.iter().find(|(tid, _, _)| *tid == pid);
     assert_eq!(main.map(|m| m.2), Some(base), "{shared:?}");
 
-    let (_, off) = serving_threads(db, RuntimeMode::PerGroup, 0).await;
+    let (_, off) = serving_threads(db, RuntimeMode::PerGroup, 0, 2).await;
     assert!(off.iter().all(|(_, _, n)| *n == base), "{off:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thread_groups_share_the_session_threads() {
+    // Two groups, a client on each. Beside the server (a loopback
+    // address) the default is half the CPUs, at least one: on two CPUs
+    // both groups' sessions run on one thread and both are served.
+    let db = MariaDb::shared();
+    let (_, auto) = serving_threads(db, RuntimeMode::PerGroup, 0, 0).await;
+    let carrying = auto
+        .iter()
+        .filter(|(_, n, _)| n.starts_with("myplex-group-"))
+        .count();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(carrying, (cpus / 2).clamp(1, 2), "{auto:?}");
+    // Set: one, or one per group.
+    for n in [1, 2] {
+        let (_, set) = serving_threads(db, RuntimeMode::PerGroup, 0, n).await;
+        let carrying = set
+            .iter()
+            .filter(|(_, name, _)| name.starts_with("myplex-group-"))
+            .count();
+        assert_eq!(carrying, n, "{set:?}");
+    }
 }

@@ -109,6 +109,9 @@ pub struct Status {
     /// Whether backends go over the server's Unix socket
     /// (`backend.local_socket`).
     backend_local_socket: crate::pool::local_socket::View,
+    /// The group workers sessions run on (`session_threads`); none with
+    /// `runtime = "shared"`.
+    session_threads: Option<usize>,
     /// The nice value the threads carrying sessions run at
     /// (`worker_priority_boost` below the process's own).
     session_threads_nice: Option<i32>,
@@ -188,6 +191,7 @@ pub fn status(shared: &Shared) -> Status {
         last_60s: span(&all, 60),
         backend_budget: shared.pool.budget.view(),
         backend_local_socket: shared.pool.local_socket.view(),
+        session_threads: shared.workers.as_ref().map(|w| w.threads()),
         session_threads_nice: crate::priority::session_threads_nice(),
         groups,
         prepared_registry_entries: entries,

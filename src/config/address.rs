@@ -39,6 +39,26 @@ impl<'a> Address<'a> {
         }
     }
 
+    /// True when the address is on this host for certain: a Unix socket,
+    /// `localhost` or a loopback IP (a host name, or another address of
+    /// this host, is not known to be).
+    pub fn is_this_host(&self) -> bool {
+        match self {
+            Address::Unix(_) => true,
+            Address::Tcp(a) => {
+                let host = match a.rsplit_once(':') {
+                    Some((h, _)) => h,
+                    None => a,
+                };
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                host.eq_ignore_ascii_case("localhost")
+                    || host
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            }
+        }
+    }
+
     /// Why this value cannot be used, if it cannot (`tcp_check` decides
     /// for the `host:port` form).
     pub fn problem(&self, tcp_check: impl Fn(&str) -> bool) -> Option<String> {
@@ -81,6 +101,24 @@ mod tests {
             Address::parse("unix:/tmp/m.sock"),
             Address::Unix(Path::new("/tmp/m.sock"))
         );
+    }
+
+    #[test]
+    fn this_host_is_a_socket_localhost_or_loopback() {
+        for a in [
+            "/run/mysqld/mysqld.sock",
+            "unix:/tmp/m.sock",
+            "127.0.0.1:3306",
+            "127.0.1.1:3306",
+            "localhost:3306",
+            "LocalHost:3306",
+            "[::1]:3306",
+        ] {
+            assert!(Address::parse(a).is_this_host(), "{a}");
+        }
+        for a in ["10.0.0.5:3306", "db.internal:3306", "[2001:db8::1]:3306"] {
+            assert!(!Address::parse(a).is_this_host(), "{a}");
+        }
     }
 
     #[test]

@@ -306,6 +306,31 @@ mod tests {
     }
 
     #[test]
+    fn session_threads_are_half_the_cpus_beside_the_server_and_at_most_the_groups() {
+        let cpus = super::super::model::cpus();
+        let with = |lines: &str| {
+            load_str(&format!(
+                "{lines}\n[[users]]\nname = \"a\"\npassword = \"b\"\n"
+            ))
+            .expect("loads")
+        };
+        let local = with("[backend]\naddress = \"127.0.0.1:3306\"");
+        assert_eq!(local.effective_session_threads(), (cpus / 2).max(1));
+        let socket = with("[backend]\naddress = \"/run/mysqld/mysqld.sock\"");
+        assert_eq!(socket.effective_session_threads(), (cpus / 2).max(1));
+        let remote = with("[backend]\naddress = \"10.1.2.3:3306\"");
+        assert_eq!(remote.effective_session_threads(), cpus);
+        let set = with("session_threads = 3\n[pool]\nthread_groups = 8");
+        assert_eq!(set.effective_session_threads(), 3);
+        let capped = with("session_threads = 5\n[pool]\nthread_groups = 2");
+        assert_eq!(
+            capped.effective_session_threads(),
+            2,
+            "never more than the groups"
+        );
+    }
+
+    #[test]
     fn takeover_socket_is_an_absolute_path_or_empty() {
         let with = |v: &str| {
             load_str(&format!(

@@ -42,6 +42,13 @@ pub struct Config {
     /// Where client sessions run: on one worker thread per thread group, or
     /// on the shared work-stealing runtime.
     pub runtime: RuntimeMode,
+    /// With `runtime = "per_group"`: the worker threads the thread groups
+    /// are spread over (group `g` on thread `g mod n`), at most one per
+    /// group; 0 = half the CPUs (at least one) when the server is on this
+    /// host (`backend.address` a Unix socket, `localhost` or a loopback
+    /// IP), where proxy and server share the CPUs and fewer session
+    /// threads batch more work per wake-up; else one per CPU.
+    pub session_threads: usize,
     /// Nice steps the threads carrying client sessions run below the
     /// process's own nice value (a higher CPU priority), so that a reply is
     /// relayed without waiting behind the server's threads on a busy host;
@@ -78,6 +85,7 @@ impl Default for Config {
             takeover_socket: String::new(),
             worker_threads: 0,
             runtime: RuntimeMode::default(),
+            session_threads: 0,
             worker_priority_boost: 10,
             log: LogConfig::default(),
             backend: BackendConfig::default(),
@@ -87,6 +95,19 @@ impl Default for Config {
             server_users: Default::default(),
             digests: DigestsConfig::default(),
         }
+    }
+}
+
+impl Config {
+    /// The group workers to start (`session_threads` resolved): at least
+    /// one, never more than the thread groups.
+    pub fn effective_session_threads(&self) -> usize {
+        let n = match self.session_threads {
+            0 if super::Address::parse(&self.backend.address).is_this_host() => cpus() / 2,
+            0 => cpus(),
+            n => n,
+        };
+        n.clamp(1, self.pool.effective_groups().max(1))
     }
 }
 
@@ -460,7 +481,7 @@ impl Default for PoolConfig {
 /// The CPUs this process may use, asked once: `available_parallelism`
 /// reads cgroup files on every call (five syscalls), and the statement path
 /// resolves the default group count through here.
-fn cpus() -> usize {
+pub(super) fn cpus() -> usize {
     static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CPUS.get_or_init(|| {
         std::thread::available_parallelism()
