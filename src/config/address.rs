@@ -54,7 +54,7 @@ impl<'a> Address<'a> {
                 host.eq_ignore_ascii_case("localhost")
                     || host
                         .parse::<std::net::IpAddr>()
-                        .is_ok_and(|ip| ip.is_loopback())
+                        .is_ok_and(|ip| ip.to_canonical().is_loopback())
             }
         }
     }
@@ -113,6 +113,7 @@ mod tests {
             "localhost:3306",
             "LocalHost:3306",
             "[::1]:3306",
+            "[::ffff:127.0.0.1]:3306",
         ] {
             assert!(Address::parse(a).is_this_host(), "{a}");
         }

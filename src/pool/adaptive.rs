@@ -60,7 +60,8 @@
 //!   rises with them and they stop looking stalled — or, longer than
 //!   `stall_limit_ms`, they all stall, a busy place frees once per
 //!   threshold and the rate still follows the limit: such intervals teach
-//!   the search as any other (stalls that are outliers do not).
+//!   the search as any other (stalls that are outliers do not, nor the
+//!   first intervals after the latency rose, which may be a server stall).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -161,6 +162,10 @@ const RESTORE_WITHIN: Duration = Duration::from_secs(10);
 /// A slowdown without stalls this many intervals after a limit was
 /// restored means the restore was wrong (the statements changed).
 const RESTORE_TRUST: u64 = 3;
+/// Closed intervals after a rise of the latency by `SHIFT` before
+/// statements at or past the stall threshold count as the workload (and
+/// teach the search) rather than a stall.
+const LONG_SETTLED: u64 = 3;
 /// Cruise intervals between probes.
 const CRUISE: u32 = 3;
 /// Stalled after this many baselines…
@@ -212,6 +217,8 @@ pub struct Adaptive {
     /// a limit from `before_shift`.
     intervals: u64,
     restored_at: Option<u64>,
+    /// The closed interval in which the latency last rose by `SHIFT`.
+    risen_at: Option<u64>,
     /// The server waits on its disk (see the module doc).
     disk_waits: bool,
 }
@@ -256,6 +263,7 @@ impl Adaptive {
             before_shift: None,
             intervals: 0,
             restored_at: None,
+            risen_at: None,
             disk_waits: false,
         }
     }
@@ -492,6 +500,7 @@ impl Adaptive {
     fn on_shift(&mut self, latency: Duration, previous: Duration, stalled: bool, now: Duration) {
         self.shifts += 1;
         if latency > previous * SHIFT {
+            self.risen_at = Some(self.intervals);
             // Slower. Most of what completed had stalled: the server
             // stalled (a flush, a checkpoint: every statement in flight
             // finishes late) or the statements now wait far longer
@@ -549,7 +558,14 @@ impl Adaptive {
         // Left out, a load of long waits (`SLEEP`, lock waits no gauge
         // names) stayed at limit / threshold completions per second for
         // good: 2 places, 100 ms, 20 of the 150 sleeps a second asked for.
-        let long_statements = self.typical.is_some_and(|t| t >= self.stall_after());
+        // Not in the first intervals after the latency rose: that may be a
+        // server stall (every statement in flight finishes late), and a
+        // stall's rate says nothing about capacity — counted, the restarted
+        // search read it as growth and borrowed while the server stalled.
+        let long_statements = self.typical.is_some_and(|t| t >= self.stall_after())
+            && self
+                .risen_at
+                .is_none_or(|at| self.intervals.saturating_sub(at) >= LONG_SETTLED);
         let limited = self.gate_checks > 0
             && self.gate_blocked * 2 >= self.gate_checks
             && (long_statements || stalled_done * 4 <= done);
@@ -874,6 +890,80 @@ mod tests {
         // The last 10 s: near the 150 a second 30 sleeping clients ask for
         // (at most 18 places × 2 in flight each: all 30).
         assert!(done >= 1_300, "{done} in 10 s, {:?}", a.estimate());
+    }
+
+    /// Runs `clients` closed-loop clients from `from` to `to` ms, each
+    /// statement taking `latency(start, running)` ms (`running`: statements
+    /// in flight when it starts), admitting as the limit allows; returns
+    /// the highest limit seen.
+    fn drive(
+        a: &mut Adaptive,
+        clients: usize,
+        (from, to): (u64, u64),
+        next: &mut u64,
+        latency: impl Fn(u64, usize) -> u64,
+    ) -> usize {
+        let mut running: Vec<(u64, u64)> = Vec::new();
+        let mut waiting = clients;
+        let mut most = a.limit();
+        for now in (from..to).step_by(1) {
+            running.retain(|&(ticket, end)| {
+                let over = end <= now;
+                if over {
+                    a.finish(ticket, ms(now));
+                    waiting += 1;
+                }
+                !over
+            });
+            a.tick(ms(now));
+            while waiting > 0 && a.busy() < a.limit() {
+                *next += 1;
+                a.start(*next, ms(now));
+                let took = latency(now, running.len() + 1);
+                running.push((*next, now + took));
+                waiting -= 1;
+            }
+            a.gate(waiting > 0);
+            most = most.max(a.limit());
+        }
+        for (ticket, _) in running {
+            a.forget(ticket);
+        }
+        most
+    }
+
+    #[test]
+    fn a_stall_past_the_stall_cap_does_not_raise_the_limit() {
+        // 2 ms statements, then for 2 s every statement takes 150 ms (a
+        // server stall, past `stall_limit_ms` = 100). The
+        // stall's intervals must not read as the limit's doing: counted as
+        // long statements, the search restarted by the shift took its first
+        // stalled interval for growth and doubled (4 → 8 here; past the
+        // base share it borrows).
+        let t = Tuning {
+            min: 1,
+            max: 64,
+            base: 8,
+            initial: 8,
+            stall_cap: ms(100),
+        };
+        let mut a = Adaptive::new(t, ms(0));
+        let mut next = 0;
+        // Four cores: past four in flight, each statement takes longer.
+        let cpu = |_: u64, n: usize| 2 * (n as u64).div_ceil(4);
+        drive(&mut a, 40, (0, 3_000), &mut next, cpu);
+        let before = a.limit();
+        assert!(
+            before <= 8,
+            "CPU-bound, within the base: {:?}",
+            a.estimate()
+        );
+        let during = drive(&mut a, 40, (3_000, 5_000), &mut next, |_, _| 150);
+        assert!(
+            during <= before,
+            "the stall raised the limit to {during} (before {before}): {:?}",
+            a.estimate()
+        );
     }
 
     #[test]
