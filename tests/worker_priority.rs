@@ -7,6 +7,7 @@ mod common;
 
 use common::binary::Binary;
 use common::mariadb::{APP_PASSWORD, APP_USER};
+use common::proxy::admin_get;
 use common::{MariaDb, free_port};
 use myplex::config::{Config, RuntimeMode, UserConfig};
 use mysql_async::prelude::*;
@@ -82,10 +83,10 @@ async fn serving_threads(
     }
     let seen = threads(pid);
     // `/status` says what the session threads took.
-    let status = http_get(&cfg.admin_listen, "/status").await;
+    let status = admin_get(cfg.admin_listen.as_str(), "/status").await.1;
     let v: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
     let sessions_on = match runtime {
-        RuntimeMode::PerGroup => "myplex-group-",
+        RuntimeMode::PerGroup => GROUP_WORKER,
         RuntimeMode::Shared => TOKIO_WORKER,
     };
     let expected = seen.iter().find(|(_, n, _)| n.starts_with(sessions_on));
@@ -95,10 +96,7 @@ async fn serving_threads(
         "{seen:?}"
     );
     if runtime == RuntimeMode::PerGroup {
-        let carrying = seen
-            .iter()
-            .filter(|(_, n, _)| n.starts_with("myplex-group-"))
-            .count();
+        let carrying = group_workers(&seen);
         assert_eq!(
             v["session_threads"].as_u64(),
             Some(carrying as u64),
@@ -117,17 +115,15 @@ async fn serving_threads(
 /// How tokio names its runtime's threads.
 const TOKIO_WORKER: &str = "tokio-rt-worker";
 
-/// The body of an HTTP GET on the admin endpoint.
-async fn http_get(addr: &str, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("admin");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.expect("request");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("response");
-    out.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
+/// How the group workers are named.
+const GROUP_WORKER: &str = "myplex-group-";
+
+/// The group workers among `threads`.
+fn group_workers(threads: &[(u32, String, i32)]) -> usize {
+    threads
+        .iter()
+        .filter(|(_, n, _)| n.starts_with(GROUP_WORKER))
+        .count()
 }
 
 /// The nice value a thread of a process started from here gets asked for.
@@ -148,7 +144,7 @@ async fn session_threads_run_at_the_boosted_priority_and_only_they() {
     let (pid, per_group) = serving_threads(db, RuntimeMode::PerGroup, 7, 2).await;
     let groups: Vec<_> = per_group
         .iter()
-        .filter(|(_, n, _)| n.starts_with("myplex-group-"))
+        .filter(|(_, n, _)| n.starts_with(GROUP_WORKER))
         .collect();
     assert_eq!(groups.len(), 2, "{per_group:?}");
     for (_, name, nice) in &groups {
@@ -158,7 +154,7 @@ async fn session_threads_run_at_the_boosted_priority_and_only_they() {
     // the process's value.
     let rest: Vec<_> = per_group
         .iter()
-        .filter(|(_, n, _)| !n.starts_with("myplex-group-"))
+        .filter(|(_, n, _)| !n.starts_with(GROUP_WORKER))
         .collect();
     assert!(rest.iter().any(|(tid, _, _)| *tid == pid), "{per_group:?}");
     assert!(rest.iter().all(|(_, _, n)| *n == base), "{per_group:?}");
@@ -185,19 +181,12 @@ async fn thread_groups_share_the_session_threads() {
     // both groups' sessions run on one thread and both are served.
     let db = MariaDb::shared();
     let (_, auto) = serving_threads(db, RuntimeMode::PerGroup, 0, 0).await;
-    let carrying = auto
-        .iter()
-        .filter(|(_, n, _)| n.starts_with("myplex-group-"))
-        .count();
+    let carrying = group_workers(&auto);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(carrying, (cpus / 2).clamp(1, 2), "{auto:?}");
     // Set: one, or one per group.
     for n in [1, 2] {
         let (_, set) = serving_threads(db, RuntimeMode::PerGroup, 0, n).await;
-        let carrying = set
-            .iter()
-            .filter(|(_, name, _)| name.starts_with("myplex-group-"))
-            .count();
-        assert_eq!(carrying, n, "{set:?}");
+        assert_eq!(group_workers(&set), n, "{set:?}");
     }
 }

@@ -845,6 +845,63 @@ mod tests {
         assert!(a.stall_after() >= ms(200), "{:?}", a.stall_after());
     }
 
+    /// Closed-loop clients driving a controller: each sends its next
+    /// statement as soon as the last one ended, admitted as the limit
+    /// allows.
+    struct Clients {
+        /// (ticket, end ms) of the statements in flight.
+        running: Vec<(u64, u64)>,
+        waiting: usize,
+        next: u64,
+    }
+
+    impl Clients {
+        fn new(n: usize) -> Self {
+            Self {
+                running: Vec::new(),
+                waiting: n,
+                next: 0,
+            }
+        }
+
+        /// Runs from `from` to `to` ms in steps of `step`, each statement
+        /// taking `latency(running)` ms (`running`: statements in flight
+        /// when it starts); returns the highest limit seen and the
+        /// statements completed.
+        fn run(
+            &mut self,
+            a: &mut Adaptive,
+            (from, to, step): (u64, u64, usize),
+            latency: impl Fn(usize) -> u64,
+        ) -> (usize, usize) {
+            let (mut most, mut done) = (a.limit(), 0);
+            for now in (from..to).step_by(step) {
+                let before = self.running.len();
+                self.running.retain(|&(ticket, end)| {
+                    let over = end <= now;
+                    if over {
+                        a.finish(ticket, ms(now));
+                    }
+                    !over
+                });
+                let ended = before - self.running.len();
+                done += ended;
+                self.waiting += ended;
+                a.tick(ms(now));
+                while self.waiting > 0 && a.busy() < a.limit() {
+                    self.next += 1;
+                    a.start(self.next, ms(now));
+                    let took = latency(self.running.len() + 1);
+                    self.running.push((self.next, now + took));
+                    self.waiting -= 1;
+                }
+                a.gate(self.waiting > 0);
+                most = most.max(a.limit());
+            }
+            (most, done)
+        }
+    }
+
     #[test]
     fn waits_longer_than_the_stall_cap_still_raise_the_limit() {
         // 30 clients each waiting 200 ms a statement (`SELECT SLEEP(0.2)`,
@@ -860,76 +917,13 @@ mod tests {
             stall_cap: ms(100),
         };
         let mut a = Adaptive::new(t, ms(0));
-        let (clients, wait) = (30usize, 200u64);
-        let mut running: Vec<(u64, u64)> = Vec::new();
-        let (mut waiting, mut next) = (clients, 0u64);
-        let mut done = 0usize;
-        for now in (0..20_000u64).step_by(5) {
-            running.retain(|&(ticket, end)| {
-                let over = end <= now;
-                if over {
-                    a.finish(ticket, ms(now));
-                    done += 1;
-                    waiting += 1;
-                }
-                !over
-            });
-            a.tick(ms(now));
-            while waiting > 0 && a.busy() < a.limit() {
-                next += 1;
-                a.start(next, ms(now));
-                running.push((next, now + wait));
-                waiting -= 1;
-            }
-            a.gate(waiting > 0);
-            if now == 10_000 {
-                done = 0;
-            }
-        }
+        let mut clients = Clients::new(30);
+        clients.run(&mut a, (0, 10_000, 5), |_| 200);
+        let (_, done) = clients.run(&mut a, (10_000, 20_000, 5), |_| 200);
         assert!(a.limit() >= 16, "{:?}", a.estimate());
         // The last 10 s: near the 150 a second 30 sleeping clients ask for
         // (at most 18 places × 2 in flight each: all 30).
         assert!(done >= 1_300, "{done} in 10 s, {:?}", a.estimate());
-    }
-
-    /// Runs `clients` closed-loop clients from `from` to `to` ms, each
-    /// statement taking `latency(start, running)` ms (`running`: statements
-    /// in flight when it starts), admitting as the limit allows; returns
-    /// the highest limit seen.
-    fn drive(
-        a: &mut Adaptive,
-        clients: usize,
-        (from, to): (u64, u64),
-        next: &mut u64,
-        latency: impl Fn(u64, usize) -> u64,
-    ) -> usize {
-        let mut running: Vec<(u64, u64)> = Vec::new();
-        let mut waiting = clients;
-        let mut most = a.limit();
-        for now in (from..to).step_by(1) {
-            running.retain(|&(ticket, end)| {
-                let over = end <= now;
-                if over {
-                    a.finish(ticket, ms(now));
-                    waiting += 1;
-                }
-                !over
-            });
-            a.tick(ms(now));
-            while waiting > 0 && a.busy() < a.limit() {
-                *next += 1;
-                a.start(*next, ms(now));
-                let took = latency(now, running.len() + 1);
-                running.push((*next, now + took));
-                waiting -= 1;
-            }
-            a.gate(waiting > 0);
-            most = most.max(a.limit());
-        }
-        for (ticket, _) in running {
-            a.forget(ticket);
-        }
-        most
     }
 
     #[test]
@@ -948,17 +942,17 @@ mod tests {
             stall_cap: ms(100),
         };
         let mut a = Adaptive::new(t, ms(0));
-        let mut next = 0;
+        let mut clients = Clients::new(40);
         // Four cores: past four in flight, each statement takes longer.
-        let cpu = |_: u64, n: usize| 2 * (n as u64).div_ceil(4);
-        drive(&mut a, 40, (0, 3_000), &mut next, cpu);
+        let cpu = |n: usize| 2 * (n as u64).div_ceil(4);
+        clients.run(&mut a, (0, 3_000, 1), cpu);
         let before = a.limit();
         assert!(
             before <= 8,
             "CPU-bound, within the base: {:?}",
             a.estimate()
         );
-        let during = drive(&mut a, 40, (3_000, 5_000), &mut next, |_, _| 150);
+        let (during, _) = clients.run(&mut a, (3_000, 5_000, 1), |_| 150);
         assert!(
             during <= before,
             "the stall raised the limit to {during} (before {before}): {:?}",

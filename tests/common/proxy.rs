@@ -31,6 +31,26 @@ pub struct ProxyBuilder {
     cfg: Config,
 }
 
+/// GET `path` from an admin endpoint at `addr` (an in-process proxy's or a
+/// binary's): (status code, body).
+pub async fn admin_get(addr: impl tokio::net::ToSocketAddrs, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("admin connect");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .expect("admin write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("admin read");
+    let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
 impl Proxy {
     /// A proxy in front of `db` with users app/secret and other/otherpw.
     pub fn builder(db: &MariaDb) -> ProxyBuilder {
@@ -85,21 +105,7 @@ impl Proxy {
 
     /// GET `path` from the admin endpoint: (status code, body).
     pub async fn http_get(&self, path: &str) -> (u16, String) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(self.admin)
-            .await
-            .expect("admin connect");
-        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-            .await
-            .expect("admin write");
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.expect("admin read");
-        let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let body = out
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (code, body)
+        admin_get(self.admin, path).await
     }
 
     /// Good readings of the catalog of stored code so far.
