@@ -7,28 +7,15 @@ mod common;
 
 use std::sync::Arc;
 
+use common::proxy::admin_request;
 use common::{MariaDb, Proxy};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Sends `method path` with optional bearer `token`: (status code, body).
 async fn request(p: &Proxy, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(p.admin)
-        .await
-        .expect("admin connect");
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
-    s.write_all(format!("{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}\r\n").as_bytes())
-        .await
-        .expect("admin write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("admin read");
-    let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
+    admin_request(p.admin, method, path, &auth).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -34,11 +34,22 @@ pub struct ProxyBuilder {
 /// GET `path` from an admin endpoint at `addr` (an in-process proxy's or a
 /// binary's): (status code, body).
 pub async fn admin_get(addr: impl tokio::net::ToSocketAddrs, path: &str) -> (u16, String) {
+    admin_request(addr, "GET", path, "").await
+}
+
+/// `method path` to an admin endpoint at `addr`, with `headers` (each
+/// ending in CRLF) after the Host line: (status code, body).
+pub async fn admin_request(
+    addr: impl tokio::net::ToSocketAddrs,
+    method: &str,
+    path: &str,
+    headers: &str,
+) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr)
         .await
         .expect("admin connect");
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+    s.write_all(format!("{method} {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n").as_bytes())
         .await
         .expect("admin write");
     let mut out = String::new();
