@@ -145,7 +145,13 @@ pub(crate) fn backend_params(
         .into_iter()
         .enumerate()
         .map(|(i, (user, password))| BackendParams {
-            address: cfg.backend.address.clone(),
+            // With several servers each dial takes the primary's address
+            // (`crate::pool::servers`); the first one until it is known.
+            address: cfg
+                .backend
+                .servers()
+                .first()
+                .map_or_else(|| cfg.backend.address.clone(), |a| a.to_string()),
             user,
             password,
             tls: tls.clone(),
@@ -179,7 +185,16 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     let mut templates = crate::frontend::session::local::Templates::default();
     let limits = crate::backend::conn::ServerLimits::default();
     let mut start_error = None;
-    match backend::connect(&params[0]).await {
+    // The first server that answers (with several, any of them tells the
+    // version and collations to mirror until the primary is dialed).
+    let mut first = backend::connect(&params[0]).await;
+    for address in cfg.backend.servers().iter().skip(1) {
+        if first.is_ok() {
+            break;
+        }
+        first = backend::connect(&params[0].over(address)).await;
+    }
+    match first {
         Ok((mut conn, info)) => {
             info!(version = %String::from_utf8_lossy(&info.version), "backend reachable");
             server = info;
@@ -285,6 +300,10 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         mover: Default::default(),
     });
     let weak = Arc::downgrade(&shared);
+    tokio::spawn(crate::pool::server_checks::run(shared.shutdown.clone(), {
+        let weak = weak.clone();
+        move || Some(weak.upgrade()?.pool.clone())
+    }));
     tokio::spawn(shared.pool.code_catalog.clone().run(
         catalog_reader,
         shared.shutdown.clone(),

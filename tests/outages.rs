@@ -74,6 +74,28 @@ impl Gate {
     }
 }
 
+/// A proxy reaching the shared server through a [`Gate`] (500 ms connect
+/// timeout, then `f`), and a client that has run one statement through it.
+async fn behind_a_gate(f: impl FnOnce(&mut myplex::config::Config)) -> (Gate, Proxy, Conn) {
+    let db = MariaDb::shared();
+    let gate = Gate::new(db.addr()).await;
+    let address = gate.addr();
+    let p = Proxy::builder(db)
+        .with(move |c| {
+            c.backend.address = address;
+            c.backend.connect_timeout_ms = 500;
+            f(c);
+        })
+        .start()
+        .await;
+    let mut conn = Conn::from_url(p.url("app", "secret", ""))
+        .await
+        .expect("connect");
+    conn.query_drop("SELECT 1").await.expect("backend up");
+    assert_eq!(p.http_get("/readyz").await.0, 200);
+    (gate, p, conn)
+}
+
 async fn err_of(conn: &mut Conn, sql: &str) -> mysql_async::ServerError {
     match conn.query_drop(sql).await {
         Err(mysql_async::Error::Server(e)) => e,
@@ -83,21 +105,7 @@ async fn err_of(conn: &mut Conn, sql: &str) -> mysql_async::ServerError {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_backend_is_named_and_readyz_answers_at_once() {
-    let db = MariaDb::shared();
-    let gate = Gate::new(db.addr()).await;
-    let p = Proxy::builder(db)
-        .queue_timeout_ms(1500)
-        .with(|c| {
-            c.backend.address = gate.addr();
-            c.backend.connect_timeout_ms = 500;
-        })
-        .start()
-        .await;
-    let mut conn = Conn::from_url(p.url("app", "secret", ""))
-        .await
-        .expect("connect");
-    conn.query_drop("SELECT 1").await.expect("backend up");
-    assert_eq!(p.http_get("/readyz").await.0, 200);
+    let (gate, p, mut conn) = behind_a_gate(|c| c.pool.queue_timeout_ms = 1500).await;
 
     gate.close();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -361,4 +369,46 @@ async fn a_full_server_makes_statements_wait_not_fail() {
         }
     }
     assert!(failed.is_empty(), "refused by a full server: {failed:?}");
+}
+
+/// The background checks learn an outage of the only server without a
+/// client asking (before them, `/readyz` stayed 200 through a 4.5 s outage:
+/// health was learnt from failed dials only): an idle pooled connection is
+/// pinged every interval, a failed ping is followed by a dial, and a
+/// refused dial marks the server down; it comes back when it answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_outage_of_the_only_server_shows_in_readyz_without_a_client() {
+    let (gate, p, mut conn) = behind_a_gate(|c| c.backend.health_check_interval_ms = 200).await;
+    // The pooled connection is idle past the checks' quiet time (2 s).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+
+    gate.close();
+    let t0 = Instant::now();
+    while p.http_get("/readyz").await.0 != 503 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "the outage never showed in /readyz"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // `/status` says the same once the check's round ends.
+    loop {
+        let (_, status) = p.http_get("/status").await;
+        let s: serde_json::Value = serde_json::from_str(&status).expect("json");
+        if s["servers"]["servers"][0]["up"] == false {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(3), "{status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    gate.open().await;
+    let t0 = Instant::now();
+    while p.http_get("/readyz").await.0 != 200 {
+        assert!(t0.elapsed() < Duration::from_secs(5), "never ready again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let v: Option<u32> = conn.query_first("SELECT 2").await.expect("served again");
+    assert_eq!(v, Some(2));
+    gate.close();
 }

@@ -1,5 +1,5 @@
 //! The admin SQL console: `SHOW MYPLEX GROUPS | POOLS | CLIENTS | STATS |
-//! USERS | DIGESTS …`, `RESET MYPLEX DIGESTS` (see `super::digests`) and
+//! USERS | SERVERS | DIGESTS …`, `RESET MYPLEX DIGESTS` (see `super::digests`) and
 //! `RELOAD MYPLEX` (re-read the configuration, see `crate::reload`)
 //! answered on the MySQL port for users with `admin = true`, as text result
 //! sets any MySQL client prints. Answered without a backend or a queue.
@@ -24,6 +24,8 @@ pub enum Command {
     Stats,
     /// Per-user figures: clients, backends, share, latency.
     Users,
+    /// The servers behind `backend.address`: role, health, last error.
+    Servers,
     /// Reload the configuration.
     Reload,
     /// The digest table, ordered and limited.
@@ -55,6 +57,7 @@ pub fn parse(sql: &[u8]) -> Option<Command> {
         ["show", "myplex", "clients"] => Some(Command::Clients),
         ["show", "myplex", "stats"] => Some(Command::Stats),
         ["show", "myplex", "users"] => Some(Command::Users),
+        ["show", "myplex", "servers"] => Some(Command::Servers),
         ["reload", "myplex"] | ["reload", "config"] => Some(Command::Reload),
         ["show", "myplex", "digests", rest @ ..] => Some(
             super::digests::parse_listing(rest).map_or_else(Command::Invalid, Command::Digests),
@@ -81,6 +84,7 @@ pub fn run(cmd: Command, shared: &Shared) -> ResultSet {
         Command::Clients => clients(shared),
         Command::Stats => stats(shared),
         Command::Users => users(shared),
+        Command::Servers => servers(shared),
         Command::Reload => reload(shared),
         Command::Digests(l) => super::digests::show(shared, l),
         Command::ResetDigests => super::digests::reset(shared),
@@ -188,6 +192,40 @@ fn pools(shared: &Shared) -> ResultSet {
             busy.to_string(),
             pinned.to_string(),
             s.counters.evictions.to_string(),
+        ]);
+    }
+    rs
+}
+
+/// `SHOW MYPLEX SERVERS`: one row per server in `backend.address`.
+fn servers(shared: &Shared) -> ResultSet {
+    let mut rs = ResultSet {
+        columns: vec![
+            "server",
+            "role",
+            "up",
+            "read_only",
+            "failures",
+            "backends",
+            "last_checked_s",
+            "last_error",
+        ],
+        rows: Vec::new(),
+    };
+    let r = shared.pool.servers.report();
+    let owned: usize = shared.pool.groups.iter().map(|g| g.snapshot().owned).sum();
+    let opt = |v: Option<String>| v.unwrap_or_default();
+    for s in r.servers {
+        let backends = if s.role == "primary" { owned } else { 0 };
+        rs.rows.push(vec![
+            s.address,
+            s.role.into(),
+            u8::from(s.up).to_string(),
+            opt(s.read_only.map(|v| u8::from(v).to_string())),
+            s.failures.to_string(),
+            backends.to_string(),
+            opt(s.checked_s_ago.map(|t| format!("{t:.1}"))),
+            opt(s.last_error),
         ]);
     }
     rs

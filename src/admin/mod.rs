@@ -54,6 +54,7 @@ pub fn refresh_gauges(shared: &Shared) {
         shared.metrics.registry_bytes.set(r.bytes() as f64);
     }
     shared.metrics.users(&shared.pool.tenants.figures());
+    shared.metrics.servers(&shared.pool.servers.report());
 }
 
 /// Idle, busy (executing) and pinned (held between statements) backend

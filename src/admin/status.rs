@@ -115,6 +115,8 @@ pub struct Status {
     /// The nice value the threads carrying sessions run at
     /// (`worker_priority_boost` below the process's own).
     session_threads_nice: Option<i32>,
+    /// The servers behind `backend.address`: roles, health, the primary.
+    servers: crate::pool::servers::Report,
     groups: Vec<GroupStatus>,
     prepared_registry_entries: usize,
     prepared_registry_bytes: usize,
@@ -193,6 +195,7 @@ pub fn status(shared: &Shared) -> Status {
         backend_local_socket: shared.pool.local_socket.view(),
         session_threads: shared.workers.as_ref().map(|w| w.threads()),
         session_threads_nice: crate::priority::session_threads_nice(),
+        servers: shared.pool.servers.report(),
         groups,
         prepared_registry_entries: entries,
         prepared_registry_bytes: bytes,

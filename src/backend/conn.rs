@@ -44,6 +44,9 @@ pub enum BackendError {
     /// The TLS setup failed.
     #[error("tls: {0}")]
     Tls(String),
+    /// Several servers and none is the primary (`crate::pool::servers`).
+    #[error("{0}")]
+    NoPrimary(String),
 }
 
 impl BackendError {
@@ -182,6 +185,10 @@ pub struct BackendConn {
     /// The pool's globals generation its session values come from (login
     /// or last reset).
     pub globals_epoch: u64,
+    /// The pool's primary-server generation it was dialed in
+    /// (`crate::pool::servers`): a connection to a server that stopped
+    /// being the primary is closed, never shared again.
+    pub server_epoch: u64,
     /// CURRENT_ROLE() right after login (`None` = no role): neither
     /// COM_RESET_CONNECTION nor COM_CHANGE_USER restores it (measured on
     /// MariaDB 10.11), so a connection whose role moved is closed.
@@ -707,6 +714,7 @@ pub(crate) fn unlogged(stream: crate::wire::stream::Stream, pool: usize) -> Back
         caps: Caps::default(),
         marks: Default::default(),
         globals_epoch: 0,
+        server_epoch: 0,
         login_role: None,
         account: None,
         roles_epoch: 0,

@@ -215,6 +215,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         caps: Caps(caps & !u64::from(flag::SSL)),
         marks: Default::default(),
         globals_epoch: 0,
+        server_epoch: 0,
         login_role: None,
         account: None,
         roles_epoch: 0,

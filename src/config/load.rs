@@ -131,8 +131,22 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
         ));
     }
     let host_port = |v: &str| !v.is_empty() && v.contains(':');
-    if let Some(p) = Address::parse(&c.backend.address).problem(host_port) {
-        errs.push(format!("backend.address: {:?} {p}", c.backend.address));
+    let servers = c.backend.servers();
+    if servers.is_empty() {
+        errs.push("backend.address: no server address".into());
+    }
+    for a in &servers {
+        if let Some(p) = Address::parse(a).problem(host_port) {
+            errs.push(format!("backend.address: {a:?} {p}"));
+        }
+    }
+    for (i, a) in servers.iter().enumerate() {
+        if servers[..i].contains(a) {
+            errs.push(format!("backend.address: {a:?} is listed twice"));
+        }
+    }
+    if c.backend.health_check_failures == 0 {
+        errs.push("backend.health_check_failures: must be at least 1".into());
     }
     errs.extend(socket_file_errors(c));
     if !c.takeover_socket.is_empty() && !std::path::Path::new(&c.takeover_socket).is_absolute() {
@@ -367,6 +381,32 @@ mod tests {
         let err =
             load_str("listen = \"127.0.0.1:1\"\n[pool]\nthreads = 3\n").expect_err("unknown key");
         assert!(err.to_string().contains("threads"), "{err}");
+    }
+
+    #[test]
+    fn several_servers_as_a_list_or_one_string() {
+        let users = "[[users]]\nname = \"a\"\npassword = \"b\"\n";
+        let with = |address: &str| load_str(&format!("[backend]\naddress = {address}\n{users}"));
+        let c = with("[\"db1:3306\", \"/run/mysqld/mysqld.sock\"]").expect("a list");
+        assert_eq!(c.backend.servers(), ["db1:3306", "/run/mysqld/mysqld.sock"]);
+        let c = with("\"db1:3306, db2:3306\"").expect("one string");
+        assert_eq!(c.backend.servers(), ["db1:3306", "db2:3306"]);
+        let c = with("\"db1:3306\"").expect("one server");
+        assert_eq!(c.backend.servers(), ["db1:3306"]);
+        let s = with("[\"db1:3306\", \"db1:3306\"]")
+            .expect_err("twice")
+            .to_string();
+        assert!(s.contains("listed twice"), "{s}");
+        let s = with("[\"db1:3306\", \"nonsense\"]")
+            .expect_err("bad")
+            .to_string();
+        assert!(s.contains("\"nonsense\""), "{s}");
+        let s = with("[\"db1:3306\", \"a,b:1\"]")
+            .expect_err("comma")
+            .to_string();
+        assert!(s.contains("comma"), "{s}");
+        let s = with("[]").expect_err("none").to_string();
+        assert!(s.contains("no server address"), "{s}");
     }
 
     #[test]

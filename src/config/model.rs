@@ -103,7 +103,14 @@ impl Config {
     /// one, never more than the thread groups.
     pub fn effective_session_threads(&self) -> usize {
         let n = match self.session_threads {
-            0 if super::Address::parse(&self.backend.address).is_this_host() => cpus() / 2,
+            0 if self
+                .backend
+                .servers()
+                .iter()
+                .all(|a| super::Address::parse(a).is_this_host()) =>
+            {
+                cpus() / 2
+            }
             0 => cpus(),
             n => n,
         };
@@ -173,7 +180,10 @@ pub enum LogFormat {
 #[serde(deny_unknown_fields, default)]
 pub struct BackendConfig {
     /// `host:port` of the server, or its Unix socket path (absolute, or
-    /// `unix:/path`).
+    /// `unix:/path`); several servers (a primary and its replicas) as a
+    /// list, or as one string separated by commas (see
+    /// [`BackendConfig::servers`]).
+    #[serde(deserialize_with = "one_or_many")]
     pub address: String,
     /// User of pooled backend connections (unless a `[[users]]` entry overrides it).
     pub user: String,
@@ -191,6 +201,51 @@ pub struct BackendConfig {
     /// own Unix socket once proven to be the same server and account
     /// (`auto`), or always over TCP (`off`).
     pub local_socket: LocalSocketMode,
+    /// How often each server is checked in the background (reachable,
+    /// `@@read_only`); 0 = never (health is then learnt from dials only).
+    pub health_check_interval_ms: u64,
+    /// Failed checks in a row before a server counts as down (a refused or
+    /// timed-out connect counts as down at once).
+    pub health_check_failures: u32,
+}
+
+impl BackendConfig {
+    /// The servers `address` names, in order (one for a single server).
+    pub fn servers(&self) -> Vec<&str> {
+        self.address
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .collect()
+    }
+}
+
+/// `backend.address` as a string, or a list of strings kept as one string
+/// separated by `, ` (what [`BackendConfig::servers`] splits).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an address or a list of addresses")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<String, A::Error> {
+            let mut all: Vec<String> = Vec::new();
+            while let Some(a) = seq.next_element::<String>()? {
+                if a.contains(',') {
+                    return Err(serde::de::Error::custom(format!(
+                        "{a:?}: an address in the list contains a comma"
+                    )));
+                }
+                all.push(a);
+            }
+            Ok(all.join(", "))
+        }
+    }
+    d.deserialize_any(V)
 }
 
 /// `backend.local_socket`.
@@ -216,6 +271,8 @@ impl Default for BackendConfig {
             tls_ca: String::new(),
             ping_interval_s: 30,
             local_socket: LocalSocketMode::Auto,
+            health_check_interval_ms: 1000,
+            health_check_failures: 3,
         }
     }
 }

@@ -289,6 +289,34 @@ impl Metrics {
         }
     }
 
+    /// The servers' health and roles (`crate::pool::servers`).
+    pub fn servers(&self, report: &crate::pool::servers::Report) {
+        use crate::pool::servers::Role;
+        let r = &self.recorder;
+        for s in &report.servers {
+            let server = ("server", s.address.clone());
+            r.register_gauge(&key(SERVER_UP, std::slice::from_ref(&server)), &META)
+                .set(if s.up { 1.0 } else { 0.0 });
+            for role in [
+                Role::Primary,
+                Role::Replica,
+                Role::Refused,
+                Role::Writable,
+                Role::Down,
+                Role::Unknown,
+            ] {
+                let labels = [server.clone(), ("role", role.label().to_string())];
+                let on = s.role == role.label();
+                r.register_gauge(&key(SERVER_ROLE, &labels), &META)
+                    .set(if on { 1.0 } else { 0.0 });
+            }
+        }
+        r.register_counter(&key(PRIMARY_CHANGES_TOTAL, &[]), &META)
+            .absolute(report.primary_changes);
+        r.register_counter(&key(REFUSED_WRITABLE_SERVERS_TOTAL, &[]), &META)
+            .absolute(report.refused_writable);
+    }
+
     /// A counter with one label whose value is fixed text, for events of
     /// every transaction: found in a short list of those used so far (a
     /// compare of static strings), not built and hashed as a new [`Key`].

@@ -95,6 +95,17 @@ pub const BACKEND_CONNECTIONS: &str = "myplex_backend_connections";
 /// `pool.max_backend_connections`, or the ceiling learnt from the server's
 /// `@@max_connections` (the elastic pool's top).
 pub const BACKEND_CEILING: &str = "myplex_backend_ceiling";
+/// Gauge per server in `backend.address` (label `server`): 1 while
+/// reachable as the health checks see it.
+pub const SERVER_UP: &str = "myplex_server_up";
+/// Gauge per server (labels `server`, `role`): 1 for the role it has now
+/// (`primary`, `replica`, `refused`, `writable`, `down`, `unknown`).
+pub const SERVER_ROLE: &str = "myplex_server_role";
+/// Counter: changes of primary server (failover, switchover, none left).
+pub const PRIMARY_CHANGES_TOTAL: &str = "myplex_primary_changes_total";
+/// Counter: times a writable server other than the primary was refused
+/// (never two primaries).
+pub const REFUSED_WRITABLE_SERVERS_TOTAL: &str = "myplex_refused_writable_servers_total";
 /// Gauge: the server's threads waiting on reads, fsyncs and row locks (the
 /// mean over the wait probe's window; `pool.wait_probe_ms`).
 pub const SERVER_WAITING_THREADS: &str = "myplex_server_waiting_threads";

@@ -338,6 +338,18 @@ impl CodeCatalog {
         })
     }
 
+    /// The primary server changed: the set is unknown (and the last one
+    /// not trusted for the KILL gate) until the new server has been read.
+    pub fn server_changed(&self) {
+        if let Ok(mut w) = self.writes.lock() {
+            w.generation += 1;
+            w.tainted = true;
+            w.reason = Some("the primary server changed".into());
+        }
+        self.names.store(None);
+        self.wake.notify_one();
+    }
+
     /// The set installed last, even while the current one is unknown.
     pub fn last(&self) -> Option<Arc<CodeNames>> {
         self.last.load_full()

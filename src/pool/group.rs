@@ -576,6 +576,20 @@ impl Leased {
         }
     }
 
+    /// Puts a connection borrowed for a health check back where it was:
+    /// at the cold end of the idle stack with its last use as it was, so
+    /// that the check changes neither which connection the next session
+    /// gets nor when an idle one times out.
+    pub fn return_checked(mut self, last_used: Instant) {
+        if !self.shareable() {
+            return;
+        }
+        if let Some(mut c) = self.take_conn() {
+            c.last_used = last_used;
+            self.group.lock().return_checked(c, Instant::now());
+        }
+    }
+
     /// The group this connection belongs to.
     pub fn group(&self) -> &Arc<Group> {
         &self.group

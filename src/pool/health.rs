@@ -34,8 +34,11 @@ pub struct Down {
     pub since_wall: SystemTime,
     /// Monotonic start (for the duration).
     pub since: Instant,
-    /// The last dial error.
+    /// The last dial error, or why no server may take statements.
     pub error: String,
+    /// Several servers and none of them the primary (see
+    /// [`super::servers`]): reachable maybe, but none takes writes.
+    pub no_primary: bool,
 }
 
 /// Backend health, shared by the pool, sessions and the admin endpoint.
@@ -85,6 +88,7 @@ impl Health {
                             since_wall: SystemTime::now(),
                             since: Instant::now(),
                             error,
+                            no_primary: false,
                         });
                         true
                     }
@@ -93,6 +97,35 @@ impl Health {
             // The server answered (1040, credentials, TLS, protocol): reachable.
             Err(_) => false,
         }
+    }
+
+    /// Several servers and no primary among them since `since`, for
+    /// `why` (see [`super::servers::Servers::no_primary`]); `None`: there
+    /// is one again. Leaves an outage learnt from dials alone.
+    pub fn set_no_primary(&self, state: Option<(SystemTime, String)>) {
+        self.tx.send_if_modified(|d| match (state, d.as_mut()) {
+            (Some((since_wall, why)), Some(cur)) if cur.no_primary => {
+                let changed = cur.error != why;
+                cur.error = why;
+                cur.since_wall = since_wall;
+                changed
+            }
+            (Some((since_wall, why)), _) => {
+                let ago = since_wall.elapsed().unwrap_or_default();
+                *d = Some(Down {
+                    since_wall,
+                    since: Instant::now().checked_sub(ago).unwrap_or_else(Instant::now),
+                    error: why,
+                    no_primary: true,
+                });
+                true
+            }
+            (None, Some(cur)) if cur.no_primary => {
+                *d = None;
+                true
+            }
+            (None, _) => false,
+        });
     }
 
     /// Resolves once the backend is down (at once if it is).
@@ -109,6 +142,17 @@ impl Health {
             .map(|t| t.as_secs())
             .unwrap_or(0);
         let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+        if d.no_primary {
+            return ErrPacket::new(
+                ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
+                "HY000",
+                format!(
+                    "myplex: no writable backend server since {h:02}:{m:02}:{s:02} UTC ({:.1} s): {}",
+                    d.since.elapsed().as_secs_f64(),
+                    d.error
+                ),
+            );
+        }
         ErrPacket::new(
             ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
             "HY000",

@@ -113,6 +113,19 @@ impl Pool {
         })
     }
 
+    /// An idle connection that no session used in the last [`WARM`] nor
+    /// `quiet`, of credential pool 0 when `backend_user`, for a background
+    /// use.
+    pub(super) fn take_one_idle_cold(&self, quiet: Duration, backend_user: bool) -> Option<Leased> {
+        let of_backend_user = |key: usize| self.keys.get(key).is_some_and(|(c, _)| c == 0);
+        let cold = quiet.max(WARM);
+        self.take_one_idle(|c| {
+            (!backend_user || of_backend_user(c.pool))
+                && c.io.idle_is_healthy()
+                && c.last_used.elapsed() >= cold
+        })
+    }
+
     /// A connection logged in as `backend.user` (credential pool 0) for a
     /// background reading that must make progress under any load (the code
     /// catalog), without changing the pool's shape:
@@ -134,9 +147,7 @@ impl Pool {
     /// `None` when nothing was granted before `deadline`.
     pub async fn reading_connection(self: &Arc<Self>, deadline: Instant) -> Option<Helper> {
         let of_backend_user = |key: usize| self.keys.get(key).is_some_and(|(c, _)| c == 0);
-        if let Some(conn) = self.take_one_idle(|c| {
-            of_backend_user(c.pool) && c.io.idle_is_healthy() && c.last_used.elapsed() >= WARM
-        }) {
+        if let Some(conn) = self.take_one_idle_cold(WARM, true) {
             return Some(Helper {
                 conn,
                 source: Source::Idle,

@@ -96,6 +96,8 @@ impl LocalSocket {
         let port = match cfg.backend.local_socket {
             LocalSocketMode::Off => None,
             LocalSocketMode::Auto if cfg.backend.tls => None,
+            // Several servers: each dial picks the primary's address.
+            LocalSocketMode::Auto if cfg.backend.servers().len() > 1 => None,
             LocalSocketMode::Auto => loopback_port(&cfg.backend.address),
         };
         Self {

@@ -18,7 +18,9 @@ pub mod keys;
 pub mod local_socket;
 pub mod parking;
 pub mod scheduler;
+pub mod server_checks;
 pub mod server_waits;
+pub mod servers;
 pub mod tenants;
 
 use std::sync::{Arc, RwLock};
@@ -72,6 +74,8 @@ pub struct Pool {
     timings: ArcSwap<Timings>,
     /// Whether the backend is reachable, as the last dials saw it.
     pub health: health::Health,
+    /// The servers behind `backend.address` and which one is the primary.
+    pub servers: servers::Servers,
     /// Whether dials take the server's Unix socket instead of loopback TCP.
     pub local_socket: local_socket::LocalSocket,
     /// Bumped by every `SET GLOBAL` a client ran through the proxy: a
@@ -124,6 +128,10 @@ pub struct Timings {
     pub min_idle: usize,
     /// `stall_limit_ms`.
     pub stall_limit: Duration,
+    /// `backend.health_check_interval_ms` (zero: no checks).
+    pub check_interval: Duration,
+    /// `backend.health_check_failures`.
+    pub check_failures: u32,
 }
 
 impl Timings {
@@ -134,6 +142,8 @@ impl Timings {
             ping_interval: Duration::from_secs(cfg.backend.ping_interval_s),
             min_idle: cfg.pool.min_idle_per_group,
             stall_limit: Duration::from_millis(cfg.pool.stall_limit_ms),
+            check_interval: Duration::from_millis(cfg.backend.health_check_interval_ms),
+            check_failures: cfg.backend.health_check_failures,
         }
     }
 }
@@ -210,6 +220,7 @@ impl Pool {
             inflight: cfg.pool.inflight,
             timings: ArcSwap::from_pointee(Timings::from_config(cfg)),
             health: health::Health::new(cfg.backend.address.clone()),
+            servers: servers::Servers::new(&cfg.backend.servers()),
             local_socket: local_socket::LocalSocket::new(cfg),
             code_catalog: Default::default(),
             globals_epoch: std::sync::atomic::AtomicU64::new(0),
@@ -464,6 +475,17 @@ impl Pool {
         Some(p)
     }
 
+    /// Feeds a connect's outcome into the health state (and starts the
+    /// probe when it made the backend down), as a dial does.
+    pub fn record_health(self: &Arc<Self>, r: Result<(), &BackendError>) {
+        if self.health.record(r)
+            && let Err(e) = r
+        {
+            tracing::warn!(error = %e, address = %self.health.address(), "backend unreachable");
+            self.start_health_probe();
+        }
+    }
+
     /// Dials a backend of pool key `pool`, retrying with backoff until
     /// `deadline`; every outcome feeds the health state.
     pub async fn dial(
@@ -472,12 +494,7 @@ impl Pool {
         deadline: Instant,
     ) -> Result<BackendConn, BackendError> {
         let r = self.dial_once(pool, deadline).await;
-        if self.health.record(r.as_ref().map(|_| ()))
-            && let Err(e) = &r
-        {
-            tracing::warn!(error = %e, address = %self.health.address(), "backend unreachable");
-            self.start_health_probe();
-        }
+        self.record_health(r.as_ref().map(|_| ()));
         r
     }
 
@@ -646,16 +663,26 @@ impl Pool {
             return Err(BackendError::Protocol(format!("no pool key {pool}")));
         };
         let credential = self.keys.get(pool).map_or(0, |(c, _)| c);
+        let mut p = p;
         let mut delay = Duration::from_millis(20);
         loop {
             // Read before the login: a change during it makes the
             // connection stale rather than wrongly current.
             let epoch = self.globals_epoch();
             let roles = self.roles_epoch();
+            let server_epoch = match self.primary_for_dial(deadline).await {
+                Ok((server_epoch, Some(address))) => {
+                    p.address = address;
+                    server_epoch
+                }
+                Ok((server_epoch, None)) => server_epoch,
+                Err(e) => return Err(e),
+            };
             let dialed = self.connect_routed(credential, &p).await;
             match dialed {
                 Ok((mut conn, mut info)) => {
                     conn.globals_epoch = epoch;
+                    conn.server_epoch = server_epoch;
                     conn.roles_epoch = self.observe_login_role(pool, roles, &conn.login_role);
                     self.learn_session_status(epoch, info.session_status);
                     let current = self.server_info();
@@ -690,6 +717,69 @@ impl Pool {
                 }
             }
         }
+    }
+
+    /// The primary-server epoch a dial starts in and, with several servers,
+    /// the primary's address (one server: the address as configured);
+    /// waits up to `deadline` while there is no primary, then fails with
+    /// the reason.
+    async fn primary_for_dial(
+        &self,
+        deadline: Instant,
+    ) -> Result<(u64, Option<String>), BackendError> {
+        if self.servers.len() == 1 {
+            return Ok((self.servers.epoch(), None));
+        }
+        loop {
+            let epoch = self.servers.epoch();
+            if let Some((e, address)) = self.servers.primary() {
+                return Ok((e, Some(address)));
+            }
+            let changed = self.servers.changed_since(epoch);
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                let why = self
+                    .servers
+                    .no_primary()
+                    .map_or_else(|| "no primary".to_string(), |(_, why)| why);
+                return Err(BackendError::NoPrimary(why));
+            }
+        }
+    }
+
+    /// Acts on what the server checks changed: a new primary (or none)
+    /// makes every connection to the old one stale — idle ones are closed
+    /// now, busy ones when they come back —, and the globals, the session
+    /// defaults, the ceiling and the code catalog are read again from the
+    /// new one; a second writable server is refused, logged once.
+    pub fn after_server_checks(&self, changes: servers::Changes) {
+        if let Some(refused) = &changes.refused {
+            tracing::error!(
+                server = %refused,
+                primary = ?self.servers.primary().map(|(_, a)| a),
+                "a second backend server is writable: refused, statements stay on the primary (never two primaries)"
+            );
+        }
+        if let Some((from, to)) = &changes.primary {
+            tracing::warn!(from = ?from, to = ?to, "backend primary changed");
+            self.globals_changed();
+            self.code_catalog.server_changed();
+            let epoch = self.servers.epoch();
+            for g in &self.groups {
+                drop(g.take_idle_where(|c| c.server_epoch != epoch));
+                drop(g.take_parked_where(|c| c.server_epoch != epoch));
+            }
+        }
+        if self.servers.len() > 1 {
+            self.health.set_no_primary(self.servers.no_primary());
+        }
+    }
+
+    /// An idle connection (of any account: a ping reads nothing) for a
+    /// health check, unused for at least `quiet` (and by a session in the
+    /// last moments, see [`helper`]): given back with `return_checked`, or
+    /// closed by dropping it.
+    pub fn idle_for_check(&self, quiet: Duration) -> Option<group::Leased> {
+        self.take_one_idle_cold(quiet, false)
     }
 
     /// One login of credential pool `credential`, over the server's socket

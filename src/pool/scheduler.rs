@@ -1057,6 +1057,18 @@ impl<B: Pooled> GroupState<B> {
         self.dispatch(now);
     }
 
+    /// A connection borrowed for a health check comes back: at the bottom
+    /// of the idle stack (it was taken as the least recently used), closed
+    /// only when the group must shrink anyway; a waiter may take it.
+    pub fn return_checked(&mut self, backend: B, now: Instant) {
+        if self.retiring || self.over() {
+            self.put_idle(backend);
+        } else {
+            self.idle.insert(0, backend);
+        }
+        self.dispatch(now);
+    }
+
     /// A connection comes back: idle, or closed (dropped) when the group
     /// owns more than its share (the share shrank on a reload) or it was
     /// borrowed and is no longer useful here.

@@ -46,6 +46,7 @@ impl Session {
             && b.last_used.elapsed() < self.shared.pool.ping_interval()
             && b.globals_epoch == self.shared.pool.globals_epoch()
             && b.roles_epoch == self.shared.pool.roles_epoch()
+            && b.server_epoch == self.shared.pool.servers.epoch()
             && !b.marks.role_changed
     }
 
@@ -59,6 +60,8 @@ impl Session {
         let deadline = Instant::now() + self.shared.pool.queue_timeout();
         let ping_after = self.shared.pool.ping_interval();
         let open = match (idle, open) {
+            // Dialed to a server that is no longer the primary: closed.
+            (Some(b), _) if b.server_epoch != self.shared.pool.servers.epoch() => b.replace(),
             (Some(mut b), _) => {
                 let healthy = b.io.idle_is_healthy()
                     && (b.last_used.elapsed() < ping_after || b.ping().await.is_ok());
@@ -1355,6 +1358,13 @@ async fn send_kill(shared: &crate::frontend::Shared, pool: usize, sql: &str) {
 /// `crate::pool::parking`), closed, or cleaned first — off the client's
 /// path; a backend that fails the cleanup is closed.
 pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, mut b: Leased) {
+    if b.server_epoch != shared.pool.servers.epoch() {
+        debug!(
+            backend = b.id.0,
+            "closing backend connection to a server that is no longer the primary"
+        );
+        return;
+    }
     let verdict = authority::release(b.marks, b.status);
     match verdict {
         _ if b.parked_for.is_some() => return b.return_idle(),

@@ -1,0 +1,222 @@
+//! The background health checks behind [`super::servers`], every
+//! `backend.health_check_interval_ms`:
+//! - **One server**: an idle pooled connection is pinged (borrowed and
+//!   put back where it was, its last use unchanged, so the pool's shape,
+//!   order and idle timeouts stay as they were); when the ping fails, or
+//!   when the pool holds no connection at all, a login of its own is made
+//!   and closed at once, and a refused or timed-out connect marks the
+//!   server down — so `/readyz` and queued clients learn an outage within
+//!   one interval instead of at the next client's dial (an empty pool is
+//!   checked by a login at most every [`LOGIN_CHECK_EVERY`]). Connections that
+//!   are all busy or recently used mean no check that round: the clients'
+//!   own statements and dials say as much.
+//! - **Several servers**: one check connection per server, logged in as
+//!   `backend.user` and kept open, reads `@@global.read_only`; a refused or
+//!   timed-out connect is down at once, a lost connection or a failed
+//!   query counts toward `backend.health_check_failures`. These are outside
+//!   the pool's budget: one connection per server, which the server's
+//!   `reserved_server_connections` covers.
+//!
+//! What a check means for the primary is [`super::servers`]'; what a change
+//! of primary means for the pool (connections closed, the globals and the
+//! code catalog read again) is [`super::Pool::after_server_checks`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// With no pooled connection to ping, a login check is made at most this
+/// often (an idle proxy does not log in every interval).
+const LOGIN_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+use super::Pool;
+use super::servers::Check;
+use crate::backend::{self, BackendConn, BackendError};
+
+/// The longest a check waits for a connect or an answer, whatever the
+/// interval (and never longer than `backend.connect_timeout_ms`).
+const CHECK_TIMEOUT_MAX: Duration = Duration::from_secs(5);
+
+/// Runs the checks of every server until `shutdown`, or until `current`
+/// finds the proxy gone.
+pub async fn run(mut shutdown: crate::shutdown::Shutdown, current: impl Fn() -> Option<Arc<Pool>>) {
+    let mut conns: Vec<Option<BackendConn>> = Vec::new();
+    let mut last_login: Option<Instant> = None;
+    loop {
+        let Some(pool) = current() else {
+            return;
+        };
+        let t = pool.timings();
+        let interval = t.check_interval;
+        let failures = t.check_failures;
+        drop(t);
+        if interval.is_zero() {
+            conns.clear();
+        } else if pool.servers.len() == 1 {
+            if let Some(check) = check_single(&pool, interval, &mut last_login).await {
+                let changes = pool.servers.observe(0, check, failures);
+                pool.after_server_checks(changes);
+            }
+        } else {
+            conns.resize_with(pool.servers.len(), || None);
+            for (i, address) in pool.servers.addresses().iter().enumerate() {
+                let check = check_one(&pool, address, &mut conns[i], interval).await;
+                let changes = pool.servers.observe(i, check, failures);
+                pool.after_server_checks(changes);
+            }
+        }
+        drop(pool);
+        let wait = if interval.is_zero() {
+            Duration::from_secs(1)
+        } else {
+            interval
+        };
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// How long one check may take.
+fn check_timeout(pool: &Pool, interval: Duration) -> Duration {
+    let connect = pool
+        .credentials
+        .load()
+        .first()
+        .map_or(CHECK_TIMEOUT_MAX, |p| p.connect_timeout);
+    (interval * 2)
+        .max(Duration::from_secs(1))
+        .min(CHECK_TIMEOUT_MAX)
+        .min(connect)
+}
+
+/// The single server's check: `None` when there was nothing to check with
+/// (every pooled connection busy or recently used: the clients' own
+/// statements say as much).
+async fn check_single(
+    pool: &Arc<Pool>,
+    interval: Duration,
+    last_login: &mut Option<Instant>,
+) -> Option<Check> {
+    let limit = check_timeout(pool, interval);
+    if let Some(mut conn) = pool.idle_for_check(interval) {
+        let last_used = conn.last_used;
+        match tokio::time::timeout(limit, conn.ping()).await {
+            Ok(Ok(())) => {
+                conn.return_checked(last_used);
+                return Some(Check::Up { read_only: None });
+            }
+            // Closed (dropped), and the server is asked once more below:
+            // one dead connection (a KILL, wait_timeout) is not an outage.
+            _ => drop(conn),
+        }
+    } else if pool.groups.iter().any(|g| g.snapshot().owned > 0)
+        || last_login.is_some_and(|t| t.elapsed() < LOGIN_CHECK_EVERY)
+    {
+        return None;
+    }
+    *last_login = Some(Instant::now());
+    // Nothing pooled to ask (or the one asked failed): a login of its own,
+    // closed at once. It feeds the health state as a dial does.
+    let check = match login_check(pool, pool.servers.addresses().first()?, limit).await {
+        Ok(()) => Check::Up { read_only: None },
+        // It answered (too many connections, credentials): reachable, as
+        // the health state counts it.
+        Err(BackendError::Server(_)) => Check::Up { read_only: None },
+        Err(e) => failed(&e),
+    };
+    Some(check)
+}
+
+/// One login of `backend.user` at `address` and a ping, closed after;
+/// recorded in the health state (`/readyz`) as a dial is.
+async fn login_check(pool: &Arc<Pool>, address: &str, limit: Duration) -> Result<(), BackendError> {
+    let Some(mut p) = pool.credentials.load().first().map(|p| p.over(address)) else {
+        return Ok(());
+    };
+    p.connect_timeout = limit;
+    let r = match backend::connect(&p).await {
+        Ok((mut c, _)) => {
+            let pinged = tokio::time::timeout(limit, c.ping()).await;
+            c.quit().await;
+            pinged.unwrap_or(Err(BackendError::Timeout))
+        }
+        Err(e) => Err(e),
+    };
+    pool.record_health(r.as_ref().map(|_| ()));
+    r
+}
+
+/// A check of one of several servers on its own connection.
+async fn check_one(
+    pool: &Pool,
+    address: &str,
+    conn: &mut Option<BackendConn>,
+    interval: Duration,
+) -> Check {
+    let limit = check_timeout(pool, interval);
+    if conn.is_none() {
+        let Some(mut p) = pool.credentials.load().first().map(|p| p.over(address)) else {
+            return Check::Failed {
+                error: "no backend credentials".into(),
+                at_once: false,
+            };
+        };
+        p.connect_timeout = limit;
+        match backend::connect(&p).await {
+            Ok((c, _)) => *conn = Some(c),
+            Err(e) => return failed(&e),
+        }
+    }
+    let Some(c) = conn.as_mut() else {
+        return Check::Failed {
+            error: "no connection".into(),
+            at_once: false,
+        };
+    };
+    let read = tokio::time::timeout(limit, c.query_row("SELECT @@global.read_only")).await;
+    let value = match read {
+        Ok(Ok(row)) => row.and_then(|r| r.into_iter().next().flatten()),
+        Ok(Err(e)) => {
+            *conn = None;
+            return failed_query(e.to_string());
+        }
+        Err(_) => {
+            *conn = None;
+            return failed_query(format!("no answer within {} ms", limit.as_millis()));
+        }
+    };
+    match value.as_deref().map(str::trim) {
+        Some("0") | Some("OFF") => Check::Up {
+            read_only: Some(false),
+        },
+        Some("1") | Some("ON") => Check::Up {
+            read_only: Some(true),
+        },
+        other => {
+            *conn = None;
+            failed_query(format!("unexpected @@read_only: {other:?}"))
+        }
+    }
+}
+
+/// A failed query on an established connection: counts toward the
+/// threshold.
+fn failed_query(error: String) -> Check {
+    Check::Failed {
+        error,
+        at_once: false,
+    }
+}
+
+/// A failed connect: the socket could not be opened or timed out — down at
+/// once; the server answered with an error (credentials, too many
+/// connections) — up, but this check failed.
+fn failed(e: &BackendError) -> Check {
+    Check::Failed {
+        error: e.to_string(),
+        at_once: matches!(e, BackendError::Wire(_) | BackendError::Timeout) && !e.is_out_of_fds(),
+    }
+}

@@ -1,0 +1,566 @@
+//! The servers behind `backend.address` (design §12) and which one takes
+//! the statements: the primary. Owns that choice — the pool dials only
+//! [`Servers::primary`], and every backend connection carries the
+//! [`Servers::epoch`] it was dialed in, so a connection to a server that
+//! stopped being the primary is closed instead of shared again — and each
+//! server's health as the background checks see it (reachable, the
+//! failures in a row, `@@read_only`, the last error).
+//!
+//! The rules, failing closed (never two primaries):
+//! - **One server** is the primary whatever its `read_only` (a proxy in
+//!   front of a single replica serves it as before); its checks only say
+//!   whether it is reachable.
+//! - **Several**: nothing is chosen until every server has been checked
+//!   once. Then the primary is the one writable server; it stays the
+//!   primary while it is up and writable, and any other server that is
+//!   writable meanwhile (an old primary restarted writable after a
+//!   failover) is *refused*: it gets no statement, it is logged once and
+//!   counted. When the primary goes down or read-only, the single other
+//!   writable server becomes the primary. With none — or with more than
+//!   one to pick from — there is no primary: statements wait in their
+//!   queue up to `queue_timeout_ms`, then get an error naming the cause.
+//!
+//! No I/O here: the checks themselves run in [`super::server_checks`].
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use tokio::sync::watch;
+
+/// What one check of one server found.
+#[derive(Debug, Clone)]
+pub enum Check {
+    /// It answered; `read_only` is its `@@global.read_only` (`None`: not
+    /// read, one server).
+    Up {
+        /// `@@global.read_only`.
+        read_only: Option<bool>,
+    },
+    /// It did not. `at_once`: the connect itself failed (refused, timed
+    /// out): down now, without waiting for more failures.
+    Failed {
+        /// What went wrong.
+        error: String,
+        /// Down at once.
+        at_once: bool,
+    },
+}
+
+/// A server's role as the proxy uses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Takes the statements.
+    Primary,
+    /// Up and read-only.
+    Replica,
+    /// Up and writable, but not the primary: refused (never two primaries).
+    Refused,
+    /// Up and writable while there is no primary (before every server was
+    /// checked, or with more than one writable to choose from).
+    Writable,
+    /// Not reachable.
+    Down,
+    /// Not checked yet.
+    Unknown,
+}
+
+impl Role {
+    /// The name in `/status`, `SHOW MYPLEX SERVERS` and metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Role::Primary => "primary",
+            Role::Replica => "replica",
+            Role::Refused => "refused",
+            Role::Writable => "writable",
+            Role::Down => "down",
+            Role::Unknown => "unknown",
+        }
+    }
+}
+
+/// One server as last seen.
+#[derive(Debug, Clone)]
+pub struct ServerView {
+    /// As written in `backend.address`.
+    pub address: String,
+    /// Reachable (fewer failed checks in a row than the threshold, and no
+    /// failed connect since the last good check).
+    pub up: bool,
+    /// `@@global.read_only` at the last good check.
+    pub read_only: Option<bool>,
+    /// Its role now.
+    pub role: Role,
+    /// Failed checks in a row.
+    pub failures: u32,
+    /// The last failure, kept after it recovers.
+    pub last_error: Option<String>,
+    /// When it was last checked.
+    pub checked: Option<SystemTime>,
+}
+
+struct State {
+    servers: Vec<ServerView>,
+    primary: Option<usize>,
+    /// Since when there has been no primary (several servers only).
+    no_primary_since: Option<SystemTime>,
+}
+
+/// The servers, their health and the primary.
+pub struct Servers {
+    state: Mutex<State>,
+    /// Bumped whenever the primary changes (to another server or none).
+    epoch: AtomicU64,
+    /// The epoch, for dials waiting for a primary.
+    changed: watch::Sender<u64>,
+    /// Primary changes so far.
+    switches: AtomicU64,
+    /// Times a writable server other than the primary was refused.
+    refusals: AtomicU64,
+}
+
+/// `/status`'s `servers` part.
+#[derive(Debug, serde::Serialize)]
+pub struct Report {
+    /// The primary's address (`null` while there is none).
+    pub primary: Option<String>,
+    /// Why there is none, since when (seconds ago).
+    pub no_primary: Option<String>,
+    /// Changes of primary so far.
+    pub primary_changes: u64,
+    /// Times a second writable server was refused.
+    pub refused_writable: u64,
+    /// Each server.
+    pub servers: Vec<ServerReport>,
+}
+
+/// One server in [`Report`].
+#[derive(Debug, serde::Serialize)]
+pub struct ServerReport {
+    /// As configured.
+    pub address: String,
+    /// `primary`, `replica`, `refused`, `writable`, `down`, `unknown`.
+    pub role: &'static str,
+    /// Reachable.
+    pub up: bool,
+    /// `@@read_only` at the last good check (`null`: not read).
+    pub read_only: Option<bool>,
+    /// Failed checks in a row.
+    pub failures: u32,
+    /// The last failure.
+    pub last_error: Option<String>,
+    /// Seconds since the last check (`null`: never checked).
+    pub checked_s_ago: Option<f64>,
+}
+
+impl Servers {
+    /// The report for `/status` and `SHOW MYPLEX SERVERS`.
+    pub fn report(&self) -> Report {
+        let (primary_changes, refused_writable) = self.counters();
+        Report {
+            primary: self.primary().map(|(_, a)| a),
+            no_primary: self.no_primary().map(|(since, why)| {
+                let ago = since.elapsed().unwrap_or_default().as_secs_f64();
+                format!("{why} (for {ago:.1} s)")
+            }),
+            primary_changes,
+            refused_writable,
+            servers: self
+                .views()
+                .into_iter()
+                .map(|s| ServerReport {
+                    role: s.role.label(),
+                    up: s.up,
+                    read_only: s.read_only,
+                    failures: s.failures,
+                    checked_s_ago: s
+                        .checked
+                        .map(|t| t.elapsed().unwrap_or_default().as_secs_f64()),
+                    last_error: s.last_error,
+                    address: s.address,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What an observation changed, for the caller to act on.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// The primary changed: from, to (addresses).
+    pub primary: Option<(Option<String>, Option<String>)>,
+    /// A server became refused (writable, not the primary).
+    pub refused: Option<String>,
+}
+
+/// The primary for `seen` (up, read_only) when it was `current`.
+fn choose(current: Option<usize>, seen: &[ServerView]) -> Option<usize> {
+    if seen.len() == 1 {
+        return Some(0);
+    }
+    let writable = |s: &ServerView| s.up && s.read_only == Some(false);
+    if let Some(p) = current
+        && seen.get(p).is_some_and(writable)
+    {
+        return Some(p);
+    }
+    // Nothing is chosen before every server has answered or failed once:
+    // whichever is checked first must not win by being first.
+    if current.is_none() && seen.iter().any(|s| s.checked.is_none()) {
+        return None;
+    }
+    let mut candidates = seen.iter().enumerate().filter(|(_, s)| writable(s));
+    match (candidates.next(), candidates.next()) {
+        (Some((i, _)), None) => Some(i),
+        _ => None,
+    }
+}
+
+fn role_of(i: usize, primary: Option<usize>, s: &ServerView) -> Role {
+    if primary == Some(i) {
+        Role::Primary
+    } else if !s.up {
+        Role::Down
+    } else {
+        match s.read_only {
+            None => Role::Unknown,
+            Some(true) => Role::Replica,
+            Some(false) if primary.is_some() => Role::Refused,
+            Some(false) => Role::Writable,
+        }
+    }
+}
+
+impl Servers {
+    /// The servers at `addresses` (at least one), none checked yet.
+    pub fn new(addresses: &[&str]) -> Self {
+        let servers: Vec<ServerView> = addresses
+            .iter()
+            .map(|a| ServerView {
+                address: a.to_string(),
+                up: true,
+                read_only: None,
+                role: Role::Unknown,
+                failures: 0,
+                last_error: None,
+                checked: None,
+            })
+            .collect();
+        let primary = (servers.len() == 1).then_some(0);
+        let mut state = State {
+            servers,
+            primary,
+            no_primary_since: primary.is_none().then(SystemTime::now),
+        };
+        Self::assign_roles(&mut state);
+        Self {
+            state: Mutex::new(state),
+            epoch: AtomicU64::new(0),
+            changed: watch::channel(0).0,
+            switches: AtomicU64::new(0),
+            refusals: AtomicU64::new(0),
+        }
+    }
+
+    fn assign_roles(st: &mut State) {
+        let primary = st.primary;
+        for (i, s) in st.servers.iter_mut().enumerate() {
+            s.role = role_of(i, primary, s);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many servers there are.
+    pub fn len(&self) -> usize {
+        self.lock().servers.len()
+    }
+
+    /// Never empty; for clippy's `len_without_is_empty`.
+    pub fn is_empty(&self) -> bool {
+        self.lock().servers.is_empty()
+    }
+
+    /// The server addresses, in configuration order.
+    pub fn addresses(&self) -> Vec<String> {
+        self.lock()
+            .servers
+            .iter()
+            .map(|s| s.address.clone())
+            .collect()
+    }
+
+    /// The primary-server generation (bumped at every change of primary).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The primary's address with the epoch it holds in, or `None` when
+    /// there is none.
+    pub fn primary(&self) -> Option<(u64, String)> {
+        let st = self.lock();
+        let p = st.primary?;
+        Some((self.epoch(), st.servers[p].address.clone()))
+    }
+
+    /// Resolves when the primary may have changed since `epoch`.
+    pub async fn changed_since(&self, epoch: u64) {
+        let mut rx = self.changed.subscribe();
+        let _ = rx.wait_for(|e| *e != epoch).await;
+    }
+
+    /// Every server as last seen.
+    pub fn views(&self) -> Vec<ServerView> {
+        self.lock().servers.clone()
+    }
+
+    /// Primary changes so far, and refusals of a second writable server.
+    pub fn counters(&self) -> (u64, u64) {
+        (
+            self.switches.load(Ordering::Relaxed),
+            self.refusals.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Why there is no primary (`None` when there is one): since when, and
+    /// each server's state.
+    pub fn no_primary(&self) -> Option<(SystemTime, String)> {
+        let st = self.lock();
+        if st.primary.is_some() {
+            return None;
+        }
+        let since = st.no_primary_since.unwrap_or_else(SystemTime::now);
+        let each: Vec<String> = st
+            .servers
+            .iter()
+            .map(|s| {
+                let what = match (s.up, s.read_only) {
+                    (false, _) => format!(
+                        "down ({})",
+                        s.last_error.as_deref().unwrap_or("not reachable")
+                    ),
+                    (true, None) => "not checked yet".into(),
+                    (true, Some(true)) => "read-only".into(),
+                    (true, Some(false)) => "writable".into(),
+                };
+                format!("{} {what}", s.address)
+            })
+            .collect();
+        let writable = st
+            .servers
+            .iter()
+            .filter(|s| s.up && s.read_only == Some(false))
+            .count();
+        let why = if writable > 1 {
+            "more than one writable server, none chosen"
+        } else {
+            "no writable server"
+        };
+        Some((since, format!("{why}: {}", each.join(", "))))
+    }
+
+    /// Records what a check of server `i` found (`failures_needed` failed
+    /// checks in a row make it down) and chooses the primary again.
+    pub fn observe(&self, i: usize, check: Check, failures_needed: u32) -> Changes {
+        let mut st = self.lock();
+        let Some(s) = st.servers.get_mut(i) else {
+            return Changes::default();
+        };
+        s.checked = Some(SystemTime::now());
+        match check {
+            Check::Up { read_only } => {
+                if !s.up {
+                    tracing::info!(server = %s.address, "backend server reachable again");
+                }
+                s.up = true;
+                s.failures = 0;
+                if read_only.is_some() {
+                    s.read_only = read_only;
+                }
+            }
+            Check::Failed { error, at_once } => {
+                s.failures = s.failures.saturating_add(1);
+                if s.up && (at_once || s.failures >= failures_needed.max(1)) {
+                    tracing::warn!(server = %s.address, error = %error, "backend server down");
+                    s.up = false;
+                }
+                s.last_error = Some(error);
+            }
+        }
+        let before = st.primary;
+        let next = choose(before, &st.servers);
+        let mut changes = Changes::default();
+        if next != before {
+            st.primary = next;
+            st.no_primary_since = match next {
+                Some(_) => None,
+                None => Some(SystemTime::now()),
+            };
+            let name = |p: Option<usize>| p.map(|p| st.servers[p].address.clone());
+            changes.primary = Some((name(before), name(next)));
+            let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+            self.switches.fetch_add(1, Ordering::Relaxed);
+            self.changed.send_replace(epoch);
+        }
+        let roles_before: Vec<Role> = st.servers.iter().map(|s| s.role).collect();
+        Self::assign_roles(&mut st);
+        for (s, was) in st.servers.iter().zip(roles_before) {
+            if s.role == Role::Refused && was != Role::Refused {
+                self.refusals.fetch_add(1, Ordering::Relaxed);
+                changes.refused = Some(s.address.clone());
+            }
+        }
+        changes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(read_only: bool) -> Check {
+        Check::Up {
+            read_only: Some(read_only),
+        }
+    }
+
+    fn refused() -> Check {
+        Check::Failed {
+            error: "connection refused".into(),
+            at_once: true,
+        }
+    }
+
+    fn lost() -> Check {
+        Check::Failed {
+            error: "lost".into(),
+            at_once: false,
+        }
+    }
+
+    fn primary(s: &Servers) -> Option<String> {
+        s.primary().map(|(_, a)| a)
+    }
+
+    #[test]
+    fn one_server_is_the_primary_whatever_it_says() {
+        let s = Servers::new(&["a:1"]);
+        assert_eq!(primary(&s).as_deref(), Some("a:1"));
+        s.observe(0, up(true), 3);
+        s.observe(0, refused(), 3);
+        assert_eq!(primary(&s).as_deref(), Some("a:1"), "down, still the one");
+        assert!(!s.views()[0].up);
+        assert_eq!(s.epoch(), 0);
+        assert!(s.no_primary().is_none());
+    }
+
+    #[test]
+    fn nothing_is_chosen_before_every_server_was_checked() {
+        let s = Servers::new(&["a:1", "b:1"]);
+        assert_eq!(primary(&s), None);
+        s.observe(0, up(false), 3);
+        assert_eq!(primary(&s), None, "b not checked yet");
+        let why = s.no_primary().expect("none").1;
+        assert!(why.contains("b:1 not checked yet"), "{why}");
+        let c = s.observe(1, up(true), 3);
+        assert_eq!(c.primary, Some((None, Some("a:1".into()))));
+        assert_eq!(primary(&s).as_deref(), Some("a:1"));
+        assert_eq!(s.views()[1].role, Role::Replica);
+    }
+
+    #[test]
+    fn two_writable_at_the_start_choose_none() {
+        let s = Servers::new(&["a:1", "b:1"]);
+        s.observe(0, up(false), 3);
+        s.observe(1, up(false), 3);
+        assert_eq!(primary(&s), None);
+        let why = s.no_primary().expect("none").1;
+        assert!(why.contains("more than one writable"), "{why}");
+        assert_eq!(s.views()[0].role, Role::Writable);
+        assert_eq!(s.counters(), (0, 0), "nothing refused while none is chosen");
+        // One of them goes read-only: the other is the only candidate.
+        s.observe(1, up(true), 3);
+        assert_eq!(primary(&s).as_deref(), Some("a:1"));
+    }
+
+    #[test]
+    fn failover_to_the_one_writable_server_and_the_old_primary_is_refused() {
+        let s = Servers::new(&["a:1", "b:1", "c:1"]);
+        s.observe(0, up(false), 3);
+        s.observe(1, up(true), 3);
+        s.observe(2, up(true), 3);
+        let e0 = s.epoch();
+        // The primary dies: no primary until a replica is promoted.
+        s.observe(0, refused(), 3);
+        assert_eq!(primary(&s), None);
+        assert!(s.epoch() > e0);
+        let why = s.no_primary().expect("none").1;
+        assert!(
+            why.contains("no writable server") && why.contains("a:1 down (connection refused)"),
+            "{why}"
+        );
+        let c = s.observe(2, up(false), 3);
+        assert_eq!(c.primary, Some((None, Some("c:1".into()))));
+        // The old primary comes back writable: refused, once.
+        let c = s.observe(0, up(false), 3);
+        assert_eq!(c.refused.as_deref(), Some("a:1"));
+        assert_eq!(primary(&s).as_deref(), Some("c:1"));
+        assert_eq!(s.views()[0].role, Role::Refused);
+        let c = s.observe(0, up(false), 3);
+        assert_eq!(c, Changes::default(), "refused once, not at every check");
+        assert_eq!(s.counters(), (3, 1), "a, none, c; a refused");
+        // And a second promoted replica does not take over either.
+        s.observe(1, up(false), 3);
+        assert_eq!(primary(&s).as_deref(), Some("c:1"));
+    }
+
+    #[test]
+    fn a_read_only_primary_hands_over_to_the_one_writable_server() {
+        let s = Servers::new(&["a:1", "b:1"]);
+        s.observe(0, up(false), 3);
+        s.observe(1, up(true), 3);
+        // Switchover: b promoted while a still writable: refused ...
+        s.observe(1, up(false), 3);
+        assert_eq!(primary(&s).as_deref(), Some("a:1"));
+        // ... until a is made read-only.
+        s.observe(0, up(true), 3);
+        assert_eq!(primary(&s).as_deref(), Some("b:1"));
+        assert_eq!(s.views()[0].role, Role::Replica);
+    }
+
+    #[test]
+    fn failed_checks_count_up_to_the_threshold_unless_the_connect_failed() {
+        let s = Servers::new(&["a:1", "b:1"]);
+        s.observe(0, up(false), 3);
+        s.observe(1, up(true), 3);
+        s.observe(0, lost(), 3);
+        s.observe(0, lost(), 3);
+        assert_eq!(primary(&s).as_deref(), Some("a:1"), "two of three");
+        s.observe(0, up(false), 3);
+        s.observe(0, lost(), 3);
+        s.observe(0, lost(), 3);
+        assert_eq!(primary(&s).as_deref(), Some("a:1"), "the count restarted");
+        s.observe(0, lost(), 3);
+        assert_eq!(primary(&s), None, "three in a row");
+        assert_eq!(s.views()[0].role, Role::Down);
+        assert_eq!(s.views()[0].last_error.as_deref(), Some("lost"));
+    }
+
+    #[tokio::test]
+    async fn a_dial_waiting_for_a_primary_wakes_when_one_is_chosen() {
+        let s = std::sync::Arc::new(Servers::new(&["a:1", "b:1"]));
+        let epoch = s.epoch();
+        let waiter = {
+            let s = s.clone();
+            tokio::spawn(async move { s.changed_since(epoch).await })
+        };
+        s.observe(0, up(true), 3);
+        s.observe(1, up(false), 3);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .expect("joined");
+    }
+}
