@@ -243,6 +243,12 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
     };
     let pool = Pool::new(&cfg, params, server);
     pool.spawn_maintenance();
+    // Before anything below dials: with several servers a dial waits for
+    // the checks to choose the primary.
+    tokio::spawn(crate::pool::server_checks::run(
+        shutdown.clone(),
+        Arc::downgrade(&pool),
+    ));
     // The first reading of the views and triggers before clients come: until
     // it is read, every statement naming a table is reset after.
     let mut catalog_reader = crate::pool::code_catalog::Reader::default();
@@ -300,10 +306,6 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         mover: Default::default(),
     });
     let weak = Arc::downgrade(&shared);
-    tokio::spawn(crate::pool::server_checks::run(shared.shutdown.clone(), {
-        let weak = weak.clone();
-        move || Some(weak.upgrade()?.pool.clone())
-    }));
     tokio::spawn(shared.pool.code_catalog.clone().run(
         catalog_reader,
         shared.shutdown.clone(),

@@ -189,6 +189,9 @@ pub struct BackendConn {
     /// (`crate::pool::servers`): a connection to a server that stopped
     /// being the primary is closed, never shared again.
     pub server_epoch: u64,
+    /// Which of `backend.address`'s servers it is connected to (its
+    /// index; 0 with one server): a KILL for its thread must go there.
+    pub server: usize,
     /// CURRENT_ROLE() right after login (`None` = no role): neither
     /// COM_RESET_CONNECTION nor COM_CHANGE_USER restores it (measured on
     /// MariaDB 10.11), so a connection whose role moved is closed.
@@ -715,6 +718,7 @@ pub(crate) fn unlogged(stream: crate::wire::stream::Stream, pool: usize) -> Back
         marks: Default::default(),
         globals_epoch: 0,
         server_epoch: 0,
+        server: 0,
         login_role: None,
         account: None,
         roles_epoch: 0,

@@ -216,6 +216,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         marks: Default::default(),
         globals_epoch: 0,
         server_epoch: 0,
+        server: 0,
         login_role: None,
         account: None,
         roles_epoch: 0,

@@ -145,6 +145,14 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
             errs.push(format!("backend.address: {a:?} is listed twice"));
         }
     }
+    if servers.len() > 1 && c.backend.health_check_interval_ms == 0 {
+        errs.push(
+            "backend.health_check_interval_ms: 0 (no checks) with several servers: the primary would never be chosen".into(),
+        );
+    }
+    if c.backend.health_check_interval_ms > 3_600_000 {
+        errs.push("backend.health_check_interval_ms: at most 3600000 (an hour)".into());
+    }
     if c.backend.health_check_failures == 0 {
         errs.push("backend.health_check_failures: must be at least 1".into());
     }

@@ -97,10 +97,12 @@ impl Pool {
     }
 
     fn take_one(&self, parked: bool, mut pick: impl FnMut(&BackendConn) -> bool) -> Option<Leased> {
+        // Never one to a server that stopped being the primary.
+        let epoch = self.servers.epoch();
         self.groups.iter().find_map(|g| {
             let mut found = false;
             let mut once = |c: &BackendConn| {
-                let this = !found && pick(c);
+                let this = !found && c.server_epoch == epoch && pick(c);
                 found |= this;
                 this
             };
@@ -201,6 +203,45 @@ impl Pool {
                 source: Source::Opened,
             }),
             (None, None) => None,
+        }
+    }
+
+    /// Runs `sql` (a KILL) as credential pool key `key` on the server a
+    /// connection of primary epoch `epoch` to server `server` runs on: a
+    /// helper connection while that is still the primary, else a login of
+    /// its own to that server, closed after (a KILL is not a write, and on
+    /// any other server the same thread id is someone else's). Returns the
+    /// helper's source label and whether the server took it.
+    pub async fn kill_on(
+        self: &Arc<Self>,
+        server: usize,
+        epoch: u64,
+        key: usize,
+        sql: &str,
+        deadline: Instant,
+    ) -> (&'static str, bool) {
+        if self.servers.len() == 1 || epoch == self.servers.epoch() {
+            return match self.helper(key, deadline).await {
+                Some(mut h) => {
+                    let sent = h.conn.exec(sql).await.is_ok();
+                    let label = h.source.label();
+                    h.finish(sent);
+                    (label, sent)
+                }
+                None => ("none", false),
+            };
+        }
+        let (Some(address), Some(p)) = (self.servers.address(server), self.params(key)) else {
+            return ("none", false);
+        };
+        let p = p.over(&address);
+        match tokio::time::timeout_at(deadline, crate::backend::connect(&p)).await {
+            Ok(Ok((mut c, _))) => {
+                let sent = c.exec(sql).await.is_ok();
+                c.quit().await;
+                ("direct", sent)
+            }
+            _ => ("direct", false),
         }
     }
 

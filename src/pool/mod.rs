@@ -76,6 +76,9 @@ pub struct Pool {
     pub health: health::Health,
     /// The servers behind `backend.address` and which one is the primary.
     pub servers: servers::Servers,
+    /// An idle connection was found dead (maintenance closed it): the
+    /// single server's next check logs in at once (see `server_checks`).
+    pub(crate) dead_idle_seen: std::sync::atomic::AtomicBool,
     /// Whether dials take the server's Unix socket instead of loopback TCP.
     pub local_socket: local_socket::LocalSocket,
     /// Bumped by every `SET GLOBAL` a client ran through the proxy: a
@@ -221,6 +224,7 @@ impl Pool {
             timings: ArcSwap::from_pointee(Timings::from_config(cfg)),
             health: health::Health::new(cfg.backend.address.clone()),
             servers: servers::Servers::new(&cfg.backend.servers()),
+            dead_idle_seen: Default::default(),
             local_socket: local_socket::LocalSocket::new(cfg),
             code_catalog: Default::default(),
             globals_epoch: std::sync::atomic::AtomicU64::new(0),
@@ -670,19 +674,25 @@ impl Pool {
             // connection stale rather than wrongly current.
             let epoch = self.globals_epoch();
             let roles = self.roles_epoch();
-            let server_epoch = match self.primary_for_dial(deadline).await {
-                Ok((server_epoch, Some(address))) => {
+            let (server_epoch, server) = match self.primary_for_dial(deadline).await {
+                Ok((server_epoch, Some((server, address)))) => {
                     p.address = address;
-                    server_epoch
+                    (server_epoch, server)
                 }
-                Ok((server_epoch, None)) => server_epoch,
+                Ok((server_epoch, None)) => (server_epoch, 0),
                 Err(e) => return Err(e),
             };
             let dialed = self.connect_routed(credential, &p).await;
             match dialed {
+                // The primary changed while this one logged in: it may be
+                // the old one, so it is closed and the new one dialed.
+                Ok(_) if self.servers.len() > 1 && self.servers.epoch() != server_epoch => {
+                    continue;
+                }
                 Ok((mut conn, mut info)) => {
                     conn.globals_epoch = epoch;
                     conn.server_epoch = server_epoch;
+                    conn.server = server;
                     conn.roles_epoch = self.observe_login_role(pool, roles, &conn.login_role);
                     self.learn_session_status(epoch, info.session_status);
                     let current = self.server_info();
@@ -708,6 +718,23 @@ impl Pool {
                 Err(e @ BackendError::Server(_)) => return Err(e),
                 Err(e) if e.is_out_of_fds() => return Err(e),
                 Err(e) => {
+                    // Several servers: a primary that refuses connections
+                    // is down now, not at its next check (the next round
+                    // of this loop waits for another primary).
+                    if self.servers.len() > 1
+                        && server_checks::refused(&e)
+                        && let Some(i) = self.servers.index_of(&p.address)
+                    {
+                        let changes = self.servers.observe_at(
+                            i,
+                            server_epoch,
+                            servers::Check::Failed {
+                                error: e.to_string(),
+                                at_once: true,
+                            },
+                        );
+                        self.after_server_checks(changes);
+                    }
                     if Instant::now() + delay >= deadline {
                         return Err(e);
                     }
@@ -726,14 +753,14 @@ impl Pool {
     async fn primary_for_dial(
         &self,
         deadline: Instant,
-    ) -> Result<(u64, Option<String>), BackendError> {
+    ) -> Result<(u64, Option<(usize, String)>), BackendError> {
         if self.servers.len() == 1 {
             return Ok((self.servers.epoch(), None));
         }
         loop {
             let epoch = self.servers.epoch();
-            if let Some((e, address)) = self.servers.primary() {
-                return Ok((e, Some(address)));
+            if let Some((e, i, address)) = self.servers.primary_at() {
+                return Ok((e, Some((i, address))));
             }
             let changed = self.servers.changed_since(epoch);
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
@@ -908,6 +935,10 @@ impl Pool {
             // Dropping a Leased closes it and frees its place.
             let expired = g.take_idle_where(|c| {
                 let dead = !c.io.idle_is_healthy();
+                if dead {
+                    self.dead_idle_seen
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 let old = now.duration_since(c.last_used) >= t.idle_timeout && keep > min;
                 if dead || old {
                     keep -= 1;

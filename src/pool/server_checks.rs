@@ -7,7 +7,8 @@
 //!   and closed at once, and a refused or timed-out connect marks the
 //!   server down — so `/readyz` and queued clients learn an outage within
 //!   one interval instead of at the next client's dial (an empty pool is
-//!   checked by a login at most every [`LOGIN_CHECK_EVERY`]). Connections that
+//!   checked by a login at most every [`LOGIN_CHECK_EVERY`], at once when
+//!   the pool's maintenance just closed an idle connection found dead). Connections that
 //!   are all busy or recently used mean no check that round: the clients'
 //!   own statements and dials say as much.
 //! - **Several servers**: one check connection per server, logged in as
@@ -21,7 +22,7 @@
 //! of primary means for the pool (connections closed, the globals and the
 //! code catalog read again) is [`super::Pool::after_server_checks`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -34,17 +35,37 @@ use super::Pool;
 use super::servers::Check;
 use crate::backend::{self, BackendConn, BackendError};
 
-/// The longest a check waits for a connect or an answer, whatever the
-/// interval (and never longer than `backend.connect_timeout_ms`).
-const CHECK_TIMEOUT_MAX: Duration = Duration::from_secs(5);
+/// The longest a check waits for a connect or an answer.
+const CHECK_TIMEOUT_MAX: Duration = Duration::from_secs(10);
+/// The shortest.
+const CHECK_TIMEOUT_MIN: Duration = Duration::from_secs(1);
 
-/// Runs the checks of every server until `shutdown`, or until `current`
-/// finds the proxy gone.
-pub async fn run(mut shutdown: crate::shutdown::Shutdown, current: impl Fn() -> Option<Arc<Pool>>) {
-    let mut conns: Vec<Option<BackendConn>> = Vec::new();
+/// Runs the checks until `shutdown`, or until the pool is gone: one task
+/// per server with several (a server that does not answer delays no other
+/// server's check), one for a single server.
+pub async fn run(shutdown: crate::shutdown::Shutdown, pool: Weak<Pool>) {
+    let n = pool.upgrade().map_or(0, |p| p.servers.len());
+    if n <= 1 {
+        return check_loop(shutdown, pool, None).await;
+    }
+    let tasks: Vec<_> = (0..n)
+        .map(|i| tokio::spawn(check_loop(shutdown.clone(), pool.clone(), Some(i))))
+        .collect();
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// The checks of server `server` (`None`: the single server).
+async fn check_loop(
+    mut shutdown: crate::shutdown::Shutdown,
+    pool: Weak<Pool>,
+    server: Option<usize>,
+) {
+    let mut conn: Option<BackendConn> = None;
     let mut last_login: Option<Instant> = None;
     loop {
-        let Some(pool) = current() else {
+        let Some(pool) = pool.upgrade() else {
             return;
         };
         let t = pool.timings();
@@ -52,19 +73,15 @@ pub async fn run(mut shutdown: crate::shutdown::Shutdown, current: impl Fn() -> 
         let failures = t.check_failures;
         drop(t);
         if interval.is_zero() {
-            conns.clear();
-        } else if pool.servers.len() == 1 {
-            if let Some(check) = check_single(&pool, interval, &mut last_login).await {
-                let changes = pool.servers.observe(0, check, failures);
-                pool.after_server_checks(changes);
-            }
-        } else {
-            conns.resize_with(pool.servers.len(), || None);
-            for (i, address) in pool.servers.addresses().iter().enumerate() {
-                let check = check_one(&pool, address, &mut conns[i], interval).await;
-                let changes = pool.servers.observe(i, check, failures);
-                pool.after_server_checks(changes);
-            }
+            conn = None;
+        } else if let Some(i) = server {
+            let address = pool.servers.address(i).unwrap_or_default();
+            let check = check_one(&pool, &address, &mut conn).await;
+            let changes = pool.servers.observe(i, check, failures);
+            pool.after_server_checks(changes);
+        } else if let Some(check) = check_single(&pool, interval, &mut last_login).await {
+            let changes = pool.servers.observe(0, check, failures);
+            pool.after_server_checks(changes);
         }
         drop(pool);
         let wait = if interval.is_zero() {
@@ -73,23 +90,25 @@ pub async fn run(mut shutdown: crate::shutdown::Shutdown, current: impl Fn() -> 
             interval
         };
         tokio::select! {
-            _ = shutdown.wait() => return,
+            _ = shutdown.wait() => break,
             _ = tokio::time::sleep(wait) => {}
         }
     }
+    if let Some(c) = conn {
+        c.quit().await;
+    }
 }
 
-/// How long one check may take.
-fn check_timeout(pool: &Pool, interval: Duration) -> Duration {
+/// How long one check may take: `backend.connect_timeout_ms`, within
+/// [`CHECK_TIMEOUT_MIN`] and [`CHECK_TIMEOUT_MAX`] (a loaded server's slow
+/// answer is not an outage).
+fn check_timeout(pool: &Pool) -> Duration {
     let connect = pool
         .credentials
         .load()
         .first()
         .map_or(CHECK_TIMEOUT_MAX, |p| p.connect_timeout);
-    (interval * 2)
-        .max(Duration::from_secs(1))
-        .min(CHECK_TIMEOUT_MAX)
-        .min(connect)
+    connect.clamp(CHECK_TIMEOUT_MIN, CHECK_TIMEOUT_MAX)
 }
 
 /// The single server's check: `None` when there was nothing to check with
@@ -100,7 +119,7 @@ async fn check_single(
     interval: Duration,
     last_login: &mut Option<Instant>,
 ) -> Option<Check> {
-    let limit = check_timeout(pool, interval);
+    let limit = check_timeout(pool);
     if let Some(mut conn) = pool.idle_for_check(interval) {
         let last_used = conn.last_used;
         match tokio::time::timeout(limit, conn.ping()).await {
@@ -112,9 +131,13 @@ async fn check_single(
             // one dead connection (a KILL, wait_timeout) is not an outage.
             _ => drop(conn),
         }
-    } else if pool.groups.iter().any(|g| g.snapshot().owned > 0)
-        || last_login.is_some_and(|t| t.elapsed() < LOGIN_CHECK_EVERY)
+    } else if !pool
+        .dead_idle_seen
+        .swap(false, std::sync::atomic::Ordering::Relaxed)
+        && (pool.groups.iter().any(|g| g.snapshot().owned > 0)
+            || last_login.is_some_and(|t| t.elapsed() < LOGIN_CHECK_EVERY))
     {
+        // Nothing found dead, and the pool busy or checked lately.
         return None;
     }
     *last_login = Some(Instant::now());
@@ -150,13 +173,8 @@ async fn login_check(pool: &Arc<Pool>, address: &str, limit: Duration) -> Result
 }
 
 /// A check of one of several servers on its own connection.
-async fn check_one(
-    pool: &Pool,
-    address: &str,
-    conn: &mut Option<BackendConn>,
-    interval: Duration,
-) -> Check {
-    let limit = check_timeout(pool, interval);
+async fn check_one(pool: &Pool, address: &str, conn: &mut Option<BackendConn>) -> Check {
+    let limit = check_timeout(pool);
     if conn.is_none() {
         let Some(mut p) = pool.credentials.load().first().map(|p| p.over(address)) else {
             return Check::Failed {
@@ -167,6 +185,7 @@ async fn check_one(
         p.connect_timeout = limit;
         match backend::connect(&p).await {
             Ok((c, _)) => *conn = Some(c),
+            Err(BackendError::Server(_)) => return Check::Answered,
             Err(e) => return failed(&e),
         }
     }
@@ -179,6 +198,7 @@ async fn check_one(
     let read = tokio::time::timeout(limit, c.query_row("SELECT @@global.read_only")).await;
     let value = match read {
         Ok(Ok(row)) => row.and_then(|r| r.into_iter().next().flatten()),
+        Ok(Err(BackendError::Server(_))) => return Check::Answered,
         Ok(Err(e)) => {
             *conn = None;
             return failed_query(e.to_string());
@@ -211,12 +231,28 @@ fn failed_query(error: String) -> Check {
     }
 }
 
-/// A failed connect: the socket could not be opened or timed out — down at
-/// once; the server answered with an error (credentials, too many
-/// connections) — up, but this check failed.
+/// A failed connect: refused, or no route to the host — down at once; a
+/// timeout (a loaded server may be slow to greet) counts toward the
+/// threshold like a failed query.
 fn failed(e: &BackendError) -> Check {
     Check::Failed {
         error: e.to_string(),
-        at_once: matches!(e, BackendError::Wire(_) | BackendError::Timeout) && !e.is_out_of_fds(),
+        at_once: refused(e),
+    }
+}
+
+/// A connect the server's host turned away: nothing listens there.
+pub(super) fn refused(e: &BackendError) -> bool {
+    use std::io::ErrorKind;
+    match e {
+        BackendError::Wire(crate::wire::WireError::Io(io)) => matches!(
+            io.kind(),
+            ErrorKind::ConnectionRefused
+                | ErrorKind::HostUnreachable
+                | ErrorKind::NetworkUnreachable
+                // A Unix socket whose server is gone.
+                | ErrorKind::NotFound
+        ),
+        _ => false,
     }
 }

@@ -275,6 +275,13 @@ async fn close(conn: &mut Option<BackendConn>) {
 /// none); `None` when it failed, and then the connection is dropped: a
 /// half-read answer is never reused.
 async fn read(p: &Arc<Pool>, conn: &mut Option<BackendConn>) -> Option<Vec<Vec<Option<String>>>> {
+    // The primary changed: the waits to read are the new one's.
+    if conn
+        .as_ref()
+        .is_some_and(|c| c.server_epoch != p.servers.epoch())
+    {
+        close(conn).await;
+    }
     if conn.is_none() {
         match p.dial(0, Instant::now() + ANSWER_WITHIN).await {
             Ok(c) => *conn = Some(c),

@@ -37,8 +37,11 @@ pub enum Check {
         /// `@@global.read_only`.
         read_only: Option<bool>,
     },
-    /// It did not. `at_once`: the connect itself failed (refused, timed
-    /// out): down now, without waiting for more failures.
+    /// It answered without saying (an error such as too many
+    /// connections): reachable, nothing else learnt, no failure counted.
+    Answered,
+    /// It did not. `at_once`: the connect itself was refused or the host is
+    /// unreachable: down now, without waiting for more failures.
     Failed {
         /// What went wrong.
         error: String,
@@ -97,6 +100,11 @@ pub struct ServerView {
     pub last_error: Option<String>,
     /// When it was last checked.
     pub checked: Option<SystemTime>,
+    /// Refused while another server was the primary, and not seen
+    /// read-only since: it may hold writes the primary never saw, so it is
+    /// not promoted when the primary fails — only in an orderly switchover
+    /// (the primary up and read-only).
+    pub refused: bool,
 }
 
 struct State {
@@ -204,16 +212,22 @@ fn choose(current: Option<usize>, seen: &[ServerView]) -> Option<usize> {
     {
         return Some(p);
     }
+    // An orderly switchover: the primary is up and made itself read-only,
+    // so a server refused meanwhile cannot have diverged from it since.
+    let switchover = current
+        .and_then(|p| seen.get(p))
+        .is_some_and(|s| s.up && s.read_only == Some(true));
+    let eligible = |s: &ServerView| writable(s) && (!s.refused || switchover);
     // Nothing is chosen before every server has answered or failed once:
     // whichever is checked first must not win by being first.
     if current.is_none() && seen.iter().any(|s| s.checked.is_none()) {
         return None;
     }
-    let mut candidates = seen.iter().enumerate().filter(|(_, s)| writable(s));
-    match (candidates.next(), candidates.next()) {
-        (Some((i, _)), None) => Some(i),
-        _ => None,
+    if seen.iter().filter(|s| writable(s)).count() > 1 {
+        // Two writable servers and no primary to keep: never guess.
+        return None;
     }
+    seen.iter().position(eligible)
 }
 
 fn role_of(i: usize, primary: Option<usize>, s: &ServerView) -> Role {
@@ -244,6 +258,7 @@ impl Servers {
                 failures: 0,
                 last_error: None,
                 checked: None,
+                refused: false,
             })
             .collect();
         let primary = (servers.len() == 1).then_some(0);
@@ -300,9 +315,19 @@ impl Servers {
     /// The primary's address with the epoch it holds in, or `None` when
     /// there is none.
     pub fn primary(&self) -> Option<(u64, String)> {
+        self.primary_at().map(|(e, _, a)| (e, a))
+    }
+
+    /// As [`Servers::primary`], with the primary's index.
+    pub fn primary_at(&self) -> Option<(u64, usize, String)> {
         let st = self.lock();
         let p = st.primary?;
-        Some((self.epoch(), st.servers[p].address.clone()))
+        Some((self.epoch(), p, st.servers[p].address.clone()))
+    }
+
+    /// The address of server `i`.
+    pub fn address(&self, i: usize) -> Option<String> {
+        self.lock().servers.get(i).map(|s| s.address.clone())
     }
 
     /// Resolves when the primary may have changed since `epoch`.
@@ -353,12 +378,39 @@ impl Servers {
             .iter()
             .filter(|s| s.up && s.read_only == Some(false))
             .count();
+        let unchecked = st.servers.iter().any(|s| s.checked.is_none());
+        let refused = st
+            .servers
+            .iter()
+            .any(|s| s.refused && s.up && s.read_only == Some(false));
         let why = if writable > 1 {
             "more than one writable server, none chosen"
+        } else if unchecked {
+            "not every server checked yet"
+        } else if refused {
+            "no writable server but one refused earlier (it may hold writes the last primary never saw: make it read-only, then writable again, to take it)"
         } else {
             "no writable server"
         };
         Some((since, format!("{why}: {}", each.join(", "))))
+    }
+
+    /// The index of the server at `address`.
+    pub fn index_of(&self, address: &str) -> Option<usize> {
+        self.lock()
+            .servers
+            .iter()
+            .position(|s| s.address == address)
+    }
+
+    /// A failed dial to the primary of `epoch`: recorded as a check of
+    /// server `i` when that epoch is still current (a dial that started
+    /// before a change says nothing about the new primary).
+    pub fn observe_at(&self, i: usize, epoch: u64, check: Check) -> Changes {
+        if self.epoch() != epoch {
+            return Changes::default();
+        }
+        self.observe(i, check, 1)
     }
 
     /// Records what a check of server `i` found (`failures_needed` failed
@@ -379,6 +431,15 @@ impl Servers {
                 if read_only.is_some() {
                     s.read_only = read_only;
                 }
+                if read_only == Some(true) {
+                    s.refused = false;
+                }
+            }
+            Check::Answered => {
+                if !s.up {
+                    tracing::info!(server = %s.address, "backend server reachable again");
+                }
+                s.up = true;
             }
             Check::Failed { error, at_once } => {
                 s.failures = s.failures.saturating_add(1);
@@ -406,10 +467,13 @@ impl Servers {
         }
         let roles_before: Vec<Role> = st.servers.iter().map(|s| s.role).collect();
         Self::assign_roles(&mut st);
-        for (s, was) in st.servers.iter().zip(roles_before) {
-            if s.role == Role::Refused && was != Role::Refused {
-                self.refusals.fetch_add(1, Ordering::Relaxed);
-                changes.refused = Some(s.address.clone());
+        for (s, was) in st.servers.iter_mut().zip(roles_before) {
+            if s.role == Role::Refused {
+                s.refused = true;
+                if was != Role::Refused {
+                    self.refusals.fetch_add(1, Ordering::Relaxed);
+                    changes.refused = Some(s.address.clone());
+                }
             }
         }
         changes
@@ -514,6 +578,36 @@ mod tests {
         // And a second promoted replica does not take over either.
         s.observe(1, up(false), 3);
         assert_eq!(primary(&s).as_deref(), Some("c:1"));
+    }
+
+    #[test]
+    fn a_refused_server_is_not_promoted_when_the_primary_fails() {
+        let s = Servers::new(&["a:1", "b:1"]);
+        s.observe(0, up(false), 3);
+        s.observe(1, up(true), 3);
+        s.observe(1, up(false), 3);
+        assert_eq!(s.views()[1].role, Role::Refused);
+        // The primary dies: b may hold writes a never saw.
+        s.observe(0, refused(), 3);
+        assert_eq!(primary(&s), None);
+        let why = s.no_primary().expect("none").1;
+        assert!(why.contains("refused earlier"), "{why}");
+        // Seen read-only once, it is a replica again, then a candidate.
+        s.observe(1, up(true), 3);
+        assert_eq!(primary(&s), None);
+        s.observe(1, up(false), 3);
+        assert_eq!(primary(&s).as_deref(), Some("b:1"));
+    }
+
+    #[test]
+    fn an_answer_without_a_reading_keeps_the_server_up() {
+        let s = Servers::new(&["a:1", "b:1"]);
+        s.observe(0, up(false), 3);
+        s.observe(1, up(true), 3);
+        for _ in 0..5 {
+            s.observe(0, Check::Answered, 3);
+        }
+        assert_eq!(primary(&s).as_deref(), Some("a:1"));
     }
 
     #[test]

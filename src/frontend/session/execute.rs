@@ -224,6 +224,16 @@ impl Session {
             self.stmt_wait = Some(started.elapsed());
             match (adm.backend, adm.open) {
                 (None, None) => match self.backend.take() {
+                    // Held on a server that stopped being the primary: the
+                    // session's state lives there and goes nowhere else; it
+                    // ends as a lost backend holding state does.
+                    Some(b) if b.server_epoch != self.shared.pool.servers.epoch() => {
+                        drop(b);
+                        drop(adm.slot);
+                        let e = errors::backend_lost("the primary server changed");
+                        self.lost_backend(seq, &e, true).await?;
+                        return Ok(None);
+                    }
                     Some(b) => break (adm.slot, b),
                     None => {
                         let e = errors::backend_unavailable("pinned backend missing");
@@ -472,7 +482,8 @@ impl Session {
         // sub-statements change query ids, would otherwise run on.
         let (wake, interrupt) = (&self.handle.wake, &self.handle.interrupt);
         let kill_query = &self.handle.kill_query;
-        let (thread, pool) = (co.backend.thread_id, co.backend.pool);
+        let thread = co.backend.thread_id;
+        let at = (co.backend.server, co.backend.server_epoch, co.backend.pool);
         let mut kill_sent = None;
         let relayed = {
             let relaying = relay(&mut self.client, &mut co.backend.io, shape, &view, seq);
@@ -487,7 +498,7 @@ impl Session {
             // exact; the server's error then ends the response.
             let meant = || kill_query.load(std::sync::atomic::Ordering::Acquire) == statement;
             if meant() {
-                kill_sent = Some(kill_query_of(&self.shared, pool, thread));
+                kill_sent = Some(kill_query_of(&self.shared, at, thread));
             }
             loop {
                 tokio::select! {
@@ -495,7 +506,7 @@ impl Session {
                     _ = wake.notified() => break None,
                     _ = &mut interrupted, if kill_sent.is_none() => {
                         if meant() {
-                            kill_sent = Some(kill_query_of(&self.shared, pool, thread));
+                            kill_sent = Some(kill_query_of(&self.shared, at, thread));
                         } else {
                             interrupted.set(interrupt.notified());
                             interrupted.as_mut().enable();
@@ -1313,7 +1324,8 @@ pub(super) fn abandon_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
     let shared = shared.clone();
     tokio::spawn(async move {
         let thread = backend.thread_id;
-        send_kill(&shared, backend.pool, &format!("KILL {thread}")).await;
+        let at = (backend.server, backend.server_epoch, backend.pool);
+        send_kill(&shared, at, &format!("KILL {thread}")).await;
         drop(backend);
     });
 }
@@ -1325,31 +1337,34 @@ pub(super) fn abandon_backend(shared: &std::sync::Arc<crate::frontend::Shared>, 
 /// that thread again.
 fn kill_query_of(
     shared: &std::sync::Arc<crate::frontend::Shared>,
-    pool: usize,
+    at: KillAt,
     thread: u32,
 ) -> tokio::task::JoinHandle<()> {
     let shared = shared.clone();
     tokio::spawn(async move {
-        send_kill(&shared, pool, &format!("KILL QUERY {thread}")).await;
+        send_kill(&shared, at, &format!("KILL QUERY {thread}")).await;
     })
 }
 
-/// Sends a KILL over a helper connection of pool key `pool`, counted in
-/// the metrics; waits up to 5 s for one.
-async fn send_kill(shared: &crate::frontend::Shared, pool: usize, sql: &str) {
+/// Where a backend thread runs: its server, the primary epoch its
+/// connection was dialed in, its pool key.
+type KillAt = (usize, u64, usize);
+
+/// Sends a KILL for a thread of the backend at `at` over a helper
+/// connection to the same server (see `Pool::kill_on`), counted in the
+/// metrics; waits up to 5 s for one.
+async fn send_kill(shared: &std::sync::Arc<crate::frontend::Shared>, at: KillAt, sql: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
-    match shared.pool.helper(pool, deadline).await {
-        Some(mut h) => {
-            let sent = h.conn.exec(sql).await.is_ok();
-            shared
-                .metrics
-                .kill_helper(h.source.label(), if sent { "sent" } else { "failed" });
-            h.finish(sent);
-        }
-        None => {
-            shared.metrics.kill_helper("none", "failed");
-            warn!(%sql, "no backend connection free to kill a statement within 5 s");
-        }
+    let (server, epoch, pool) = at;
+    let (source, sent) = shared
+        .pool
+        .kill_on(server, epoch, pool, sql, deadline)
+        .await;
+    shared
+        .metrics
+        .kill_helper(source, if sent { "sent" } else { "failed" });
+    if source == "none" {
+        warn!(%sql, "no backend connection free to kill a statement within 5 s");
     }
 }
 

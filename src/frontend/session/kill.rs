@@ -956,6 +956,15 @@ impl Session {
     /// (found by the backend thread running it) that this client may kill;
     /// a query of anything else on the server is refused.
     async fn kill_query_id(&mut self, seq: u8, qid: u64) -> Result<bool, End> {
+        if self.shared.pool.servers.len() > 1 {
+            // A thread id names a thread of one server; across a change of
+            // primary the same id may be another client's elsewhere.
+            let e = refused(
+                "KILL QUERY ID with several backend servers (use KILL QUERY with the connection id)",
+            );
+            self.send_err(seq, &e).await?;
+            return Ok(false);
+        }
         let q = format!("SELECT ID FROM information_schema.PROCESSLIST WHERE QUERY_ID = {qid}");
         let Some(cell) = self.ask_backend(seq, &q).await? else {
             return Ok(false);
