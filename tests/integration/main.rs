@@ -13,12 +13,18 @@
 //!   shared by the tests of the calling source file only, as it was by the
 //!   tests of one binary; at most a few idle ones are kept running
 //!   (`common::mariadb`);
-//! - the open-files limit, the CPUs and the process's thread list: tests
-//!   that open thousands of sockets or run sysbench in this process hold
-//!   `common::heavy()` while they do, one at a time;
-//! - anything a test reads process-wide (`/proc/self`, metrics of the
-//!   process) must count its own objects only, since other modules' tests
-//!   run beside it.
+//! - the open-files limit and the CPUs: tests that open thousands of
+//!   sockets, run sysbench or MariaDB's own suite hold `common::heavy()`
+//!   while they do, one at a time;
+//! - what a test reads of the whole process (`/proc/self`: its threads,
+//!   its descriptors) must be its own objects only, since other modules'
+//!   tests and their proxies run beside it (`sysbench_load` asks its
+//!   proxy's workers for their threads);
+//! - temporary files and directories: named after the module as well as
+//!   the process id, which all modules now share;
+//! - no test sets environment variables, changes the working directory or
+//!   installs a global tracing subscriber (`MYPLEX_TEST_LOG` installs one,
+//!   once, for all).
 
 mod common;
 
