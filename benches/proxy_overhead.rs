@@ -4,7 +4,7 @@
 //! measurements, an interleaved pass records every single round trip and
 //! prints p50/p90/p99 per path and myplex's added p50 latency.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/integration/common/mod.rs"]
 mod common;
 
 use std::hint::black_box;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the system packages needed by the test suite and the demo
 # (MariaDB server + client, sysbench, openssl, python3 with venv) on
-# Debian/Ubuntu, and the Python MySQL drivers used by tests/python_driver.rs
+# Debian/Ubuntu, and the Python MySQL drivers used by tests/integration/python_driver.rs
 # into a virtualenv at target/pyenv (versions pinned in
 # tests/python/setup_venv.py).
 # Idempotent: does nothing if everything is already present.
@@ -71,7 +71,7 @@ have openssl || die "openssl not found after install"
 have python3 || die "python3 not found after install"
 have cargo || die "cargo not found on PATH (install Rust via rustup: https://rustup.rs)"
 
-# --- Client matrix (tests/client_matrix.rs) ------------------------------
+# --- Client matrix (tests/integration/client_matrix.rs) ------------------------------
 # PHP mysqli (mysqlnd), Perl DBD::MariaDB, MariaDB Connector/J with a JDK,
 # node + npm, and libmariadb-dev + a C compiler to build the `mariadb` Python
 # package; then mysql2 (npm) and the Python drivers under target/ via
@@ -101,7 +101,7 @@ client_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$client_repo/tests/clients/setup.sh" || die "tests/clients/setup.sh failed (mysql2 from npm or the Python venv)"
 # --- end client matrix -----------------------------------------------------
 
-# Python drivers for tests/python_driver.rs (quiet no-op when up to date).
+# Python drivers for tests/integration/python_driver.rs (quiet no-op when up to date).
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 python3 "$repo/tests/python/setup_venv.py" "$repo/target/pyenv" ||
     die "could not set up the Python venv at $repo/target/pyenv"
@@ -123,7 +123,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 log "ok: $(cargo fuzz --version), $(cargo +nightly --version)"
 
-# MariaDB's own test suite for tests/conformance.rs: Debian's mariadb-test
+# MariaDB's own test suite for tests/integration/conformance.rs: Debian's mariadb-test
 # (mariadb-test a.k.a. mysqltest, mariadb-client-test) and mariadb-test-data
 # (the cases under /usr/share/mysql/mysql-test). Same version as the server.
 if ! have mariadb-test || ! have mariadb-client-test || [[ ! -d /usr/share/mysql/mysql-test/main ]]; then
