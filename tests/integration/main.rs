@@ -66,6 +66,7 @@ mod proxy_basic;
 mod python_driver;
 mod reload;
 mod row_count;
+mod servers;
 mod session_authority;
 mod session_values;
 mod sysbench_load;

@@ -7,7 +7,7 @@
 //! an error naming the cause. Real servers, roles set with
 //! `SET GLOBAL read_only` as an operator or orchestrator would.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
