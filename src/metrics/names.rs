@@ -193,6 +193,10 @@ pub const ALL: &[&str] = &[
     QUEUE_TIMEOUTS_TOTAL,
     BACKEND_CONNECTIONS,
     BACKEND_CEILING,
+    SERVER_UP,
+    SERVER_ROLE,
+    PRIMARY_CHANGES_TOTAL,
+    REFUSED_WRITABLE_SERVERS_TOTAL,
     SERVER_WAITING_THREADS,
     SERVER_WAITS,
     BACKEND_CONNECTIONS_BASE,
@@ -227,6 +231,8 @@ pub const LABELS: &[&str] = &[
     "outcome",
     "user",
     "quantile",
+    "server",
+    "role",
 ];
 
 /// What a Prometheus text exposition exports that this catalogue does not
