@@ -147,7 +147,9 @@ async fn check_single(
         Ok(()) => Check::Up { read_only: None },
         // It answered (too many connections, credentials): reachable, as
         // the health state counts it.
-        Err(BackendError::Server(_)) => Check::Up { read_only: None },
+        Err(BackendError::Server(e)) => Check::Answered {
+            error: e.to_string(),
+        },
         Err(e) => failed(&e),
     };
     Some(check)
@@ -185,7 +187,11 @@ async fn check_one(pool: &Pool, address: &str, conn: &mut Option<BackendConn>) -
         p.connect_timeout = limit;
         match backend::connect(&p).await {
             Ok((c, _)) => *conn = Some(c),
-            Err(BackendError::Server(_)) => return Check::Answered,
+            Err(BackendError::Server(e)) => {
+                return Check::Answered {
+                    error: e.to_string(),
+                };
+            }
             Err(e) => return failed(&e),
         }
     }
@@ -198,7 +204,11 @@ async fn check_one(pool: &Pool, address: &str, conn: &mut Option<BackendConn>) -
     let read = tokio::time::timeout(limit, c.query_row("SELECT @@global.read_only")).await;
     let value = match read {
         Ok(Ok(row)) => row.and_then(|r| r.into_iter().next().flatten()),
-        Ok(Err(BackendError::Server(_))) => return Check::Answered,
+        Ok(Err(BackendError::Server(e))) => {
+            return Check::Answered {
+                error: e.to_string(),
+            };
+        }
         Ok(Err(e)) => {
             *conn = None;
             return failed_query(e.to_string());

@@ -37,9 +37,13 @@ pub enum Check {
         /// `@@global.read_only`.
         read_only: Option<bool>,
     },
-    /// It answered without saying (an error such as too many
-    /// connections): reachable, nothing else learnt, no failure counted.
-    Answered,
+    /// It answered without saying, with `error` (too many connections,
+    /// access denied): reachable, nothing else learnt, no failure counted;
+    /// the error is kept as the server's last one.
+    Answered {
+        /// The server's error.
+        error: String,
+    },
     /// It did not. `at_once`: the connect itself was refused or the host is
     /// unreachable: down now, without waiting for more failures.
     Failed {
@@ -218,9 +222,10 @@ fn choose(current: Option<usize>, seen: &[ServerView]) -> Option<usize> {
         .and_then(|p| seen.get(p))
         .is_some_and(|s| s.up && s.read_only == Some(true));
     let eligible = |s: &ServerView| writable(s) && (!s.refused || switchover);
-    // Nothing is chosen before every server has answered or failed once:
-    // whichever is checked first must not win by being first.
-    if current.is_none() && seen.iter().any(|s| s.checked.is_none()) {
+    // Nothing is chosen while a reachable server's read_only is unknown
+    // (not checked yet, or it answers without letting it be read): it may
+    // be writable too, and whichever is read first must not win by that.
+    if seen.iter().any(|s| s.checked.is_none() || (s.up && s.read_only.is_none())) {
         return None;
     }
     if seen.iter().filter(|s| writable(s)).count() > 1 {
@@ -366,7 +371,10 @@ impl Servers {
                         "down ({})",
                         s.last_error.as_deref().unwrap_or("not reachable")
                     ),
-                    (true, None) => "not checked yet".into(),
+                    (true, None) => match (&s.checked, &s.last_error) {
+                        (Some(_), Some(e)) => format!("answers but cannot be read ({e})"),
+                        _ => "not checked yet".into(),
+                    },
                     (true, Some(true)) => "read-only".into(),
                     (true, Some(false)) => "writable".into(),
                 };
@@ -435,11 +443,12 @@ impl Servers {
                     s.refused = false;
                 }
             }
-            Check::Answered => {
+            Check::Answered { error } => {
                 if !s.up {
                     tracing::info!(server = %s.address, "backend server reachable again");
                 }
                 s.up = true;
+                s.last_error = Some(error);
             }
             Check::Failed { error, at_once } => {
                 s.failures = s.failures.saturating_add(1);
@@ -605,9 +614,34 @@ mod tests {
         s.observe(0, up(false), 3);
         s.observe(1, up(true), 3);
         for _ in 0..5 {
-            s.observe(0, Check::Answered, 3);
+            s.observe(
+                0,
+                Check::Answered {
+                    error: "Too many connections".into(),
+                },
+                3,
+            );
         }
         assert_eq!(primary(&s).as_deref(), Some("a:1"));
+        assert_eq!(
+            s.views()[0].last_error.as_deref(),
+            Some("Too many connections")
+        );
+        // A server that answers but never lets its read_only be read.
+        let s = Servers::new(&["a:1", "b:1"]);
+        s.observe(
+            0,
+            Check::Answered {
+                error: "Access denied".into(),
+            },
+            3,
+        );
+        s.observe(1, up(false), 3);
+        let why = s.no_primary().expect("none: a unread").1;
+        assert!(
+            why.contains("a:1 answers but cannot be read (Access denied)"),
+            "{why}"
+        );
     }
 
     #[test]
