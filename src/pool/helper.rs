@@ -97,12 +97,11 @@ impl Pool {
     }
 
     fn take_one(&self, parked: bool, mut pick: impl FnMut(&BackendConn) -> bool) -> Option<Leased> {
-        // Never one to a server that stopped being the primary.
-        let epoch = self.servers.epoch();
         self.groups.iter().find_map(|g| {
             let mut found = false;
             let mut once = |c: &BackendConn| {
-                let this = !found && c.server_epoch == epoch && pick(c);
+                // Never one to a server that stopped being the primary.
+                let this = !found && self.on_primary(c) && pick(c);
                 found |= this;
                 this
             };
@@ -220,7 +219,7 @@ impl Pool {
         sql: &str,
         deadline: Instant,
     ) -> (&'static str, bool) {
-        if self.servers.len() == 1 || epoch == self.servers.epoch() {
+        if self.servers.is_current(epoch) {
             return match self.helper(key, deadline).await {
                 Some(mut h) => {
                     let sent = h.conn.exec(sql).await.is_ok();
@@ -231,17 +230,17 @@ impl Pool {
                 None => ("none", false),
             };
         }
-        let (Some(address), Some(p)) = (self.servers.address(server), self.params(key)) else {
+        let Some(address) = self.servers.address(server) else {
             return ("none", false);
         };
-        let p = p.over(&address);
-        match tokio::time::timeout_at(deadline, crate::backend::connect(&p)).await {
-            Ok(Ok((mut c, _))) => {
+        let limit = deadline.saturating_duration_since(Instant::now());
+        match self.login_at(key, &address, limit).await {
+            Ok(mut c) => {
                 let sent = c.exec(sql).await.is_ok();
                 c.quit().await;
                 ("direct", sent)
             }
-            _ => ("direct", false),
+            Err(_) => ("direct", false),
         }
     }
 

@@ -686,7 +686,7 @@ impl Pool {
             match dialed {
                 // The primary changed while this one logged in: it may be
                 // the old one, so it is closed and the new one dialed.
-                Ok(_) if self.servers.len() > 1 && self.servers.epoch() != server_epoch => {
+                Ok(_) if !self.servers.is_current(server_epoch) => {
                     continue;
                 }
                 Ok((mut conn, mut info)) => {
@@ -721,12 +721,9 @@ impl Pool {
                     // Several servers: a primary that refuses connections
                     // is down now, not at its next check (the next round
                     // of this loop waits for another primary).
-                    if self.servers.len() > 1
-                        && server_checks::refused(&e)
-                        && let Some(i) = self.servers.index_of(&p.address)
-                    {
+                    if self.servers.len() > 1 && server_checks::refused(&e) {
                         let changes = self.servers.observe_at(
-                            i,
+                            server,
                             server_epoch,
                             servers::Check::Failed {
                                 error: e.to_string(),
@@ -790,15 +787,36 @@ impl Pool {
             tracing::warn!(from = ?from, to = ?to, "backend primary changed");
             self.globals_changed();
             self.code_catalog.server_changed();
-            let epoch = self.servers.epoch();
             for g in &self.groups {
-                drop(g.take_idle_where(|c| c.server_epoch != epoch));
-                drop(g.take_parked_where(|c| c.server_epoch != epoch));
+                drop(g.take_idle_where(|c| !self.on_primary(c)));
+                drop(g.take_parked_where(|c| !self.on_primary(c)));
             }
         }
         if self.servers.len() > 1 {
             self.health.set_no_primary(self.servers.no_primary());
         }
+    }
+
+    /// True when `c` was dialed to the server that is the primary now (see
+    /// [`servers::Servers::is_current`]).
+    pub fn on_primary(&self, c: &BackendConn) -> bool {
+        self.servers.is_current(c.server_epoch)
+    }
+
+    /// A login of pool key `key`'s credentials at `address` (a server of
+    /// `backend.address`, whichever its role), within `limit`, outside the
+    /// budget: for a health check or a KILL on a former primary.
+    pub async fn login_at(
+        &self,
+        key: usize,
+        address: &str,
+        limit: Duration,
+    ) -> Result<BackendConn, BackendError> {
+        let Some(mut p) = self.params(key).map(|p| p.over(address)) else {
+            return Err(BackendError::Protocol(format!("no pool key {key}")));
+        };
+        p.connect_timeout = limit;
+        backend::connect(&p).await.map(|(c, _)| c)
     }
 
     /// An idle connection (of any account: a ping reads nothing) for a

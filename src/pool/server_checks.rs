@@ -27,13 +27,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::Pool;
+use super::servers::Check;
+use crate::backend::{BackendConn, BackendError};
+
 /// With no pooled connection to ping, a login check is made at most this
 /// often (an idle proxy does not log in every interval).
 const LOGIN_CHECK_EVERY: Duration = Duration::from_secs(5);
-
-use super::Pool;
-use super::servers::Check;
-use crate::backend::{self, BackendConn, BackendError};
 
 /// The longest a check waits for a connect or an answer.
 const CHECK_TIMEOUT_MAX: Duration = Duration::from_secs(10);
@@ -143,7 +143,7 @@ async fn check_single(
     *last_login = Some(Instant::now());
     // Nothing pooled to ask (or the one asked failed): a login of its own,
     // closed at once. It feeds the health state as a dial does.
-    let check = match login_check(pool, pool.servers.addresses().first()?, limit).await {
+    let check = match login_check(pool, &pool.servers.address(0)?, limit).await {
         Ok(()) => Check::Up { read_only: None },
         // It answered (too many connections, credentials): reachable, as
         // the health state counts it.
@@ -158,12 +158,8 @@ async fn check_single(
 /// One login of `backend.user` at `address` and a ping, closed after;
 /// recorded in the health state (`/readyz`) as a dial is.
 async fn login_check(pool: &Arc<Pool>, address: &str, limit: Duration) -> Result<(), BackendError> {
-    let Some(mut p) = pool.credentials.load().first().map(|p| p.over(address)) else {
-        return Ok(());
-    };
-    p.connect_timeout = limit;
-    let r = match backend::connect(&p).await {
-        Ok((mut c, _)) => {
+    let r = match pool.login_at(0, address, limit).await {
+        Ok(mut c) => {
             let pinged = tokio::time::timeout(limit, c.ping()).await;
             c.quit().await;
             pinged.unwrap_or(Err(BackendError::Timeout))
@@ -177,29 +173,17 @@ async fn login_check(pool: &Arc<Pool>, address: &str, limit: Duration) -> Result
 /// A check of one of several servers on its own connection.
 async fn check_one(pool: &Pool, address: &str, conn: &mut Option<BackendConn>) -> Check {
     let limit = check_timeout(pool);
-    if conn.is_none() {
-        let Some(mut p) = pool.credentials.load().first().map(|p| p.over(address)) else {
-            return Check::Failed {
-                error: "no backend credentials".into(),
-                at_once: false,
-            };
-        };
-        p.connect_timeout = limit;
-        match backend::connect(&p).await {
-            Ok((c, _)) => *conn = Some(c),
+    let c = match conn {
+        Some(c) => c,
+        None => match pool.login_at(0, address, limit).await {
+            Ok(c) => conn.insert(c),
             Err(BackendError::Server(e)) => {
                 return Check::Answered {
                     error: e.to_string(),
                 };
             }
             Err(e) => return failed(&e),
-        }
-    }
-    let Some(c) = conn.as_mut() else {
-        return Check::Failed {
-            error: "no connection".into(),
-            at_once: false,
-        };
+        },
     };
     let read = tokio::time::timeout(limit, c.query_row("SELECT @@global.read_only")).await;
     let value = match read {

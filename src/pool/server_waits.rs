@@ -276,10 +276,7 @@ async fn close(conn: &mut Option<BackendConn>) {
 /// half-read answer is never reused.
 async fn read(p: &Arc<Pool>, conn: &mut Option<BackendConn>) -> Option<Vec<Vec<Option<String>>>> {
     // The primary changed: the waits to read are the new one's.
-    if conn
-        .as_ref()
-        .is_some_and(|c| c.server_epoch != p.servers.epoch())
-    {
+    if conn.as_ref().is_some_and(|c| !p.on_primary(c)) {
         close(conn).await;
     }
     if conn.is_none() {

@@ -121,6 +121,8 @@ struct State {
 /// The servers, their health and the primary.
 pub struct Servers {
     state: Mutex<State>,
+    /// How many servers (fixed at start).
+    count: usize,
     /// Bumped whenever the primary changes (to another server or none).
     epoch: AtomicU64,
     /// The epoch, for dials waiting for a primary.
@@ -225,7 +227,10 @@ fn choose(current: Option<usize>, seen: &[ServerView]) -> Option<usize> {
     // Nothing is chosen while a reachable server's read_only is unknown
     // (not checked yet, or it answers without letting it be read): it may
     // be writable too, and whichever is read first must not win by that.
-    if seen.iter().any(|s| s.checked.is_none() || (s.up && s.read_only.is_none())) {
+    if seen
+        .iter()
+        .any(|s| s.checked.is_none() || (s.up && s.read_only.is_none()))
+    {
         return None;
     }
     if seen.iter().filter(|s| writable(s)).count() > 1 {
@@ -274,6 +279,7 @@ impl Servers {
         };
         Self::assign_roles(&mut state);
         Self {
+            count: addresses.len(),
             state: Mutex::new(state),
             epoch: AtomicU64::new(0),
             changed: watch::channel(0).0,
@@ -295,26 +301,24 @@ impl Servers {
 
     /// How many servers there are.
     pub fn len(&self) -> usize {
-        self.lock().servers.len()
+        self.count
     }
 
     /// Never empty; for clippy's `len_without_is_empty`.
     pub fn is_empty(&self) -> bool {
-        self.lock().servers.is_empty()
-    }
-
-    /// The server addresses, in configuration order.
-    pub fn addresses(&self) -> Vec<String> {
-        self.lock()
-            .servers
-            .iter()
-            .map(|s| s.address.clone())
-            .collect()
+        self.count == 0
     }
 
     /// The primary-server generation (bumped at every change of primary).
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
+    }
+
+    /// True when a connection dialed in primary epoch `epoch` is still on
+    /// the primary: the one test of whether a backend may be used or
+    /// shared again after a change of primary.
+    pub fn is_current(&self, epoch: u64) -> bool {
+        epoch == self.epoch()
     }
 
     /// The primary's address with the epoch it holds in, or `None` when
@@ -401,14 +405,6 @@ impl Servers {
             "no writable server"
         };
         Some((since, format!("{why}: {}", each.join(", "))))
-    }
-
-    /// The index of the server at `address`.
-    pub fn index_of(&self, address: &str) -> Option<usize> {
-        self.lock()
-            .servers
-            .iter()
-            .position(|s| s.address == address)
     }
 
     /// A failed dial to the primary of `epoch`: recorded as a check of

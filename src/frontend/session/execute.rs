@@ -46,7 +46,7 @@ impl Session {
             && b.last_used.elapsed() < self.shared.pool.ping_interval()
             && b.globals_epoch == self.shared.pool.globals_epoch()
             && b.roles_epoch == self.shared.pool.roles_epoch()
-            && b.server_epoch == self.shared.pool.servers.epoch()
+            && self.shared.pool.on_primary(b)
             && !b.marks.role_changed
     }
 
@@ -61,7 +61,7 @@ impl Session {
         let ping_after = self.shared.pool.ping_interval();
         let open = match (idle, open) {
             // Dialed to a server that is no longer the primary: closed.
-            (Some(b), _) if b.server_epoch != self.shared.pool.servers.epoch() => b.replace(),
+            (Some(b), _) if !self.shared.pool.on_primary(&b) => b.replace(),
             (Some(mut b), _) => {
                 let healthy = b.io.idle_is_healthy()
                     && (b.last_used.elapsed() < ping_after || b.ping().await.is_ok());
@@ -227,7 +227,7 @@ impl Session {
                     // Held on a server that stopped being the primary: the
                     // session's state lives there and goes nowhere else; it
                     // ends as a lost backend holding state does.
-                    Some(b) if b.server_epoch != self.shared.pool.servers.epoch() => {
+                    Some(b) if !self.shared.pool.on_primary(&b) => {
                         drop(b);
                         drop(adm.slot);
                         let e = errors::backend_lost("the primary server changed");
@@ -1373,7 +1373,7 @@ async fn send_kill(shared: &std::sync::Arc<crate::frontend::Shared>, at: KillAt,
 /// `crate::pool::parking`), closed, or cleaned first — off the client's
 /// path; a backend that fails the cleanup is closed.
 pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, mut b: Leased) {
-    if b.server_epoch != shared.pool.servers.epoch() {
+    if !shared.pool.on_primary(&b) {
         debug!(
             backend = b.id.0,
             "closing backend connection to a server that is no longer the primary"
