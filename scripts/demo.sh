@@ -16,6 +16,10 @@
 #   DEMO_THREADS      sysbench client threads/connections      (default 64)
 #   DEMO_DB           database used by sysbench                (default test)
 #   DEMO_MAX_BACKEND  pool.max_backend_connections             (default 16)
+#   DEMO_REPLICA      1: the throwaway MariaDB gets a replica (GTID
+#                     replication); myplex is given both servers, sends the
+#                     statements to the writable one and shows each one's
+#                     role and replication                     (default 0)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -25,6 +29,7 @@ DEMO_SECONDS=${DEMO_SECONDS:-20}
 DEMO_THREADS=${DEMO_THREADS:-64}
 DEMO_DB=${DEMO_DB:-test}
 DEMO_MAX_BACKEND=${DEMO_MAX_BACKEND:-16}
+DEMO_REPLICA=${DEMO_REPLICA:-0}
 SAMPLE_INTERVAL=2
 
 if [[ -t 2 ]]; then
@@ -58,6 +63,8 @@ done
 
 WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/myplex-demo.XXXXXX")
 MARIADB_PID=""
+REPLICA_PID=""
+REPLICA=""
 MYPLEX_PID=""
 MONITOR_PID=""
 
@@ -70,6 +77,7 @@ cleanup() {
         wait "$MONITOR_PID" 2>/dev/null
     fi
     stop_pid "$MYPLEX_PID" myplex 10
+    stop_pid "$REPLICA_PID" "MariaDB replica" 60
     stop_pid "$MARIADB_PID" "MariaDB" 60
     rm -rf "$WORKDIR"
     exit "$status"
@@ -143,9 +151,45 @@ start_local_mariadb() {
     BACKEND_ADMIN_PASSWORD=rootpw
 }
 
+# A second throwaway MariaDB replicating from the first (GTID), read-only.
+start_local_replica() {
+    local dir=$WORKDIR/replica
+    log "initialising a replica in $dir/data"
+    mariadb_install_db "$dir"
+    REPLICA_PORT=$(pick_port 0 "$BACKEND_PORT")
+    log "starting the replica on 127.0.0.1:$REPLICA_PORT"
+    mariadb_start "$dir" "$REPLICA_PORT" REPLICA_PID \
+        --max-connections=1000 \
+        --innodb-buffer-pool-size=256M \
+        --innodb-flush-log-at-trx-commit=2 \
+        --performance-schema=OFF \
+        --log-bin=mariadb-bin \
+        --binlog-format=ROW \
+        --server-id=2 \
+        --read-only=1
+    mariadb_setup_users "$dir"
+    mariadb_sql "$WORKDIR/mariadb" "CREATE USER 'repl'@'%' IDENTIFIED BY 'replpw';
+        GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'"
+    local pos
+    pos=$(mariadb_sql "$WORKDIR/mariadb" 'SELECT @@global.gtid_binlog_pos')
+    # Both were set up alike on their own: the replica starts from the
+    # primary's position now.
+    mariadb_sql "$dir" "RESET MASTER;
+        SET GLOBAL gtid_slave_pos = '$pos';
+        CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = $BACKEND_PORT,
+          MASTER_USER = 'repl', MASTER_PASSWORD = 'replpw',
+          MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1;
+        START SLAVE"
+    REPLICA="127.0.0.1:$REPLICA_PORT"
+}
+
 if [[ -z $BACKEND ]]; then
     start_local_mariadb
+    if [[ $DEMO_REPLICA == 1 ]]; then
+        start_local_replica
+    fi
 else
+    [[ $DEMO_REPLICA == 1 ]] && die "DEMO_REPLICA needs the throwaway MariaDB (no arguments)"
     [[ $BACKEND == *:* ]] || die "backend must be HOST:PORT (got '$BACKEND')"
     BACKEND_HOST=${BACKEND%:*}
     BACKEND_HOST=${BACKEND_HOST#[}
@@ -176,7 +220,7 @@ listen = "127.0.0.1:$LISTEN_PORT"
 admin_listen = "127.0.0.1:$ADMIN_PORT"
 
 [backend]
-address = $(toml_str "$BACKEND")
+address = $(toml_str "$BACKEND${REPLICA:+, $REPLICA}")
 user = $(toml_str "$BACKEND_USER")
 password = $(toml_str "$BACKEND_PASSWORD")
 
@@ -309,6 +353,19 @@ echo "  ---- myplex's own view (admin /status) next to sysbench's ----"
 status_lines "$WORKDIR/status.json"
 printf '  sysbench                : %s\n' "$(stat_line 'transactions:')" "$(stat_line 'queries:')" \
     "latency per transaction: $(stat_line '95th percentile:')"
+if [[ -n ${REPLICA:-} ]]; then
+    echo "  ---- the servers as myplex sees them (admin /status) ----"
+    python3 - "$WORKDIR/status.json" <<'PY' 2>/dev/null || echo "  (no /status servers)"
+import json, sys
+for s in json.load(open(sys.argv[1]))["servers"]["servers"]:
+    r = s.get("replication") or {}
+    x = r.get("replica")
+    how = ("replicating from %s, io %s, sql %s, lag %s s" % (
+        x["source"], x["io_running"], x["sql_running"], x["lag_s"]) if x
+        else r.get("unreadable") or "not a replica")
+    print("  %-22s: %-8s gtid %-12s %s" % (s["address"], s["role"], r.get("gtid"), how))
+PY
+fi
 printf '  myplex still running    : %s\n' "$myplex_alive"
 echo "=============================================================="
 

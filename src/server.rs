@@ -242,6 +242,15 @@ pub async fn build(cfg: Config, shutdown: Shutdown) -> Result<Arc<Shared>, Start
         ),
     };
     let pool = Pool::new(&cfg, params, server);
+    if let Some(su) = &server_users
+        && pool.servers.len() > 1
+    {
+        let weak = Arc::downgrade(&pool);
+        su.follow(move || {
+            weak.upgrade()
+                .and_then(|p| p.servers.primary().map(|(_, address)| address))
+        });
+    }
     pool.spawn_maintenance();
     // Before anything below dials: with several servers a dial waits for
     // the checks to choose the primary.

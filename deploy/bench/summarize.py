@@ -209,14 +209,17 @@ def case_section(d, case, meta, out):
     table("p95 latency (ms)", "p95_ms", 2)
     table("p50 latency (ms)", "p50_ms", 2)
 
-    errs = [p for p in pts if p["errors"] or p["reconnects"] or p["connect_failures"]]
+    errs = [p for p in pts if p["errors"] or p["reconnects"] or p["connect_failures"]
+            or p.get("abandoned", 0)]
     if errs:
-        out.append("**Errors / reconnects / failed connects**\n")
-        out.append("| target | clients | errors (count x code) | reconnects | connect failures |")
-        out.append("|---|---:|---|---:|---:|")
+        out.append("**Errors / reconnects / failed connects / clients abandoned unanswered "
+                   "30 s after the window**\n")
+        out.append("| target | clients | errors (count x code) | reconnects | connect failures | abandoned |")
+        out.append("|---|---:|---|---:|---:|---:|")
         for p in errs:
             e = " ".join(f"{n}x{c}" for c, n in p["errors"].items()) or "0"
-            out.append(f"| {p['target']} | {p['clients']} | {e} | {p['reconnects']} | {p['connect_failures']} |")
+            out.append(f"| {p['target']} | {p['clients']} | {e} | {p['reconnects']} | "
+                       f"{p['connect_failures']} | {p.get('abandoned', 0)} |")
         out.append("")
     else:
         out.append("No errors, reconnects or failed connects at any point.\n")

@@ -209,6 +209,9 @@ fn servers(shared: &Shared) -> ResultSet {
             "backends",
             "last_checked_s",
             "last_error",
+            "gtid",
+            "replication",
+            "lag_s",
         ],
         rows: Vec::new(),
     };
@@ -226,9 +229,44 @@ fn servers(shared: &Shared) -> ResultSet {
             backends.to_string(),
             opt(s.checked_s_ago.map(|t| format!("{t:.1}"))),
             opt(s.last_error),
+            opt(s.replication.as_ref().and_then(|x| x.gtid.clone())),
+            replication_state(s.replication.as_ref()),
+            opt(s
+                .replication
+                .as_ref()
+                .and_then(|x| x.replica.as_ref())
+                .and_then(|x| x.lag_s)
+                .map(|v| v.to_string())),
         ]);
     }
     rs
+}
+
+/// A server's replication in one word or phrase: `running from host:port`,
+/// `stopped (io No, sql Yes: error)`, `none` (not a replica), `unreadable:
+/// why`, or empty when not read (one server).
+fn replication_state(r: Option<&crate::pool::servers::Replication>) -> String {
+    let Some(r) = r else {
+        return String::new();
+    };
+    if let Some(why) = &r.unreadable {
+        return format!("unreadable: {why}");
+    }
+    match &r.replica {
+        None => "none".into(),
+        Some(x) if x.running() => format!("running from {}", x.source),
+        Some(x) => {
+            let error = x
+                .last_error
+                .as_deref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
+            format!(
+                "stopped from {} (io {}, sql {}{error})",
+                x.source, x.io_running, x.sql_running
+            )
+        }
+    }
 }
 
 fn clients(shared: &Shared) -> ResultSet {

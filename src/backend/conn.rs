@@ -381,14 +381,48 @@ impl BackendConn {
         Ok(self.read_rows(1).await?.into_iter().next())
     }
 
+    /// Runs a query and returns its first row as (column name, text cell)
+    /// pairs (`None`: no row): for `SHOW` statements whose columns differ
+    /// between servers and versions, read by name.
+    pub async fn query_named_row(
+        &mut self,
+        sql: &str,
+    ) -> Result<Option<Vec<(String, Option<String>)>>, BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(command::COM_QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        self.io.send_packet(0, &p).await?;
+        let mut names = Vec::new();
+        let rows = self.read_result(1, Some(&mut names)).await?;
+        Ok(rows
+            .into_iter()
+            .next()
+            .map(|row| names.into_iter().zip(row).collect()))
+    }
+
     /// Reads a query's result, keeping at most `max` rows.
     async fn read_rows(&mut self, max: usize) -> Result<Vec<Vec<Option<String>>>, BackendError> {
+        self.read_result(max, None).await
+    }
+
+    /// Reads a query's result, keeping at most `max` rows, and the columns'
+    /// names into `names` when given.
+    async fn read_result(
+        &mut self,
+        max: usize,
+        mut names: Option<&mut Vec<String>>,
+    ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
         let mut t = self.tracker(Shape::Query);
         let mut rows = Vec::new();
         let mut err = None;
         while !t.done() {
             let pkt = self.io.read_packet(1 << 26).await?;
             match t.next(&pkt.payload, false) {
+                Class::ColumnDef { .. } if names.is_some() => {
+                    if let Some(n) = names.as_deref_mut() {
+                        n.push(column_name(&pkt.payload));
+                    }
+                }
                 Class::Row if rows.len() < max => {
                     let mut r = crate::protocol::lenenc::Reader::new(&pkt.payload);
                     let mut cells = Vec::new();
@@ -698,6 +732,21 @@ impl BackendConn {
     }
 }
 
+/// The name of the column a protocol 4.1 column definition describes (as
+/// the query named it: `name`, not `org_name`); empty when malformed.
+fn column_name(def: &[u8]) -> String {
+    let mut r = crate::protocol::lenenc::Reader::new(def);
+    // catalog, schema, table, org_table, then name.
+    for _ in 0..4 {
+        if r.lenenc_bytes().is_none() {
+            return String::new();
+        }
+    }
+    r.lenenc_bytes()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default()
+}
+
 /// A connection over `stream` that never logged in: for the pool's own
 /// accounting tests (nothing is sent on it unless a test does).
 #[cfg(test)]
@@ -729,6 +778,19 @@ pub(crate) fn unlogged(stream: crate::wire::stream::Stream, pool: usize) -> Back
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn column_name_is_the_fifth_string() {
+        // catalog "def", schema "", table "t", org_table "", name "Seconds_Behind_Master", org_name "x", rest.
+        let mut def = vec![3];
+        def.extend_from_slice(b"def");
+        def.extend_from_slice(&[0, 1, b't', 0]);
+        def.push(21);
+        def.extend_from_slice(b"Seconds_Behind_Master");
+        def.extend_from_slice(&[1, b'x', 0x0c, 0x3f, 0]);
+        assert_eq!(column_name(&def), "Seconds_Behind_Master");
+        assert_eq!(column_name(&def[..5]), "", "truncated");
+    }
 
     #[test]
     fn limits_until_known_and_after() {

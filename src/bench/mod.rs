@@ -78,6 +78,12 @@ struct RunArgs {
     /// Logins in progress at once while a point connects its clients.
     #[arg(long, default_value_t = 256)]
     connect_concurrency: usize,
+    /// Seconds the clients' last transactions may take after a point's
+    /// window before they are abandoned (their connections closed, counted
+    /// as `abandoned`), so that a point on a server that stopped answering
+    /// ends.
+    #[arg(long, default_value_t = 30)]
+    stop_grace: u64,
     /// Threads that run the virtual clients, each a single-threaded async
     /// runtime with its share of them; 0 = half the CPUs (at least one).
     #[arg(long, default_value_t = 0)]
@@ -202,6 +208,7 @@ async fn run(r: RunArgs) -> anyhow::Result<()> {
         duration: Duration::from_secs(r.duration.max(1)),
         connect_concurrency: r.connect_concurrency,
         threads: r.client_threads,
+        stop_grace: Duration::from_secs(r.stop_grace),
     };
     let workload_name = serde_json::to_value(r.workload)
         .ok()

@@ -31,14 +31,14 @@ pub struct Report {
 }
 
 fn errors_text(p: &PointResult) -> String {
-    if p.errors.is_empty() {
+    let mut parts: Vec<String> = p.errors.iter().map(|(c, n)| format!("{n}x{c}")).collect();
+    if p.abandoned > 0 {
+        parts.push(format!("{} abandoned", p.abandoned));
+    }
+    if parts.is_empty() {
         return "0".into();
     }
-    p.errors
-        .iter()
-        .map(|(c, n)| format!("{n}x{c}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    parts.join(" ")
 }
 
 /// The load generator's CPU per transaction, µs (`-` when unknown).
@@ -94,12 +94,12 @@ pub fn table_row(p: &PointResult) -> String {
 /// CSV with one line per point (columns only ever added at the end).
 pub fn csv(r: &Report) -> String {
     let mut s = String::from(
-        "target,clients,seconds,transactions,tps,qps,p50_ms,p95_ms,p99_ms,max_ms,errors,reconnects,connect_failures,client_cpu_us_per_trx,purge_debt_start,purge_debt_end,purge_wait_s\n",
+        "target,clients,seconds,transactions,tps,qps,p50_ms,p95_ms,p99_ms,max_ms,errors,reconnects,connect_failures,client_cpu_us_per_trx,purge_debt_start,purge_debt_end,purge_wait_s,abandoned\n",
     );
     for p in &r.points {
         let _ = writeln!(
             s,
-            "{},{},{:.3},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{},{:.1}",
+            "{},{},{:.3},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{},{:.1},{}",
             p.target,
             p.clients,
             p.seconds,
@@ -117,7 +117,8 @@ pub fn csv(r: &Report) -> String {
                 .map_or_else(String::new, |us| format!("{us:.1}")),
             opt(p.purge_debt.start),
             opt(p.purge_debt.end),
-            p.purge_wait_s
+            p.purge_wait_s,
+            p.abandoned
         );
     }
     s
@@ -441,6 +442,7 @@ mod tests {
             errors: BTreeMap::from([(1213, 2)]),
             reconnects: 0,
             connect_failures: 0,
+            abandoned: 0,
             client_cpu_us_per_trx: Some(250.0),
             purge_debt: crate::bench::purge::Window {
                 start: Some(100),
@@ -470,13 +472,22 @@ mod tests {
         assert_eq!(c.lines().count(), 4);
         assert!(c.contains("myplex,8,10.000,900,90.000"));
         assert!(c.lines().next().is_some_and(|h| {
-            h.ends_with(",client_cpu_us_per_trx,purge_debt_start,purge_debt_end,purge_wait_s")
+            h.ends_with(
+                ",client_cpu_us_per_trx,purge_debt_start,purge_debt_end,purge_wait_s,abandoned",
+            )
         }));
         assert!(
             c.lines()
                 .nth(1)
-                .is_some_and(|l| l.ends_with(",0,0,250.0,100,1100,0.0")),
+                .is_some_and(|l| l.ends_with(",0,0,250.0,100,1100,0.0,0")),
             "{c}"
+        );
+        let mut stuck = r.points[0].clone();
+        stuck.abandoned = 3;
+        assert!(
+            table_row(&stuck).ends_with("2x1213 3 abandoned"),
+            "{}",
+            table_row(&stuck)
         );
         // 1,000 transactions of debt added over 1,000 measured.
         assert!(table_row(&r.points[0]).contains(" +1.00 "));

@@ -105,6 +105,11 @@ pub struct PointResult {
     pub reconnects: u64,
     /// Clients that could not connect at all.
     pub connect_failures: u64,
+    /// Clients whose transaction was still unanswered `stop_grace` after
+    /// the window closed: their connections were closed so that the point
+    /// ends (a server that stopped answering: seen direct at 2,048
+    /// I/O-bound clients, every thread waiting for a free page).
+    pub abandoned: u64,
     /// CPU time the load generator itself (this process, every thread)
     /// used in the measured window per counted transaction, µs: what the
     /// tool costs the machine it shares with what it measures.
@@ -139,6 +144,9 @@ pub struct Settings {
     pub connect_concurrency: usize,
     /// Threads running the clients (0: [`default_threads`]).
     pub threads: usize,
+    /// How long after the measured window the clients' last transactions
+    /// may take before they are abandoned (see [`PointResult::abandoned`]).
+    pub stop_grace: Duration,
 }
 
 struct ClientOutcome {
@@ -146,6 +154,7 @@ struct ClientOutcome {
     errors: BTreeMap<u16, u64>,
     reconnects: u64,
     connected: bool,
+    abandoned: bool,
 }
 
 fn new_hist() -> Histogram<u64> {
@@ -165,6 +174,9 @@ struct Shared {
     barrier: Barrier,
     /// Logins in progress at once.
     gate: Semaphore,
+    /// Set `stop_grace` after the window: clients still waiting for an
+    /// answer give up and close their connections.
+    abandon: tokio::sync::watch::Sender<bool>,
 }
 
 /// How a point's clients reach their target.
@@ -190,7 +202,9 @@ async fn virtual_client(c: Connect, sh: Arc<Shared>) -> ClientOutcome {
         errors: BTreeMap::new(),
         reconnects: 0,
         connected: false,
+        abandoned: false,
     };
+    let mut abandon = sh.abandon.subscribe();
     let client = {
         let _permit = sh.gate.acquire().await;
         tokio::time::timeout(Duration::from_secs(60), c.client()).await
@@ -204,14 +218,28 @@ async fn virtual_client(c: Connect, sh: Arc<Shared>) -> ClientOutcome {
     while !sh.stop.load(Ordering::Relaxed) {
         let Some(cl) = client.as_mut() else {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if let Ok(cl) = c.client().await {
+            let connected = tokio::select! {
+                r = c.client() => r.ok(),
+                _ = abandon.wait_for(|a| *a) => break,
+            };
+            if let Some(cl) = connected {
                 client = Some(cl);
                 out.reconnects += 1;
             }
             continue;
         };
         let t0 = Instant::now();
-        let r = cl.transaction(s.workload, s.tables).await;
+        let r = tokio::select! {
+            r = cl.transaction(s.workload, s.tables) => Some(r),
+            _ = abandon.wait_for(|a| *a) => None,
+        };
+        let Some(r) = r else {
+            // Still unanswered long after the window: the connection is
+            // closed (dropped), nothing more is sent on it.
+            out.abandoned = true;
+            client = None;
+            break;
+        };
         let counted = sh.measuring.load(Ordering::Relaxed) && !sh.stop.load(Ordering::Relaxed);
         if r.is_ok() {
             sh.completed.fetch_add(1, Ordering::Relaxed);
@@ -332,6 +360,7 @@ pub async fn run_point(
         completed: AtomicU64::new(0),
         barrier: Barrier::new(clients + 1),
         gate: Semaphore::new(s.connect_concurrency.max(1)),
+        abandon: tokio::sync::watch::channel(false).0,
     });
     let threads = if s.threads == 0 {
         default_threads(clients)
@@ -379,9 +408,18 @@ pub async fn run_point(
     sh.stop.store(true, Ordering::Relaxed);
     let cpu = process_cpu().zip(cpu0).map(|(b, a)| b.saturating_sub(a));
     let seconds = start.elapsed().as_secs_f64();
+    // Each client ends with its current transaction; one that has no
+    // answer by the grace's end is abandoned, so that the point ends.
+    let abandon_after = {
+        let sh = sh.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(s.stop_grace).await;
+            sh.abandon.send_replace(true);
+        })
+    };
     let mut hist = new_hist();
     let mut errors = BTreeMap::new();
-    let (mut reconnects, mut connect_failures) = (0, 0);
+    let (mut reconnects, mut connect_failures, mut abandoned) = (0, 0, 0);
     for shard in shards {
         let Ok(outs) = shard.await else { continue };
         for o in outs {
@@ -391,8 +429,10 @@ pub async fn run_point(
             }
             reconnects += o.reconnects;
             connect_failures += u64::from(!o.connected);
+            abandoned += u64::from(o.abandoned);
         }
     }
+    abandon_after.abort();
     let transactions = hist.len();
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     Ok(PointResult {
@@ -409,6 +449,7 @@ pub async fn run_point(
         errors,
         reconnects,
         connect_failures,
+        abandoned,
         client_cpu_us_per_trx: cpu_per_transaction(cpu, transactions),
         purge_debt: super::purge::Window::default(),
         purge_wait_s: 0.0,

@@ -310,6 +310,25 @@ impl Metrics {
                 r.register_gauge(&key(SERVER_ROLE, &labels), &META)
                     .set(if on { 1.0 } else { 0.0 });
             }
+            if report.servers.len() < 2 {
+                // One server: its replication is not read.
+                continue;
+            }
+            // Set for every server at every scrape: NaN when there is no
+            // figure (not a replica, down, unreadable; the lag while the
+            // server says NULL), never a reading left standing.
+            let replica = s
+                .replication
+                .as_ref()
+                .and_then(|x| x.replica.as_ref())
+                .filter(|_| s.up);
+            let replicating = replica.map_or(f64::NAN, |x| if x.running() { 1.0 } else { 0.0 });
+            let lag = replica.and_then(|x| x.lag_s).map_or(f64::NAN, |v| v as f64);
+            let labels = std::slice::from_ref(&server);
+            r.register_gauge(&key(SERVER_REPLICATING, labels), &META)
+                .set(replicating);
+            r.register_gauge(&key(SERVER_REPLICATION_LAG_SECONDS, labels), &META)
+                .set(lag);
         }
         r.register_counter(&key(PRIMARY_CHANGES_TOTAL, &[]), &META)
             .absolute(report.primary_changes);

@@ -101,6 +101,14 @@ pub const SERVER_UP: &str = "myplex_server_up";
 /// Gauge per server (labels `server`, `role`): 1 for the role it has now
 /// (`primary`, `replica`, `refused`, `writable`, `down`, `unknown`).
 pub const SERVER_ROLE: &str = "myplex_server_role";
+/// Gauge per server (label `server`): 1 while both of its replication
+/// threads run, 0 while one does not, as its last check read `SHOW REPLICA
+/// STATUS`; NaN when it is not a replica, is down, or cannot be read.
+pub const SERVER_REPLICATING: &str = "myplex_server_replicating";
+/// Gauge per server (label `server`): its `Seconds_Behind_Master` at the
+/// last check; NaN while that is NULL (a replication thread stopped: see
+/// `myplex_server_replicating`) or there is no figure.
+pub const SERVER_REPLICATION_LAG_SECONDS: &str = "myplex_server_replication_lag_seconds";
 /// Counter: changes of primary server (failover, switchover, none left).
 pub const PRIMARY_CHANGES_TOTAL: &str = "myplex_primary_changes_total";
 /// Counter: times a writable server other than the primary was refused
@@ -195,6 +203,8 @@ pub const ALL: &[&str] = &[
     BACKEND_CEILING,
     SERVER_UP,
     SERVER_ROLE,
+    SERVER_REPLICATING,
+    SERVER_REPLICATION_LAG_SECONDS,
     PRIMARY_CHANGES_TOTAL,
     REFUSED_WRITABLE_SERVERS_TOTAL,
     SERVER_WAITING_THREADS,

@@ -36,6 +36,9 @@ pub struct Down {
     pub since: Instant,
     /// The last dial error, or why no server may take statements.
     pub error: String,
+    /// The server the failed dial went to (with several servers, the
+    /// primary then; empty for no primary).
+    pub server: String,
     /// Several servers and none of them the primary (see
     /// [`super::servers`]): reachable maybe, but none takes writes.
     pub no_primary: bool,
@@ -68,19 +71,38 @@ impl Health {
         self.tx.borrow().clone()
     }
 
-    /// Records a dial outcome. Returns true when this made it go down.
+    /// Records a dial outcome at the watched address. Returns true when
+    /// this made it go down.
     pub fn record(&self, r: Result<(), &BackendError>) -> bool {
+        self.record_at(r, &self.address)
+    }
+
+    /// Records the outcome of a dial to `server`. Returns true when this
+    /// made it go down. A "no primary" state is the server checks' to set
+    /// and clear ([`Health::set_no_primary`]): a dial neither clears nor
+    /// rewrites it (one that logged in was started before the primary was
+    /// lost, and says nothing about there being one now).
+    pub fn record_at(&self, r: Result<(), &BackendError>, server: &str) -> bool {
         match r {
             Ok(()) => {
-                self.tx.send_if_modified(|d| d.take().is_some());
+                self.tx.send_if_modified(|d| {
+                    if d.as_ref().is_some_and(|d| !d.no_primary) {
+                        *d = None;
+                        true
+                    } else {
+                        false
+                    }
+                });
                 false
             }
             Err(e) if e.is_out_of_fds() => false,
             Err(e @ (BackendError::Wire(_) | BackendError::Timeout)) => {
                 let error = e.to_string();
                 self.tx.send_if_modified(|d| match d {
+                    Some(d) if d.no_primary => false,
                     Some(d) => {
                         d.error = error;
+                        d.server = server.to_string();
                         false
                     }
                     None => {
@@ -88,6 +110,7 @@ impl Health {
                             since_wall: SystemTime::now(),
                             since: Instant::now(),
                             error,
+                            server: server.to_string(),
                             no_primary: false,
                         });
                         true
@@ -116,6 +139,7 @@ impl Health {
                     since_wall,
                     since: Instant::now().checked_sub(ago).unwrap_or_else(Instant::now),
                     error: why,
+                    server: String::new(),
                     no_primary: true,
                 });
                 true
@@ -158,7 +182,7 @@ impl Health {
             "HY000",
             format!(
                 "myplex: backend server {} unreachable since {h:02}:{m:02}:{s:02} UTC ({:.1} s): {}",
-                self.address,
+                d.server,
                 d.since.elapsed().as_secs_f64(),
                 d.error
             ),
@@ -225,5 +249,32 @@ mod tests {
         h.wait_down().await;
         h.record(Ok(()));
         assert!(h.down().is_none());
+    }
+
+    #[test]
+    fn a_dial_neither_clears_nor_rewrites_no_primary() {
+        let h = Health::new("a:1, b:2".into());
+        h.set_no_primary(Some((
+            SystemTime::now(),
+            "no writable server: a:1 read-only".into(),
+        )));
+        h.record(Ok(()));
+        let d = h.down().expect("still no primary after a dial logged in");
+        assert!(d.no_primary);
+        let refused = BackendError::Wire(crate::wire::WireError::Io(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        assert!(!h.record_at(Err(&refused), "a:1"));
+        let d = h.down().expect("down");
+        assert!(
+            d.no_primary && d.error.contains("no writable server"),
+            "{d:?}"
+        );
+        h.set_no_primary(None);
+        assert!(h.down().is_none());
+        // A failed dial names the server it went to, not the list.
+        assert!(h.record_at(Err(&refused), "b:2"));
+        let e = h.unreachable_err(&h.down().expect("down"));
+        assert!(e.message.contains("backend server b:2 unreachable"), "{e}");
     }
 }

@@ -12,9 +12,11 @@
 //!   are all busy or recently used mean no check that round: the clients'
 //!   own statements and dials say as much.
 //! - **Several servers**: one check connection per server, logged in as
-//!   `backend.user` and kept open, reads `@@global.read_only`; a refused or
-//!   timed-out connect is down at once, a lost connection or a failed
-//!   query counts toward `backend.health_check_failures`. These are outside
+//!   `backend.user` and kept open, reads `@@global.read_only`, then the
+//!   server's replication (its GTID position and `SHOW REPLICA STATUS`,
+//!   reported, not counted as failures when refused or slow); a refused
+//!   connect is down at once, a timed-out connect, a lost connection or a
+//!   failed `read_only` query counts toward `backend.health_check_failures`. These are outside
 //!   the pool's budget: one connection per server, which the server's
 //!   `reserved_server_connections` covers.
 //!
@@ -28,7 +30,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Pool;
-use super::servers::Check;
+use super::servers::{Check, ReplicaStatus, Replication};
 use crate::backend::{BackendConn, BackendError};
 
 /// With no pooled connection to ping, a login check is made at most this
@@ -63,6 +65,7 @@ async fn check_loop(
     server: Option<usize>,
 ) {
     let mut conn: Option<BackendConn> = None;
+    let mut dialect = Dialect::default();
     let mut last_login: Option<Instant> = None;
     loop {
         let Some(pool) = pool.upgrade() else {
@@ -76,7 +79,7 @@ async fn check_loop(
             conn = None;
         } else if let Some(i) = server {
             let address = pool.servers.address(i).unwrap_or_default();
-            let check = check_one(&pool, &address, &mut conn).await;
+            let check = check_one(&pool, &address, &mut conn, &mut dialect).await;
             let changes = pool.servers.observe(i, check, failures);
             pool.after_server_checks(changes);
         } else if let Some(check) = check_single(&pool, interval, &mut last_login).await {
@@ -125,7 +128,10 @@ async fn check_single(
         match tokio::time::timeout(limit, conn.ping()).await {
             Ok(Ok(())) => {
                 conn.return_checked(last_used);
-                return Some(Check::Up { read_only: None });
+                return Some(Check::Up {
+                    read_only: None,
+                    replication: None,
+                });
             }
             // Closed (dropped), and the server is asked once more below:
             // one dead connection (a KILL, wait_timeout) is not an outage.
@@ -144,7 +150,10 @@ async fn check_single(
     // Nothing pooled to ask (or the one asked failed): a login of its own,
     // closed at once. It feeds the health state as a dial does.
     let check = match login_check(pool, &pool.servers.address(0)?, limit).await {
-        Ok(()) => Check::Up { read_only: None },
+        Ok(()) => Check::Up {
+            read_only: None,
+            replication: None,
+        },
         // It answered (too many connections, credentials): reachable, as
         // the health state counts it.
         Err(BackendError::Server(e)) => Check::Answered {
@@ -170,13 +179,150 @@ async fn login_check(pool: &Arc<Pool>, address: &str, limit: Duration) -> Result
     r
 }
 
+/// How a server spells the replication readings, learnt on each check
+/// connection (MariaDB and MySQL name the GTID position differently, and
+/// servers older than MariaDB 10.5 / MySQL 8.0.22 know only `SHOW SLAVE
+/// STATUS`), and whether its replica status is asked at all for now.
+#[derive(Debug, Default, Clone)]
+struct Dialect {
+    /// The query reading the GTID position; `None` once neither works.
+    gtid: Option<Option<&'static str>>,
+    /// `SHOW SLAVE STATUS` instead of `SHOW REPLICA STATUS`.
+    old_show: bool,
+    /// The replica status is not asked before this moment, for this
+    /// reason (it was refused, or got no answer): kept across connections.
+    status_skipped: Option<(Instant, String)>,
+}
+
+impl Dialect {
+    /// Forgets what was learnt on a connection that is gone (another
+    /// server may answer at the address next time); a back-off stays.
+    fn new_connection(&mut self) {
+        self.gtid = None;
+        self.old_show = false;
+    }
+}
+
+/// After the replica status was refused (no `SLAVE MONITOR`: the same
+/// access-denied error every interval otherwise) or got no answer (it may
+/// wait on the server's replication locks), it is not asked again for
+/// this long.
+const STATUS_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The GTID position queries, tried in order.
+const GTID_QUERIES: [&str; 2] = [
+    "SELECT @@global.gtid_current_pos",
+    "SELECT @@global.gtid_executed",
+];
+
+/// MySQL's `ER_PARSE_ERROR` and `ER_UNKNOWN_SYSTEM_VARIABLE`.
+const ER_PARSE_ERROR: u16 = 1064;
+const ER_UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
+
+/// Why a replication reading ended early.
+enum ReadingError {
+    /// The connection was lost: the check failed.
+    Lost(String),
+    /// No answer by the deadline: the server is up (it answered
+    /// `@@read_only`); the reading says what could not be read, and the
+    /// connection, mid-answer, goes.
+    NoAnswer(Replication),
+}
+
+/// Reads server `conn`'s replication by `deadline`: its GTID position and
+/// its status as a replica. A refusal of either is reported in the
+/// reading, not fatal: the server answered, and `@@read_only` alone
+/// decides its role.
+async fn read_replication(
+    conn: &mut BackendConn,
+    dialect: &mut Dialect,
+    deadline: Instant,
+) -> Result<Replication, ReadingError> {
+    let mut out = Replication::default();
+    let no_answer = |mut out: Replication, what: &str, dialect: &mut Dialect| {
+        let why = format!("{what}: no answer within the check's time");
+        dialect.status_skipped = Some((Instant::now() + STATUS_BACKOFF, why.clone()));
+        out.unreadable = Some(why);
+        ReadingError::NoAnswer(out)
+    };
+    // The GTID position.
+    let queries: Vec<&'static str> = match dialect.gtid {
+        Some(Some(q)) => vec![q],
+        Some(None) => Vec::new(),
+        None => GTID_QUERIES.to_vec(),
+    };
+    let mut found = None;
+    for q in queries {
+        let Ok(answer) = tokio::time::timeout_at(deadline, conn.query_row(q)).await else {
+            return Err(no_answer(out, q, dialect));
+        };
+        match answer {
+            Ok(row) => {
+                out.gtid = row.and_then(|r| r.into_iter().next().flatten());
+                found = Some(q);
+                break;
+            }
+            Err(BackendError::Server(e)) if e.code == ER_UNKNOWN_SYSTEM_VARIABLE => continue,
+            Err(BackendError::Server(_)) => {
+                found = Some(q);
+                break;
+            }
+            Err(e) => return Err(ReadingError::Lost(e.to_string())),
+        }
+    }
+    dialect.gtid = Some(found);
+    // The status as a replica, unless backing off.
+    if let Some((until, why)) = &dialect.status_skipped {
+        if Instant::now() < *until {
+            out.unreadable = Some(why.clone());
+            return Ok(out);
+        }
+        dialect.status_skipped = None;
+    }
+    loop {
+        let q = if dialect.old_show {
+            "SHOW SLAVE STATUS"
+        } else {
+            "SHOW REPLICA STATUS"
+        };
+        let Ok(answer) = tokio::time::timeout_at(deadline, conn.query_named_row(q)).await else {
+            return Err(no_answer(out, q, dialect));
+        };
+        match answer {
+            Ok(row) => {
+                out.replica = row.map(|r| ReplicaStatus::from_columns(&r));
+                break;
+            }
+            Err(BackendError::Server(e)) if e.code == ER_PARSE_ERROR && !dialect.old_show => {
+                dialect.old_show = true;
+            }
+            Err(BackendError::Server(e)) => {
+                let why = format!("{q}: {e}");
+                dialect.status_skipped = Some((Instant::now() + STATUS_BACKOFF, why.clone()));
+                out.unreadable = Some(why);
+                break;
+            }
+            Err(e) => return Err(ReadingError::Lost(e.to_string())),
+        }
+    }
+    Ok(out)
+}
+
 /// A check of one of several servers on its own connection.
-async fn check_one(pool: &Pool, address: &str, conn: &mut Option<BackendConn>) -> Check {
+async fn check_one(
+    pool: &Pool,
+    address: &str,
+    conn: &mut Option<BackendConn>,
+    dialect: &mut Dialect,
+) -> Check {
     let limit = check_timeout(pool);
     let c = match conn {
         Some(c) => c,
         None => match pool.login_at(0, address, limit).await {
-            Ok(c) => conn.insert(c),
+            Ok(c) => {
+                dialect.new_connection();
+                conn.insert(c)
+            }
             Err(BackendError::Server(e)) => {
                 return Check::Answered {
                     error: e.to_string(),
@@ -185,7 +331,9 @@ async fn check_one(pool: &Pool, address: &str, conn: &mut Option<BackendConn>) -
             Err(e) => return failed(&e),
         },
     };
-    let read = tokio::time::timeout(limit, c.query_row("SELECT @@global.read_only")).await;
+    // One deadline for the check's queries.
+    let deadline = Instant::now() + limit;
+    let read = tokio::time::timeout_at(deadline, c.query_row("SELECT @@global.read_only")).await;
     let value = match read {
         Ok(Ok(row)) => row.and_then(|r| r.into_iter().next().flatten()),
         Ok(Err(BackendError::Server(e))) => {
@@ -202,17 +350,30 @@ async fn check_one(pool: &Pool, address: &str, conn: &mut Option<BackendConn>) -
             return failed_query(format!("no answer within {} ms", limit.as_millis()));
         }
     };
-    match value.as_deref().map(str::trim) {
-        Some("0") | Some("OFF") => Check::Up {
-            read_only: Some(false),
-        },
-        Some("1") | Some("ON") => Check::Up {
-            read_only: Some(true),
-        },
+    let read_only = match value.as_deref().map(str::trim) {
+        Some("0") | Some("OFF") => false,
+        Some("1") | Some("ON") => true,
         other => {
             *conn = None;
-            failed_query(format!("unexpected @@read_only: {other:?}"))
+            return failed_query(format!("unexpected @@read_only: {other:?}"));
         }
+    };
+    let replication = match read_replication(c, dialect, deadline).await {
+        Ok(r) => r,
+        // Up, with what could not be read said; the connection was left
+        // mid-answer.
+        Err(ReadingError::NoAnswer(r)) => {
+            *conn = None;
+            r
+        }
+        Err(ReadingError::Lost(e)) => {
+            *conn = None;
+            return failed_query(e);
+        }
+    };
+    Check::Up {
+        read_only: Some(read_only),
+        replication: Some(replication),
     }
 }
 

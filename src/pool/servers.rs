@@ -36,6 +36,8 @@ pub enum Check {
     Up {
         /// `@@global.read_only`.
         read_only: Option<bool>,
+        /// Its replication as read (`None`: not read, one server).
+        replication: Option<Replication>,
     },
     /// It answered without saying, with `error` (too many connections,
     /// access denied): reachable, nothing else learnt, no failure counted;
@@ -52,6 +54,74 @@ pub enum Check {
         /// Down at once.
         at_once: bool,
     },
+}
+
+/// A server's replication as its last check read it (several servers).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Replication {
+    /// Its GTID position: `@@gtid_current_pos` on MariaDB, `@@gtid_executed`
+    /// on MySQL (`None`: neither could be read).
+    pub gtid: Option<String>,
+    /// Its status as a replica (`None`: it replicates from nothing, or the
+    /// status could not be read: see `unreadable`).
+    pub replica: Option<ReplicaStatus>,
+    /// Why the replica status could not be read (`SHOW REPLICA STATUS`
+    /// needs `SLAVE MONITOR` on MariaDB, `REPLICATION CLIENT` on MySQL).
+    pub unreadable: Option<String>,
+}
+
+/// One server's `SHOW REPLICA STATUS`, the parts the proxy reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReplicaStatus {
+    /// The server it replicates from (`host:port`).
+    pub source: String,
+    /// The receiving thread: `Yes`, `No`, `Connecting`.
+    pub io_running: String,
+    /// The applying thread: `Yes`, `No`.
+    pub sql_running: String,
+    /// `Seconds_Behind_Master` (`None`: NULL, a thread stopped).
+    pub lag_s: Option<u64>,
+    /// The GTIDs received (`Gtid_IO_Pos`, MariaDB).
+    pub received_gtid: Option<String>,
+    /// The last receiving or applying error, when there is one.
+    pub last_error: Option<String>,
+}
+
+impl ReplicaStatus {
+    /// Both threads running.
+    pub fn running(&self) -> bool {
+        self.io_running.eq_ignore_ascii_case("yes") && self.sql_running.eq_ignore_ascii_case("yes")
+    }
+
+    /// Reads the columns of one `SHOW REPLICA STATUS` / `SHOW SLAVE STATUS`
+    /// row, by name: MariaDB's and older MySQL's `Slave_*` / `Master_*`,
+    /// MySQL 8.0.22+'s `Replica_*` / `Source_*`.
+    pub fn from_columns(row: &[(String, Option<String>)]) -> Self {
+        let get = |names: &[&str]| -> Option<String> {
+            row.iter()
+                .find(|(n, _)| names.iter().any(|w| n.eq_ignore_ascii_case(w)))
+                .and_then(|(_, v)| v.clone())
+                .map(|v| v.trim().to_string())
+        };
+        let host = get(&["Master_Host", "Source_Host"]).unwrap_or_default();
+        let port = get(&["Master_Port", "Source_Port"]).unwrap_or_default();
+        let last_error = [
+            get(&["Last_IO_Error", "Last_IO_Error_Message"]),
+            get(&["Last_SQL_Error", "Last_SQL_Error_Message"]),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|e| !e.is_empty());
+        ReplicaStatus {
+            source: format!("{host}:{port}"),
+            io_running: get(&["Slave_IO_Running", "Replica_IO_Running"]).unwrap_or_default(),
+            sql_running: get(&["Slave_SQL_Running", "Replica_SQL_Running"]).unwrap_or_default(),
+            lag_s: get(&["Seconds_Behind_Master", "Seconds_Behind_Source"])
+                .and_then(|v| v.parse().ok()),
+            received_gtid: get(&["Gtid_IO_Pos"]).filter(|g| !g.is_empty()),
+            last_error,
+        }
+    }
 }
 
 /// A server's role as the proxy uses it.
@@ -104,6 +174,9 @@ pub struct ServerView {
     pub last_error: Option<String>,
     /// When it was last checked.
     pub checked: Option<SystemTime>,
+    /// Its replication at the last good check (several servers; `None`
+    /// while down).
+    pub replication: Option<Replication>,
     /// Refused while another server was the primary, and not seen
     /// read-only since: it may hold writes the primary never saw, so it is
     /// not promoted when the primary fails — only in an orderly switchover
@@ -165,6 +238,9 @@ pub struct ServerReport {
     pub last_error: Option<String>,
     /// Seconds since the last check (`null`: never checked).
     pub checked_s_ago: Option<f64>,
+    /// Its replication at the last good check (`null`: not read, one
+    /// server).
+    pub replication: Option<Replication>,
 }
 
 impl Servers {
@@ -191,6 +267,7 @@ impl Servers {
                         .checked
                         .map(|t| t.elapsed().unwrap_or_default().as_secs_f64()),
                     last_error: s.last_error,
+                    replication: s.replication,
                     address: s.address,
                 })
                 .collect(),
@@ -268,6 +345,7 @@ impl Servers {
                 failures: 0,
                 last_error: None,
                 checked: None,
+                replication: None,
                 refused: false,
             })
             .collect();
@@ -426,7 +504,10 @@ impl Servers {
         };
         s.checked = Some(SystemTime::now());
         match check {
-            Check::Up { read_only } => {
+            Check::Up {
+                read_only,
+                replication,
+            } => {
                 if !s.up {
                     tracing::info!(server = %s.address, "backend server reachable again");
                 }
@@ -434,6 +515,9 @@ impl Servers {
                 s.failures = 0;
                 if read_only.is_some() {
                     s.read_only = read_only;
+                }
+                if replication.is_some() {
+                    s.replication = replication;
                 }
                 if read_only == Some(true) {
                     s.refused = false;
@@ -451,6 +535,8 @@ impl Servers {
                 if s.up && (at_once || s.failures >= failures_needed.max(1)) {
                     tracing::warn!(server = %s.address, error = %error, "backend server down");
                     s.up = false;
+                    // What it said of its replication is not its state now.
+                    s.replication = None;
                 }
                 s.last_error = Some(error);
             }
@@ -492,6 +578,7 @@ mod tests {
     fn up(read_only: bool) -> Check {
         Check::Up {
             read_only: Some(read_only),
+            replication: None,
         }
     }
 
@@ -686,5 +773,72 @@ mod tests {
             .await
             .expect("woken")
             .expect("joined");
+    }
+
+    fn cols(pairs: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.map(str::to_string)))
+            .collect()
+    }
+
+    #[test]
+    fn replica_status_read_by_name_in_both_spellings() {
+        let mariadb = ReplicaStatus::from_columns(&cols(&[
+            ("Slave_IO_State", Some("Waiting for master to send event")),
+            ("Master_Host", Some("127.0.0.1")),
+            ("Master_Port", Some("3307")),
+            ("Slave_IO_Running", Some("Yes")),
+            ("Slave_SQL_Running", Some("No")),
+            ("Last_IO_Error", Some("")),
+            (
+                "Last_SQL_Error",
+                Some("Duplicate entry '1' for key 'PRIMARY'"),
+            ),
+            ("Seconds_Behind_Master", None),
+            ("Gtid_IO_Pos", Some("0-1-42")),
+        ]));
+        assert_eq!(mariadb.source, "127.0.0.1:3307");
+        assert!(!mariadb.running());
+        assert_eq!(mariadb.lag_s, None, "NULL: a thread stopped");
+        assert_eq!(mariadb.received_gtid.as_deref(), Some("0-1-42"));
+        assert_eq!(
+            mariadb.last_error.as_deref(),
+            Some("Duplicate entry '1' for key 'PRIMARY'"),
+            "the first non-empty error"
+        );
+        let mysql = ReplicaStatus::from_columns(&cols(&[
+            ("Source_Host", Some("db1")),
+            ("Source_Port", Some("3306")),
+            ("Replica_IO_Running", Some("Yes")),
+            ("Replica_SQL_Running", Some("Yes")),
+            ("Seconds_Behind_Source", Some("7")),
+            ("Last_IO_Error", Some("")),
+            ("Last_SQL_Error", Some("")),
+        ]));
+        assert_eq!(mysql.source, "db1:3306");
+        assert!(mysql.running());
+        assert_eq!(mysql.lag_s, Some(7));
+        assert_eq!(mysql.last_error, None);
+        assert_eq!(mysql.received_gtid, None);
+    }
+
+    #[test]
+    fn a_check_without_replication_keeps_the_last_reading() {
+        let s = Servers::new(&["a:1", "b:2"]);
+        let seen = Replication {
+            gtid: Some("0-1-5".into()),
+            ..Default::default()
+        };
+        s.observe(
+            0,
+            Check::Up {
+                read_only: Some(false),
+                replication: Some(seen.clone()),
+            },
+            3,
+        );
+        s.observe(0, up(false), 3);
+        assert_eq!(s.views()[0].replication.as_ref(), Some(&seen));
     }
 }

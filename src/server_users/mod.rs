@@ -63,6 +63,11 @@ pub struct ServerUsers {
     limit: Mutex<RateLimit>,
     negative_ttl: Duration,
     conn: tokio::sync::Mutex<Option<BackendConn>>,
+    /// The address the lookup connection logged in at.
+    conn_at: Mutex<String>,
+    /// With several servers: where the primary is now (see
+    /// [`ServerUsers::follow`]).
+    primary: std::sync::OnceLock<Box<dyn Fn() -> Option<String> + Send + Sync>>,
     /// `mysql.global_priv` is not readable: use `mysql.user`.
     user_table: AtomicBool,
     /// Accept accounts without a password.
@@ -96,10 +101,29 @@ impl ServerUsers {
             limit: Mutex::new(RateLimit::new(c.max_lookups_per_s, Instant::now())),
             negative_ttl,
             conn: tokio::sync::Mutex::new(None),
+            conn_at: Mutex::new(String::new()),
+            primary: std::sync::OnceLock::new(),
             user_table: AtomicBool::new(false),
             allow_no_password: c.allow_no_password,
             lookups: Default::default(),
         }))
+    }
+
+    /// With several servers, lookups log in where `primary` says the
+    /// primary is (`None`: none now, the configured address is used): the
+    /// first listed server may be the one that is down, or a demoted
+    /// primary no longer given the accounts created since. A lookup
+    /// connection kept open elsewhere is left for a new one.
+    pub fn follow(&self, primary: impl Fn() -> Option<String> + Send + Sync + 'static) {
+        let _ = self.primary.set(Box::new(primary));
+    }
+
+    /// Where a lookup logs in now.
+    fn lookup_address(&self) -> String {
+        self.primary
+            .get()
+            .and_then(|f| f())
+            .unwrap_or_else(|| self.params.address.clone())
     }
 
     /// Lookups sent to the server so far.
@@ -142,6 +166,15 @@ impl ServerUsers {
         if let Some(f) = self.cache().any(name).filter(|f| f.at >= asked) {
             return Lookup::Found(f);
         }
+        let at = self.lookup_address();
+        {
+            let mut conn_at = self.conn_at.lock().unwrap_or_else(|p| p.into_inner());
+            if *conn_at != at {
+                // Opened at a server that is not the primary now.
+                *conn = None;
+                *conn_at = at.clone();
+            }
+        }
         let allowed = self
             .limit
             .lock()
@@ -153,12 +186,12 @@ impl ServerUsers {
         }
         self.lookups.fetch_add(1, Ordering::Relaxed);
         let reused = conn.is_some();
-        let mut result = self.read(&mut conn, name).await;
+        let mut result = self.read(&mut conn, &at, name).await;
         if reused && matches!(result, Err(ref e) if !matches!(e, BackendError::Server(_))) {
             // The kept connection went away (wait_timeout, server
             // restart): once more on a fresh one.
             *conn = None;
-            result = self.read(&mut conn, name).await;
+            result = self.read(&mut conn, &at, name).await;
         }
         match result {
             Ok(found) => {
@@ -183,12 +216,13 @@ impl ServerUsers {
     async fn read(
         &self,
         conn: &mut Option<BackendConn>,
+        at: &str,
         name: &str,
     ) -> Result<Found, BackendError> {
         let c = match conn {
             Some(c) => c,
             None => {
-                let (c, _) = backend::connect(&self.params).await?;
+                let (c, _) = backend::connect(&self.params.over(at)).await?;
                 conn.insert(c)
             }
         };

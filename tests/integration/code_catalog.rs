@@ -299,24 +299,6 @@ async fn objects_created_by_dynamic_sql_or_a_procedure_count_at_once() {
     lock_does_not_reach_the_next_client(&p, "cc_dyn", "SELECT g FROM vx", "cc_dyn_x").await;
 }
 
-/// Sends `signal` (`-STOP`, `-CONT`) to the server's process.
-fn signal_server(db: &MariaDb, signal: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([signal, &db.pid.to_string()])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "kill {signal} {}", db.pid);
-}
-
-/// Continues a stopped server whatever the test does.
-struct Resume<'a>(&'a MariaDb);
-
-impl Drop for Resume<'_> {
-    fn drop(&mut self) {
-        signal_server(self.0, "-CONT");
-    }
-}
-
 /// A server that answers late (here: stopped) leaves the set read last in
 /// force, as one that cannot be reached does, until the last good reading
 /// is 10 intervals old; then the set is unknown until a reading succeeds.
@@ -341,8 +323,7 @@ async fn a_server_answering_late_keeps_the_set_until_it_is_stale() {
     read_again(&p, readings(&p).await, 2, Duration::from_secs(10)).await;
 
     // 1 s stopped (5 intervals; a reading is out and unanswered): known.
-    signal_server(&db, "-STOP");
-    let resume = Resume(&db);
+    let resume = db.pause();
     let t0 = Instant::now();
     let mut seen = Vec::new();
     while t0.elapsed() < Duration::from_secs(1) {
@@ -357,8 +338,7 @@ async fn a_server_answering_late_keeps_the_set_until_it_is_stale() {
     read_again(&p, readings(&p).await, 1, Duration::from_secs(10)).await;
 
     // Stopped past 10 intervals: unknown, then known once it answers.
-    signal_server(&db, "-STOP");
-    let resume = Resume(&db);
+    let resume = db.pause();
     let t0 = Instant::now();
     let went = loop {
         let c = catalog(&p).await;

@@ -65,7 +65,7 @@ fn private_server_is_cleaned_up_on_drop() {
     assert_ne!(db.port, shared.port);
     assert_eq!(db.sql("SELECT 1").trim(), "1");
     let base_dir = db.base_dir.clone();
-    let pid = db.pid;
+    let pid = db.pid();
     assert!(base_dir.exists());
     drop(db);
     assert!(
@@ -77,6 +77,26 @@ fn private_server_is_cleaned_up_on_drop() {
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "mariadbd pid {pid} still running after drop"
     );
+}
+
+/// A server killed with SIGKILL is gone at once, and starts again on the
+/// same datadir and port with its committed rows: what the replication
+/// tests' crash of a primary relies on.
+#[test]
+fn a_private_server_survives_kill9_and_restart() {
+    let db = MariaDb::start();
+    db.sql("CREATE TABLE test.crash (id INT PRIMARY KEY); INSERT INTO test.crash VALUES (1), (2)");
+    let before = db.pid();
+    db.kill9();
+    assert!(
+        !std::path::Path::new(&format!("/proc/{before}")).exists(),
+        "mariadbd pid {before} still running after kill9"
+    );
+    let refused = db.cli(&["--connect-timeout=2"], "SELECT 1");
+    assert!(!refused.status.success(), "a killed server answered");
+    db.restart();
+    assert_ne!(db.pid(), before);
+    assert_eq!(db.sql("SELECT COUNT(*) FROM test.crash").trim(), "2");
 }
 
 /// The default server is production-shaped: binary log on in row format, and

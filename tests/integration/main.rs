@@ -65,6 +65,7 @@ mod protocol_gaps;
 mod proxy_basic;
 mod python_driver;
 mod reload;
+mod replication;
 mod row_count;
 mod servers;
 mod session_authority;

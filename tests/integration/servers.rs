@@ -33,7 +33,8 @@ async fn proxy_for(servers: &[&MariaDb], queue_timeout_ms: u64) -> Proxy {
         .await
 }
 
-async fn status(p: &Proxy) -> serde_json::Value {
+/// The proxy's `/status`, parsed.
+pub(crate) async fn status(p: &Proxy) -> serde_json::Value {
     let (code, body) = p.http_get("/status").await;
     assert_eq!(code, 200, "{body}");
     serde_json::from_str(&body).expect("status json")
@@ -226,4 +227,38 @@ async fn failover_ends_the_old_primarys_transaction_and_waits_for_a_writable_ser
     let s = status(&p).await;
     assert!(s["servers"]["primary_changes"].as_u64() >= Some(2), "{s:#}");
     assert_eq!(role_at(&s["servers"], &a_addr), "down");
+}
+
+/// `[server_users]` accounts are looked up on the primary: the first
+/// listed server may be a replica that never got an account created since
+/// (or may be down). Failed before: the lookup logged in at the first
+/// listed address and found no such account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_users_are_looked_up_on_the_primary_not_the_first_listed_server() {
+    let (a, b) = (MariaDb::start(), MariaDb::start());
+    set_read_only(&a, true);
+    let list = format!("{}, {}", a.addr(), b.addr());
+    let p = Proxy::builder(&a)
+        .with(move |c| {
+            c.backend.address = list;
+            c.backend.health_check_interval_ms = CHECK_MS;
+            c.backend.connect_timeout_ms = 2000;
+            let s = &mut c.server_users;
+            s.enabled = true;
+            s.lookup_user = "root".into();
+            s.lookup_password = common::mariadb::ROOT_PASSWORD.into();
+            c.frontend.auth_throttle_max_delay_ms = 0;
+        })
+        .start()
+        .await;
+    until(&p, "b primary", primary_is(&b)).await;
+    // Only on b, as an account created after a replica was cut off.
+    b.sql(
+        "CREATE USER 'su_primary'@'%' IDENTIFIED BY 'supw';
+         GRANT ALL ON test.* TO 'su_primary'@'%'",
+    );
+    let mut conn = Conn::from_url(p.url("su_primary", "supw", "test"))
+        .await
+        .expect("a server user of the primary logs in");
+    assert_eq!(port_through(&mut conn).await, b.port);
 }

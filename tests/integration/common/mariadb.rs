@@ -44,8 +44,8 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::panic::Location;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -121,19 +121,35 @@ pub const MACHINE_ARGS: &[&str] = &[
 /// The wrapper script. Positional parameters: `$1` = directory to delete
 /// afterwards, `$2` = mariadbd binary, rest = mariadbd arguments.
 ///
-/// It prints mariadbd's pid on stdout, then blocks until its stdin (a pipe
-/// held by the test process) reaches EOF, then stops mariadbd (SIGTERM,
-/// SIGKILL after 60 s) and removes the directory.
+/// It prints mariadbd's pid on stdout, then reads commands from its stdin (a
+/// pipe held by the test process): `kill` kills mariadbd with SIGKILL (a
+/// crash, the datadir kept) and prints `killed` once it is gone; `start`
+/// starts it again with the same arguments and prints the new pid. At EOF
+/// it stops mariadbd (SIGTERM, SIGKILL after 60 s) and removes the
+/// directory.
 const WRAPPER_SCRIPT: &str = r#"
 trap '' INT HUP PIPE
 dir=$1
 mariadbd=$2
 shift 2
-"$mariadbd" "$@" </dev/null >"$dir/mariadbd.out" 2>&1 &
-pid=$!
-echo "$pid"
+start() {
+    "$mariadbd" "$@" </dev/null >>"$dir/mariadbd.out" 2>&1 &
+    pid=$!
+    echo "$pid"
+}
+start "$@"
+while read -r cmd; do
+    case $cmd in
+        kill)
+            [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+            pid=
+            echo killed ;;
+        start)
+            if [ -n "$pid" ]; then echo running; else start "$@"; fi ;;
+    esac
+done
 exec >/dev/null
-read -r _ignored
+[ -n "$pid" ] || { rm -rf "$dir"; exit 0; }
 kill "$pid" 2>/dev/null
 i=0
 while kill -0 "$pid" 2>/dev/null; do
@@ -160,10 +176,13 @@ pub struct MariaDb {
     pub base_dir: PathBuf,
     /// The datadir (`base_dir/data`).
     pub datadir: PathBuf,
-    /// Pid of the `mariadbd` process.
-    pub pid: u32,
-    /// Write end of the wrapper's stdin; closing it shuts the server down.
+    /// Pid of the `mariadbd` process (it changes at [`MariaDb::restart`]).
+    pid: AtomicU32,
+    /// Write end of the wrapper's stdin: commands (see [`WRAPPER_SCRIPT`]);
+    /// closing it shuts the server down.
     stdin: Mutex<Option<ChildStdin>>,
+    /// The wrapper's answers.
+    stdout: Mutex<BufReader<ChildStdout>>,
     /// The `sh` wrapper process.
     wrapper: Mutex<Child>,
 }
@@ -279,7 +298,7 @@ impl MariaDb {
         }
 
         // 2. Launch mariadbd through the wrapper.
-        let port = free_port();
+        let port = server_port();
         let mut args: Vec<String> = vec![
             // Must come first.
             "--no-defaults".into(),
@@ -312,8 +331,9 @@ impl MariaDb {
             .map_err(|e| StartError::Fatal(format!("cannot spawn sh wrapper: {e}")))?;
         let stdin = wrapper.stdin.take().expect("wrapper stdin is piped");
         let stdout = wrapper.stdout.take().expect("wrapper stdout is piped");
+        let mut stdout = BufReader::new(stdout);
         let mut pid_line = String::new();
-        let read = BufReader::new(stdout).read_line(&mut pid_line);
+        let read = stdout.read_line(&mut pid_line);
         let pid = match read.ok().and_then(|_| pid_line.trim().parse::<u32>().ok()) {
             Some(pid) => pid,
             None => {
@@ -332,8 +352,9 @@ impl MariaDb {
             socket,
             base_dir,
             datadir,
-            pid,
+            pid: AtomicU32::new(pid),
             stdin: Mutex::new(Some(stdin)),
+            stdout: Mutex::new(stdout),
             wrapper: Mutex::new(wrapper),
         };
 
@@ -366,11 +387,11 @@ impl MariaDb {
     fn wait_ready(&self) -> Result<(), StartError> {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
-            if !process_alive(self.pid) {
+            if !process_alive(self.pid()) {
                 let log = self.error_log();
                 let msg = format!(
                     "mariadbd (pid {}, port {}) exited during startup\n--- error log ---\n{log}\n--- stdout/stderr ---\n{}",
-                    self.pid,
+                    self.pid(),
                     self.port,
                     std::fs::read_to_string(self.base_dir.join("mariadbd.out")).unwrap_or_default()
                 );
@@ -396,12 +417,93 @@ impl MariaDb {
             if Instant::now() >= deadline {
                 return Err(StartError::Fatal(format!(
                     "mariadbd (pid {}, port {}) not ready after {:?}\n--- error log ---\n{}",
-                    self.pid,
+                    self.pid(),
                     self.port,
                     READY_TIMEOUT,
                     self.error_log()
                 )));
             }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Pid of the `mariadbd` process now.
+    pub fn pid(&self) -> u32 {
+        self.pid.load(Ordering::Relaxed)
+    }
+
+    /// Sends the wrapper `cmd` and returns its one-line answer (one
+    /// command at a time: the answer read is this command's).
+    fn command(&self, cmd: &str) -> String {
+        let mut stdout = lock(&self.stdout);
+        {
+            let mut stdin = lock(&self.stdin);
+            let stdin = stdin.as_mut().expect("server not stopped");
+            writeln!(stdin, "{cmd}").expect("wrapper command");
+            stdin.flush().expect("wrapper command");
+        }
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("wrapper answer");
+        line.trim().to_string()
+    }
+
+    /// Stops `mariadbd` with SIGSTOP — from outside, a server that stopped
+    /// answering (connections accepted, nothing read or sent) — until the
+    /// returned guard is dropped, which continues it (SIGCONT) whatever the
+    /// test does meanwhile.
+    pub fn pause(&self) -> Paused<'_> {
+        self.signal("-STOP");
+        Paused(self)
+    }
+
+    /// Sends `signal` (`-STOP`, `-CONT`) to `mariadbd`.
+    fn signal(&self, signal: &str) {
+        let pid = self.pid().to_string();
+        let ok = Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {signal} {pid}");
+    }
+
+    /// Kills `mariadbd` with SIGKILL — a crash: nothing flushed, nothing
+    /// said to its clients — and returns once it is gone. The datadir
+    /// stays for [`MariaDb::restart`].
+    pub fn kill9(&self) {
+        assert_eq!(self.command("kill"), "killed");
+    }
+
+    /// Starts `mariadbd` again on the same datadir, port and options (after
+    /// [`MariaDb::kill9`]) and returns once it answers.
+    pub fn restart(&self) {
+        let pid = self.command("start");
+        let pid: u32 = pid
+            .parse()
+            .unwrap_or_else(|_| panic!("restart: the wrapper said {pid:?} (still running?)"));
+        self.pid.store(pid, Ordering::Relaxed);
+        // Set up already: root has its password now.
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if !process_alive(pid) {
+                panic!(
+                    "mariadbd (pid {pid}, port {}) exited during its restart\n--- error log ---\n{}",
+                    self.port,
+                    self.error_log()
+                );
+            }
+            if self
+                .cli(&["--connect-timeout=2"], "SELECT 1")
+                .status
+                .success()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "mariadbd (pid {pid}, port {}) not ready after its restart\n--- error log ---\n{}",
+                self.port,
+                self.error_log()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -481,11 +583,20 @@ impl MariaDb {
     /// that run meanwhile, only for the files to be deleted.
     fn discard(&self) {
         let _ = Command::new("kill")
-            .args(["-KILL", &self.pid.to_string()])
+            .args(["-KILL", &self.pid().to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
         self.stop();
+    }
+}
+
+/// A server stopped by [`MariaDb::pause`]; dropping it continues it.
+pub struct Paused<'a>(&'a MariaDb);
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        self.0.signal("-CONT");
     }
 }
 
@@ -698,6 +809,25 @@ fn run_with_stdin(mut cmd: Command, input: &str) -> Output {
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
+/// A free TCP port on 127.0.0.1 for a server, below the kernel's range of
+/// ephemeral ports: a server killed and restarted (`MariaDb::restart`)
+/// takes the same port again, and an ephemeral one may have become some
+/// other connection's source port meanwhile.
+fn server_port() -> u16 {
+    // Below the default ip_local_port_range (32768–60999), above the
+    // well-known and most registered services' ports.
+    const LOW: u16 = 20000;
+    const HIGH: u16 = 32000;
+    for _ in 0..200 {
+        let port = rand::random_range(LOW..HIGH);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    free_port()
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (an ephemeral one).
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port");
     listener
