@@ -121,8 +121,14 @@ def at(rows, col, t):
     return rows[-1][col]
 
 
+# `myplex bench run`'s --stop-grace as compare.sh runs it (its default).
+STOP_GRACE_S = 30.0
+
+
 def point_times(case_dir):
-    """(target, clients) -> epoch time the bench printed the point's row."""
+    """(target, clients) -> epoch time the point's measured window ended: when the
+    bench printed its row, less the grace its unanswered clients were given when
+    the row says some were abandoned (it is printed only after that)."""
     out = {}
     path = os.path.join(case_dir, "bench.log")
     if not os.path.exists(path):
@@ -132,9 +138,12 @@ def point_times(case_dir):
             parts = line.split()
             if len(parts) >= 3 and re.fullmatch(r"\d+", parts[2]) and not parts[1] == "target":
                 try:
-                    out[(parts[1], int(parts[2]))] = float(parts[0])
+                    t = float(parts[0])
                 except ValueError:
-                    pass
+                    continue
+                if "abandoned" in line:
+                    t -= STOP_GRACE_S
+                out[(parts[1], int(parts[2]))] = t
     return out
 
 
