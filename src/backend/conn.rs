@@ -321,10 +321,10 @@ impl BackendConn {
 
     /// Runs SQL whose result must be OK.
     pub async fn exec(&mut self, sql: &str) -> Result<(), BackendError> {
-        let mut p = Vec::with_capacity(sql.len() + 1);
-        p.push(command::COM_QUERY);
-        p.extend_from_slice(sql.as_bytes());
-        match self.internal(&p, Shape::Query).await? {
+        match self
+            .internal(&com_query(sql.as_bytes()), Shape::Query)
+            .await?
+        {
             InternalReply::Ok { .. } => Ok(()),
             InternalReply::Err(e) => Err(BackendError::Server(e)),
         }
@@ -345,11 +345,7 @@ impl BackendConn {
         sql: impl AsRef<[u8]>,
         max: usize,
     ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
-        let sql = sql.as_ref();
-        let mut p = Vec::with_capacity(sql.len() + 1);
-        p.push(command::COM_QUERY);
-        p.extend_from_slice(sql);
-        self.rows(&p, max).await
+        self.rows(&com_query(sql.as_ref()), max).await
     }
 
     /// Sends a COM_QUERY payload and reads its result, keeping at most `max`
@@ -388,10 +384,7 @@ impl BackendConn {
         &mut self,
         sql: &str,
     ) -> Result<Option<Vec<(String, Option<String>)>>, BackendError> {
-        let mut p = Vec::with_capacity(sql.len() + 1);
-        p.push(command::COM_QUERY);
-        p.extend_from_slice(sql.as_bytes());
-        self.io.send_packet(0, &p).await?;
+        self.io.send_packet(0, &com_query(sql.as_bytes())).await?;
         let mut names = Vec::new();
         let rows = self.read_result(1, Some(&mut names)).await?;
         Ok(rows
@@ -418,7 +411,7 @@ impl BackendConn {
         while !t.done() {
             let pkt = self.io.read_packet(1 << 26).await?;
             match t.next(&pkt.payload, false) {
-                Class::ColumnDef { .. } if names.is_some() => {
+                Class::ColumnDef { .. } => {
                     if let Some(n) = names.as_deref_mut() {
                         n.push(column_name(&pkt.payload));
                     }
@@ -561,10 +554,7 @@ impl BackendConn {
 
     /// The first column definition of a query's result (for templates).
     pub async fn column_def(&mut self, sql: &str) -> Result<Option<Vec<u8>>, BackendError> {
-        let mut p = Vec::with_capacity(sql.len() + 1);
-        p.push(command::COM_QUERY);
-        p.extend_from_slice(sql.as_bytes());
-        self.io.send_packet(0, &p).await?;
+        self.io.send_packet(0, &com_query(sql.as_bytes())).await?;
         let mut t = self.tracker(Shape::Query);
         let mut def = None;
         while !t.done() {
@@ -730,6 +720,14 @@ impl BackendConn {
         self.marks = Default::default();
         Ok(())
     }
+}
+
+/// A COM_QUERY payload for `sql`.
+fn com_query(sql: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(sql.len() + 1);
+    p.push(command::COM_QUERY);
+    p.extend_from_slice(sql);
+    p
 }
 
 /// The name of the column a protocol 4.1 column definition describes (as

@@ -108,7 +108,7 @@ pub struct PointResult {
     /// Clients whose transaction was still unanswered `stop_grace` after
     /// the window closed: their connections were closed so that the point
     /// ends (a server that stopped answering: seen direct at 2,048
-    /// I/O-bound clients, every thread waiting for a free page).
+    /// I/O-bound clients).
     pub abandoned: u64,
     /// CPU time the load generator itself (this process, every thread)
     /// used in the measured window per counted transaction, µs: what the

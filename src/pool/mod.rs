@@ -482,10 +482,8 @@ impl Pool {
     /// Feeds a connect's outcome into the health state (and starts the
     /// probe when it made the backend down), as a dial does.
     pub fn record_health(self: &Arc<Self>, r: Result<(), &BackendError>) {
-        let server = match self.servers.len() {
-            1 => None,
-            _ => self.servers.primary().map(|(_, a)| a),
-        };
+        // The server dials go to now (one server: the one there is).
+        let server = self.servers.primary().map(|(_, a)| a);
         let server = server.as_deref().unwrap_or(self.health.address());
         if self.health.record_at(r, server)
             && let Err(e) = r

@@ -185,8 +185,9 @@ async fn login_check(pool: &Arc<Pool>, address: &str, limit: Duration) -> Result
 /// STATUS`), and whether its replica status is asked at all for now.
 #[derive(Debug, Default, Clone)]
 struct Dialect {
-    /// The query reading the GTID position; `None` once neither works.
-    gtid: Option<Option<&'static str>>,
+    /// The queries of [`GTID_QUERIES`] still to try: all until one
+    /// answered, then that one alone, none once neither works.
+    gtid: Option<std::ops::Range<usize>>,
     /// `SHOW SLAVE STATUS` instead of `SHOW REPLICA STATUS`.
     old_show: bool,
     /// The replica status is not asked before this moment, for this
@@ -200,6 +201,13 @@ impl Dialect {
     fn new_connection(&mut self) {
         self.gtid = None;
         self.old_show = false;
+    }
+
+    /// The replica status is not asked for [`STATUS_BACKOFF`], for `why`;
+    /// returns `why`.
+    fn skip_status(&mut self, why: String) -> String {
+        self.status_skipped = Some((Instant::now() + STATUS_BACKOFF, why.clone()));
+        why
     }
 }
 
@@ -240,35 +248,25 @@ async fn read_replication(
 ) -> Result<Replication, ReadingError> {
     let mut out = Replication::default();
     let no_answer = |mut out: Replication, what: &str, dialect: &mut Dialect| {
-        let why = format!("{what}: no answer within the check's time");
-        dialect.status_skipped = Some((Instant::now() + STATUS_BACKOFF, why.clone()));
-        out.unreadable = Some(why);
+        out.unreadable =
+            Some(dialect.skip_status(format!("{what}: no answer within the check's time")));
         ReadingError::NoAnswer(out)
     };
     // The GTID position.
-    let queries: Vec<&'static str> = match dialect.gtid {
-        Some(Some(q)) => vec![q],
-        Some(None) => Vec::new(),
-        None => GTID_QUERIES.to_vec(),
-    };
-    let mut found = None;
-    for q in queries {
+    let mut found = 0..0;
+    for i in dialect.gtid.clone().unwrap_or(0..GTID_QUERIES.len()) {
+        let q = GTID_QUERIES[i];
         let Ok(answer) = tokio::time::timeout_at(deadline, conn.query_row(q)).await else {
             return Err(no_answer(out, q, dialect));
         };
         match answer {
-            Ok(row) => {
-                out.gtid = row.and_then(|r| r.into_iter().next().flatten());
-                found = Some(q);
-                break;
-            }
+            Ok(row) => out.gtid = row.and_then(|r| r.into_iter().next().flatten()),
             Err(BackendError::Server(e)) if e.code == ER_UNKNOWN_SYSTEM_VARIABLE => continue,
-            Err(BackendError::Server(_)) => {
-                found = Some(q);
-                break;
-            }
+            Err(BackendError::Server(_)) => {}
             Err(e) => return Err(ReadingError::Lost(e.to_string())),
         }
+        found = i..i + 1;
+        break;
     }
     dialect.gtid = Some(found);
     // The status as a replica, unless backing off.
@@ -297,9 +295,7 @@ async fn read_replication(
                 dialect.old_show = true;
             }
             Err(BackendError::Server(e)) => {
-                let why = format!("{q}: {e}");
-                dialect.status_skipped = Some((Instant::now() + STATUS_BACKOFF, why.clone()));
-                out.unreadable = Some(why);
+                out.unreadable = Some(dialect.skip_status(format!("{q}: {e}")));
                 break;
             }
             Err(e) => return Err(ReadingError::Lost(e.to_string())),

@@ -56,15 +56,20 @@ pub enum Lookup {
     Unavailable,
 }
 
+/// The lookup connection and the address it logged in at.
+#[derive(Default)]
+struct LookupConn {
+    conn: Option<BackendConn>,
+    at: String,
+}
+
 /// The lookup service.
 pub struct ServerUsers {
     params: BackendParams,
     cache: Mutex<Cache>,
     limit: Mutex<RateLimit>,
     negative_ttl: Duration,
-    conn: tokio::sync::Mutex<Option<BackendConn>>,
-    /// The address the lookup connection logged in at.
-    conn_at: Mutex<String>,
+    conn: tokio::sync::Mutex<LookupConn>,
     /// With several servers: where the primary is now (see
     /// [`ServerUsers::follow`]).
     primary: std::sync::OnceLock<Box<dyn Fn() -> Option<String> + Send + Sync>>,
@@ -100,8 +105,7 @@ impl ServerUsers {
             cache: Mutex::new(Cache::new(Duration::from_secs(c.cache_ttl_s), negative_ttl)),
             limit: Mutex::new(RateLimit::new(c.max_lookups_per_s, Instant::now())),
             negative_ttl,
-            conn: tokio::sync::Mutex::new(None),
-            conn_at: Mutex::new(String::new()),
+            conn: Default::default(),
             primary: std::sync::OnceLock::new(),
             user_table: AtomicBool::new(false),
             allow_no_password: c.allow_no_password,
@@ -162,19 +166,17 @@ impl ServerUsers {
         }
         // Single flight: one lookup at a time; a name read while we
         // waited is not read again.
-        let mut conn = self.conn.lock().await;
+        let mut lookup = self.conn.lock().await;
         if let Some(f) = self.cache().any(name).filter(|f| f.at >= asked) {
             return Lookup::Found(f);
         }
         let at = self.lookup_address();
-        {
-            let mut conn_at = self.conn_at.lock().unwrap_or_else(|p| p.into_inner());
-            if *conn_at != at {
-                // Opened at a server that is not the primary now.
-                *conn = None;
-                *conn_at = at.clone();
-            }
+        if lookup.at != at {
+            // Opened at a server that is not the primary now.
+            lookup.conn = None;
+            lookup.at = at.clone();
         }
+        let conn = &mut lookup.conn;
         let allowed = self
             .limit
             .lock()
@@ -186,12 +188,12 @@ impl ServerUsers {
         }
         self.lookups.fetch_add(1, Ordering::Relaxed);
         let reused = conn.is_some();
-        let mut result = self.read(&mut conn, &at, name).await;
+        let mut result = self.read(conn, &at, name).await;
         if reused && matches!(result, Err(ref e) if !matches!(e, BackendError::Server(_))) {
             // The kept connection went away (wait_timeout, server
             // restart): once more on a fresh one.
             *conn = None;
-            result = self.read(&mut conn, &at, name).await;
+            result = self.read(conn, &at, name).await;
         }
         match result {
             Ok(found) => {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::servers::status;
+use crate::servers::{status, until};
 use common::mariadb::{Profile, ROOT_PASSWORD};
 use common::{MariaDb, Proxy};
 use mysql_async::Conn;
@@ -187,30 +187,13 @@ async fn proxy_for(rig: &Rig, backend_user: &str, queue_timeout_ms: u64) -> Prox
         .await
 }
 
-/// `/status`'s entry for `db`.
-fn server<'a>(s: &'a serde_json::Value, db: &MariaDb) -> &'a serde_json::Value {
+/// The entry for `db` in `/status`'s `servers` part.
+fn server<'a>(servers: &'a serde_json::Value, db: &MariaDb) -> &'a serde_json::Value {
     let addr = db.addr();
-    s["servers"]["servers"]
+    servers["servers"]
         .as_array()
         .and_then(|all| all.iter().find(|x| x["address"] == addr.as_str()))
         .unwrap_or(&serde_json::Value::Null)
-}
-
-/// Waits until `/status` says `what` (20 s at most).
-async fn until(p: &Proxy, what: &str, mut ok: impl FnMut(&serde_json::Value) -> bool) {
-    let t0 = Instant::now();
-    loop {
-        let s = status(p).await;
-        if ok(&s) {
-            return;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "never {what}: {:#}",
-            s["servers"]
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,12 +210,12 @@ async fn each_servers_replication_is_read_and_shown() {
     .await;
     let s = status(&p).await;
     assert_eq!(s["servers"]["primary"], primary.addr().as_str(), "{s:#}");
-    assert_eq!(server(&s, replica)["role"], "replica");
-    let r = &server(&s, replica)["replication"]["replica"];
+    assert_eq!(server(&s["servers"], replica)["role"], "replica");
+    let r = &server(&s["servers"], replica)["replication"]["replica"];
     assert_eq!(r["source"], primary.addr().as_str(), "{r:#}");
     assert!(r["lag_s"].as_u64().is_some(), "{r:#}");
     assert!(
-        server(&s, primary)["replication"]["replica"].is_null(),
+        server(&s["servers"], primary)["replication"]["replica"].is_null(),
         "the primary replicates from nothing: {s:#}"
     );
 
@@ -258,8 +241,8 @@ async fn each_servers_replication_is_read_and_shown() {
     })
     .await;
     let s = status(&p).await;
-    assert!(server(&s, replica)["replication"]["replica"]["lag_s"].is_null());
-    assert_eq!(server(&s, replica)["role"], "replica");
+    assert!(server(&s["servers"], replica)["replication"]["replica"]["lag_s"].is_null());
+    assert_eq!(server(&s["servers"], replica)["role"], "replica");
     let mut admin = Conn::from_url(p.url("other", "otherpw", ""))
         .await
         .expect("connect");
@@ -319,7 +302,7 @@ async fn replication_unreadable_without_the_privilege_is_reported_not_fatal() {
     let rig = rig(false, "");
     let p = proxy_for(&rig, WRITER, 5000).await;
     until(&p, "a primary", |s| {
-        s["servers"]["primary"] == rig.primary.addr().as_str()
+        s["primary"] == rig.primary.addr().as_str()
     })
     .await;
     until(&p, "the replica checked", |s| {
@@ -327,7 +310,7 @@ async fn replication_unreadable_without_the_privilege_is_reported_not_fatal() {
     })
     .await;
     let s = status(&p).await;
-    let why = server(&s, &rig.replica)["replication"]["unreadable"]
+    let why = server(&s["servers"], &rig.replica)["replication"]["unreadable"]
         .as_str()
         .unwrap_or_default()
         .to_string();
@@ -396,7 +379,7 @@ async fn writes_rig(semi_sync: bool) -> (Rig, Proxy) {
     let p = proxy_for(&rig, WRITER, 3000).await;
     let (old, new) = (&rig.primary, &rig.replica);
     until(&p, "a primary and its replica", |s| {
-        s["servers"]["primary"] == old.addr().as_str()
+        s["primary"] == old.addr().as_str()
             && server(s, new)["replication"]["replica"]["io_running"] == "Yes"
     })
     .await;
@@ -451,13 +434,36 @@ impl Writes {
     }
 }
 
-/// How long after `promoted` the first commit was acknowledged.
-fn resumed_after(acked: &[(u64, Instant)], promoted: Instant) -> Option<Duration> {
-    acked
+/// After a `what` that made `new` the primary at `promoted`: writes
+/// resumed (the pause is printed for `deploy/bench/failover.sh`), and every
+/// acknowledged commit is on `new`.
+fn resumed_and_none_lost(what: &str, acked: &[(u64, Instant)], promoted: Instant, new: &MariaDb) {
+    let resumed = acked
         .iter()
         .filter(|(_, t)| *t > promoted)
         .map(|(_, t)| t.duration_since(promoted))
         .min()
+        .unwrap_or_else(|| panic!("no write acknowledged after the {what}"));
+    eprintln!(
+        "replication: {what}: {} commits acknowledged; writes resumed {resumed:?} after the promotion",
+        acked.len()
+    );
+    assert!(
+        resumed < Duration::from_secs(10),
+        "resumed after {resumed:?}"
+    );
+    let on_new = ids_on(new);
+    let lost: Vec<u64> = acked
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| !on_new.contains(id))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged commits lost: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(10)]
+    );
 }
 
 fn ids_on(db: &MariaDb) -> std::collections::BTreeSet<u64> {
@@ -486,43 +492,17 @@ async fn kill9_of_a_semi_sync_primary_loses_no_acknowledged_commit() {
     );
     assert!(semi_sync_status(old, "RPL_SEMI_SYNC_MASTER_YES_TX") >= 100);
     old.kill9();
-    until(&p, "the old primary down", |s| {
-        s["servers"]["primary"].is_null()
-    })
-    .await;
+    until(&p, "the old primary down", |s| s["primary"].is_null()).await;
     promote(new).await;
     let promoted = Instant::now();
     until(&p, "the new primary", |s| {
-        s["servers"]["primary"] == new.addr().as_str()
+        s["primary"] == new.addr().as_str()
     })
     .await;
     // Writes go on for a while on the new primary.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let acked = writes.stop().await;
-    let resumed =
-        resumed_after(&acked, promoted).expect("no write acknowledged after the promotion");
-    eprintln!(
-        "replication: {} commits acknowledged; writes resumed {resumed:?} after the promotion",
-        acked.len()
-    );
-    assert!(
-        resumed < Duration::from_secs(10),
-        "resumed after {resumed:?}"
-    );
-
-    // Every acknowledged commit is on the new primary.
-    let on_new = ids_on(new);
-    let lost: Vec<u64> = acked
-        .iter()
-        .map(|(id, _)| *id)
-        .filter(|id| !on_new.contains(id))
-        .collect();
-    assert!(
-        lost.is_empty(),
-        "{} acknowledged commits lost: {:?}",
-        lost.len(),
-        &lost[..lost.len().min(10)]
-    );
+    resumed_and_none_lost("failover", &acked, promoted, new);
 
     // The old primary comes back writable: refused, and no write reaches it.
     old.restart();
@@ -559,7 +539,7 @@ async fn a_planned_switchover_moves_the_writes_and_loses_none() {
     new.sql("STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = 0");
     let promoted = Instant::now();
     until(&p, "the new primary", |s| {
-        s["servers"]["primary"] == new.addr().as_str()
+        s["primary"] == new.addr().as_str()
     })
     .await;
     // From here no writer's statement may reach the old primary (it would
@@ -573,23 +553,11 @@ async fn a_planned_switchover_moves_the_writes_and_loses_none() {
         on_old,
         "writers' statements reached the old primary after the switchover"
     );
-    let resumed =
-        resumed_after(&acked, promoted).expect("no write acknowledged after the switchover");
-    eprintln!(
-        "replication: switchover: {} commits acknowledged; writes resumed {resumed:?} after the promotion",
-        acked.len()
-    );
-    assert!(
-        resumed < Duration::from_secs(10),
-        "resumed after {resumed:?}"
-    );
-    let on_new = ids_on(new);
-    let lost = acked.iter().filter(|(id, _)| !on_new.contains(id)).count();
-    assert_eq!(lost, 0, "acknowledged commits missing on the new primary");
+    resumed_and_none_lost("switchover", &acked, promoted, new);
     assert_eq!(
         ids_on(old),
         frozen,
         "a write reached the old primary after read_only"
     );
-    assert_eq!(server(&status(&p).await, old)["role"], "replica");
+    assert_eq!(server(&status(&p).await["servers"], old)["role"], "replica");
 }

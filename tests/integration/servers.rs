@@ -41,7 +41,7 @@ pub(crate) async fn status(p: &Proxy) -> serde_json::Value {
 }
 
 /// Waits until `/status` says `what` of the servers (15 s at most).
-async fn until(p: &Proxy, what: &str, mut ok: impl FnMut(&serde_json::Value) -> bool) {
+pub(crate) async fn until(p: &Proxy, what: &str, mut ok: impl FnMut(&serde_json::Value) -> bool) {
     let t0 = Instant::now();
     loop {
         let s = status(p).await;
