@@ -212,14 +212,21 @@ fn servers(shared: &Shared) -> ResultSet {
             "gtid",
             "replication",
             "lag_s",
+            "reads",
         ],
         rows: Vec::new(),
     };
     let r = shared.pool.servers.report();
     let owned: usize = shared.pool.groups.iter().map(|g| g.snapshot().owned).sum();
+    let replicas = shared.pool.servers.replica_backends();
+    let on_replicas: usize = replicas.iter().sum();
     let opt = |v: Option<String>| v.unwrap_or_default();
-    for s in r.servers {
-        let backends = if s.role == "primary" { owned } else { 0 };
+    for (i, s) in r.servers.into_iter().enumerate() {
+        let backends = match s.role {
+            "primary" => owned.saturating_sub(on_replicas),
+            _ => replicas.get(i).copied().unwrap_or(0),
+        };
+        let reads = s.reads;
         rs.rows.push(vec![
             s.address,
             s.role.into(),
@@ -237,6 +244,7 @@ fn servers(shared: &Shared) -> ResultSet {
                 .and_then(|x| x.replica.as_ref())
                 .and_then(|x| x.lag_s)
                 .map(|v| v.to_string())),
+            reads.to_string(),
         ]);
     }
     rs

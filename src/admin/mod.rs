@@ -55,6 +55,7 @@ pub fn refresh_gauges(shared: &Shared) {
     }
     shared.metrics.users(&shared.pool.tenants.figures());
     shared.metrics.servers(&shared.pool.servers.report());
+    shared.metrics.routing(&shared.pool.routing);
 }
 
 /// Idle, busy (executing) and pinned (held between statements) backend

@@ -117,6 +117,8 @@ pub struct Status {
     session_threads_nice: Option<i32>,
     /// The servers behind `backend.address`: roles, health, the primary.
     servers: crate::pool::servers::Report,
+    /// The read/write split (`[routing]`).
+    routing: RoutingReport,
     groups: Vec<GroupStatus>,
     prepared_registry_entries: usize,
     prepared_registry_bytes: usize,
@@ -196,6 +198,7 @@ pub fn status(shared: &Shared) -> Status {
         session_threads: shared.workers.as_ref().map(|w| w.threads()),
         session_threads_nice: crate::priority::session_threads_nice(),
         servers: shared.pool.servers.report(),
+        routing: RoutingReport::of(shared),
         groups,
         prepared_registry_entries: entries,
         prepared_registry_bytes: bytes,
@@ -213,4 +216,44 @@ pub fn status(shared: &Shared) -> Status {
 pub fn to_json(shared: &Shared) -> String {
     serde_json::to_string_pretty(&status(shared))
         .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+/// `/status`'s `routing` part.
+#[derive(Debug, serde::Serialize)]
+struct RoutingReport {
+    /// `routing.read_write_split`.
+    read_write_split: bool,
+    /// `routing.read_your_writes`.
+    read_your_writes: bool,
+    /// Reads kept on the primary that could have gone to a replica, by
+    /// reason (`hint`, `no_replica`, `causal`).
+    kept_on_primary: std::collections::BTreeMap<&'static str, u64>,
+    /// Waits on a replica for a session's last write.
+    causal_waits: u64,
+    /// Of those, the ones that ran out of time or failed.
+    causal_wait_timeouts: u64,
+    /// Mean time of a wait, milliseconds (`null`: none yet).
+    causal_wait_mean_ms: Option<f64>,
+}
+
+impl RoutingReport {
+    fn of(shared: &Shared) -> Self {
+        use crate::pool::routing::Primary;
+        use std::sync::atomic::Ordering::Relaxed;
+        let cfg = shared.config.load();
+        let st = &shared.pool.routing;
+        let waits = st.causal_waits.load(Relaxed);
+        let us = st.causal_wait_us.load(Relaxed);
+        Self {
+            read_write_split: cfg.routing.read_write_split,
+            read_your_writes: cfg.routing.read_your_writes,
+            kept_on_primary: [Primary::Hint, Primary::NoReplica, Primary::Causal]
+                .into_iter()
+                .map(|w| (w.label(), st.kept[w.index()].load(Relaxed)))
+                .collect(),
+            causal_waits: waits,
+            causal_wait_timeouts: st.causal_timeouts.load(Relaxed),
+            causal_wait_mean_ms: (waits > 0).then(|| us as f64 / waits as f64 / 1000.0),
+        }
+    }
 }

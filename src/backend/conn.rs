@@ -192,6 +192,9 @@ pub struct BackendConn {
     /// Which of `backend.address`'s servers it is connected to (its
     /// index; 0 with one server): a KILL for its thread must go there.
     pub server: usize,
+    /// Counts it among its server's open backends while it lives (a
+    /// replica's backends, see `crate::pool::servers::Servers::backends`).
+    pub counted: Option<Counted>,
     /// CURRENT_ROLE() right after login (`None` = no role): neither
     /// COM_RESET_CONNECTION nor COM_CHANGE_USER restores it (measured on
     /// MariaDB 10.11), so a connection whose role moved is closed.
@@ -766,6 +769,7 @@ pub(crate) fn unlogged(stream: crate::wire::stream::Stream, pool: usize) -> Back
         globals_epoch: 0,
         server_epoch: 0,
         server: 0,
+        counted: None,
         login_role: None,
         account: None,
         roles_epoch: 0,
@@ -807,5 +811,23 @@ mod tests {
         assert_eq!(l.stmts_per_backend(3, 2), 3);
         l.set(16 << 20, 0);
         assert_eq!(l.stmts_per_backend(256, 8), 1, "never zero");
+    }
+}
+
+/// Membership in a count of open connections: one while it lives.
+#[derive(Debug)]
+pub struct Counted(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Counted {
+    /// Counts one more in `count` until dropped.
+    pub fn new(count: &std::sync::Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(count.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }

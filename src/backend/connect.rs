@@ -217,6 +217,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         globals_epoch: 0,
         server_epoch: 0,
         server: 0,
+        counted: None,
         login_role: None,
         account: None,
         roles_epoch: 0,

@@ -221,6 +221,9 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
                 .into(),
         );
     }
+    if c.routing.causal_wait_ms > 60_000 {
+        errs.push("routing.causal_wait_ms: at most 60000".into());
+    }
     if c.digests.max_text_bytes < 16 {
         errs.push("digests.max_text_bytes: must be at least 16".into());
     }

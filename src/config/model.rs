@@ -69,6 +69,8 @@ pub struct Config {
     pub server_users: super::ServerUsersConfig,
     /// The query-digest table (`SHOW MYPLEX DIGESTS`, `/digests`).
     pub digests: DigestsConfig,
+    /// Where statements go with several servers (read/write split).
+    pub routing: RoutingConfig,
 }
 
 impl Default for Config {
@@ -94,6 +96,7 @@ impl Default for Config {
             users: Vec::new(),
             server_users: Default::default(),
             digests: DigestsConfig::default(),
+            routing: RoutingConfig::default(),
         }
     }
 }
@@ -115,6 +118,36 @@ impl Config {
             n => n,
         };
         n.clamp(1, self.pool.effective_groups().max(1))
+    }
+}
+
+/// `[routing]`: with several servers, which statements may go to a
+/// replica (see `crate::pool::routing`). Reloadable.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RoutingConfig {
+    /// Send statements that provably only read, outside transactions and
+    /// pins, to a healthy replica (off: everything goes to the primary).
+    pub read_write_split: bool,
+    /// A replica further behind than this (`Seconds_Behind_Master`) takes
+    /// no reads until it catches up.
+    pub max_replication_lag_s: u64,
+    /// After a client's write, its reads go to a replica only once that
+    /// replica has applied the client's last GTID, else to the primary.
+    pub read_your_writes: bool,
+    /// How long a read waits on a replica for the client's last GTID
+    /// (`MASTER_GTID_WAIT`) before it goes to the primary instead.
+    pub causal_wait_ms: u64,
+}
+
+impl Default for RoutingConfig {
+    fn default() -> Self {
+        Self {
+            read_write_split: false,
+            max_replication_lag_s: 10,
+            read_your_writes: true,
+            causal_wait_ms: 100,
+        }
     }
 }
 

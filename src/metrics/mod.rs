@@ -289,6 +289,27 @@ impl Metrics {
         }
     }
 
+    /// The read/write split's counters (`crate::pool::routing`).
+    pub fn routing(&self, stats: &crate::pool::RoutingStats) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let r = &self.recorder;
+        for why in [
+            crate::pool::routing::Primary::Hint,
+            crate::pool::routing::Primary::NoReplica,
+            crate::pool::routing::Primary::Causal,
+        ] {
+            let labels = [("reason", why.label().to_string())];
+            r.register_counter(&key(READS_KEPT_ON_PRIMARY_TOTAL, &labels), &META)
+                .absolute(stats.kept[why.index()].load(Relaxed));
+        }
+        r.register_counter(&key(CAUSAL_WAITS_TOTAL, &[]), &META)
+            .absolute(stats.causal_waits.load(Relaxed));
+        r.register_counter(&key(CAUSAL_WAIT_TIMEOUTS_TOTAL, &[]), &META)
+            .absolute(stats.causal_timeouts.load(Relaxed));
+        r.register_counter(&key(CAUSAL_WAIT_MICROSECONDS_TOTAL, &[]), &META)
+            .absolute(stats.causal_wait_us.load(Relaxed));
+    }
+
     /// The servers' health and roles (`crate::pool::servers`).
     pub fn servers(&self, report: &crate::pool::servers::Report) {
         use crate::pool::servers::Role;
@@ -329,6 +350,10 @@ impl Metrics {
                 .set(replicating);
             r.register_gauge(&key(SERVER_REPLICATION_LAG_SECONDS, labels), &META)
                 .set(lag);
+            r.register_counter(&key(SERVER_READS_TOTAL, labels), &META)
+                .absolute(s.reads);
+            r.register_gauge(&key(SERVER_REPLICA_BACKENDS, labels), &META)
+                .set(s.replica_backends as f64);
         }
         r.register_counter(&key(PRIMARY_CHANGES_TOTAL, &[]), &META)
             .absolute(report.primary_changes);

@@ -109,6 +109,24 @@ pub const SERVER_REPLICATING: &str = "myplex_server_replicating";
 /// last check; NaN while that is NULL (a replication thread stopped: see
 /// `myplex_server_replicating`) or there is no figure.
 pub const SERVER_REPLICATION_LAG_SECONDS: &str = "myplex_server_replication_lag_seconds";
+/// Counter per server (label `server`): reads the read/write split sent
+/// to it as a replica.
+pub const SERVER_READS_TOTAL: &str = "myplex_server_reads_total";
+/// Gauge per server (label `server`): backend connections open to it as a
+/// replica.
+pub const SERVER_REPLICA_BACKENDS: &str = "myplex_server_replica_backends";
+/// Counter (label `reason`): reads the split kept on the primary although
+/// they could have gone to a replica: `hint` (`/* myplex:primary */`),
+/// `no_replica` (none in the read set, or none could be reached),
+/// `causal` (no replica had applied the session's last write in time).
+pub const READS_KEPT_ON_PRIMARY_TOTAL: &str = "myplex_reads_kept_on_primary_total";
+/// Counter: waits on a replica for a session's last write
+/// (`MASTER_GTID_WAIT`, read-your-writes).
+pub const CAUSAL_WAITS_TOTAL: &str = "myplex_causal_waits_total";
+/// Counter: of those waits, the ones that ran out of time or failed.
+pub const CAUSAL_WAIT_TIMEOUTS_TOTAL: &str = "myplex_causal_wait_timeouts_total";
+/// Counter: microseconds spent in those waits (an integer counter).
+pub const CAUSAL_WAIT_MICROSECONDS_TOTAL: &str = "myplex_causal_wait_microseconds_total";
 /// Counter: changes of primary server (failover, switchover, none left).
 pub const PRIMARY_CHANGES_TOTAL: &str = "myplex_primary_changes_total";
 /// Counter: times a writable server other than the primary was refused

@@ -1,14 +1,19 @@
 //! Pool keys: backend connections are shared only between clients of the
-//! same credential pool *and* the same flavour (the capabilities that change
-//! row bytes or semantics, [`Flavour`]). A key is a small integer so the
-//! scheduler, the prepared-statement registry and session handles carry it
-//! cheaply; this registry maps it to (credential pool, flavour).
+//! same credential pool, the same flavour (the capabilities that change
+//! row bytes or semantics, [`Flavour`]) *and* the same target: the primary
+//! (whichever server it is now) or one replica, by its index in
+//! `backend.address` (reads routed by [`super::routing`]). A key is a small
+//! integer so the scheduler, the prepared-statement registry and session
+//! handles carry it cheaply; this registry maps it to (credential pool,
+//! flavour, target).
 //!
 //! Keys are registered lazily, on the first login of a client with a new
-//! flavour, and never removed. The registry is bounded by construction:
-//! flavours are combinations of the bits of [`crate::protocol::caps::FLAVOUR_MASK`],
-//! so there are at most `credential pools × 2^bits` keys. Key `i` for
-//! `i < credential pools` is credential pool `i` with [`Flavour::DEFAULT`].
+//! flavour or the first read routed to a replica, and never removed. The
+//! registry is bounded by construction: flavours are combinations of the
+//! bits of [`crate::protocol::caps::FLAVOUR_MASK`], so there are at most
+//! `credential pools × 2^bits × (servers + 1)` keys. Key `i` for
+//! `i < credential pools` is credential pool `i` with [`Flavour::DEFAULT`]
+//! on the primary.
 
 use std::sync::RwLock;
 
@@ -17,8 +22,12 @@ use crate::protocol::caps::{FLAVOUR_MASK, Flavour};
 /// The key registry.
 #[derive(Debug)]
 pub struct Keys {
-    keys: RwLock<Vec<(usize, Flavour)>>,
+    keys: RwLock<Vec<Entry>>,
 }
+
+/// One key: credential pool, flavour, and the replica it dials (`None`:
+/// the primary).
+type Entry = (usize, Flavour, Option<usize>);
 
 /// Most flavours one credential pool can have.
 pub const MAX_FLAVOURS: usize = 1 << FLAVOUR_MASK.count_ones();
@@ -28,14 +37,26 @@ impl Keys {
     /// flavour registered as the key of the same number.
     pub fn new(credentials: usize) -> Self {
         Self {
-            keys: RwLock::new((0..credentials).map(|c| (c, Flavour::DEFAULT)).collect()),
+            keys: RwLock::new(
+                (0..credentials)
+                    .map(|c| (c, Flavour::DEFAULT, None))
+                    .collect(),
+            ),
         }
     }
 
-    /// The key of (credential, flavour), registering it when new.
+    /// The key of (credential, flavour) on the primary, registering it
+    /// when new.
     pub fn key(&self, credential: usize, flavour: Flavour) -> usize {
+        self.key_at(credential, flavour, None)
+    }
+
+    /// The key of (credential, flavour) on `target` (`None`: the primary,
+    /// `Some(i)`: server `i` as a replica), registering it when new.
+    pub fn key_at(&self, credential: usize, flavour: Flavour, target: Option<usize>) -> usize {
         let flavour = Flavour(flavour.0 & FLAVOUR_MASK);
-        let find = |v: &Vec<(usize, Flavour)>| v.iter().position(|k| *k == (credential, flavour));
+        let want = (credential, flavour, target);
+        let find = |v: &Vec<Entry>| v.iter().position(|k| *k == want);
         if let Some(i) = self.keys.read().ok().and_then(|v| find(&v)) {
             return i;
         }
@@ -43,11 +64,12 @@ impl Keys {
         if let Some(i) = find(&v) {
             return i;
         }
-        v.push((credential, flavour));
+        v.push(want);
         tracing::debug!(
             key = v.len() - 1,
             credential,
             flavour = %flavour.label(),
+            replica = ?target,
             "new backend pool key"
         );
         v.len() - 1
@@ -55,6 +77,15 @@ impl Keys {
 
     /// Credential pool and flavour of `key`.
     pub fn get(&self, key: usize) -> Option<(usize, Flavour)> {
+        self.entry(key).map(|(c, f, _)| (c, f))
+    }
+
+    /// The replica `key` dials (`None`: the primary, or no such key).
+    pub fn target(&self, key: usize) -> Option<usize> {
+        self.entry(key).and_then(|(_, _, t)| t)
+    }
+
+    fn entry(&self, key: usize) -> Option<Entry> {
         let v = self.keys.read().unwrap_or_else(|p| p.into_inner());
         v.get(key).copied()
     }
@@ -107,5 +138,14 @@ mod tests {
         }
         assert_eq!(k.len(), 2 * MAX_FLAVOURS);
         assert_eq!(k.get(10_000), None);
+        // A replica target is its own key, with the same credential and
+        // flavour; the primary's keys say no target.
+        let r = k.key_at(0, classic, Some(1));
+        assert!(r >= 2 * MAX_FLAVOURS);
+        assert_eq!(k.get(r), Some((0, classic)));
+        assert_eq!((k.target(r), k.target(a)), (Some(1), None));
+        assert_eq!(k.key_at(0, classic, Some(1)), r);
+        assert_ne!(k.key_at(0, classic, Some(2)), r);
+        assert_eq!(k.key_at(0, classic, None), a);
     }
 }

@@ -17,6 +17,7 @@ pub mod helper;
 pub mod keys;
 pub mod local_socket;
 pub mod parking;
+pub mod routing;
 pub mod scheduler;
 pub mod server_checks;
 pub mod server_waits;
@@ -107,6 +108,43 @@ pub struct Pool {
     default_readings: std::sync::Mutex<std::collections::HashMap<usize, Option<String>>>,
     /// Which names run code the text does not show (views, triggers).
     pub code_catalog: Arc<code_catalog::CodeCatalog>,
+    /// What the read/write split decided so far.
+    pub routing: RoutingStats,
+}
+
+/// The read/write split's counters (`/status`, metrics).
+#[derive(Debug, Default)]
+pub struct RoutingStats {
+    /// Reads that could have gone to a replica but stayed on the primary,
+    /// by [`routing::Primary::index`] (only `hint`, `no_replica` and
+    /// `causal` are counted: the others are every statement).
+    pub kept: [std::sync::atomic::AtomicU64; 5],
+    /// Waits on a replica for a session's last write, and how many of
+    /// them ran out of time.
+    pub causal_waits: std::sync::atomic::AtomicU64,
+    /// Of `causal_waits`, those that failed (the read went to the primary).
+    pub causal_timeouts: std::sync::atomic::AtomicU64,
+    /// Time spent in those waits, microseconds.
+    pub causal_wait_us: std::sync::atomic::AtomicU64,
+}
+
+impl RoutingStats {
+    /// A read stayed on the primary for `why`.
+    pub fn kept(&self, why: routing::Primary) {
+        self.kept[why.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A wait for a session's write on a replica took `took`; `applied`:
+    /// it succeeded.
+    pub fn waited(&self, took: Duration, applied: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.causal_waits.fetch_add(1, Relaxed);
+        self.causal_wait_us
+            .fetch_add(took.as_micros() as u64, Relaxed);
+        if !applied {
+            self.causal_timeouts.fetch_add(1, Relaxed);
+        }
+    }
 }
 
 /// The role a new login of the connection's account gets (its default
@@ -233,6 +271,7 @@ impl Pool {
             login_roles: Default::default(),
             roles_unreadable: Default::default(),
             default_readings: Default::default(),
+            routing: Default::default(),
             server: RwLock::new(Arc::new(server)),
         })
     }
@@ -413,6 +452,18 @@ impl Pool {
         self.keys.get(key)
     }
 
+    /// The key with the credential pool and flavour of `key` on replica
+    /// `server` (a read routed there, see [`routing`]).
+    pub fn replica_key(&self, key: usize, server: usize) -> usize {
+        let (credential, flavour) = self.keys.get(key).unwrap_or((0, Flavour::DEFAULT));
+        self.keys.key_at(credential, flavour, Some(server))
+    }
+
+    /// The replica pool key `key` dials (`None`: the primary).
+    pub fn replica_of(&self, key: usize) -> Option<usize> {
+        self.keys.target(key)
+    }
+
     /// The backend users of all credential pools.
     pub fn backend_users(&self) -> Vec<String> {
         self.credentials
@@ -476,6 +527,9 @@ impl Pool {
         let mut p = self.credentials.load().get(credential)?.clone();
         p.pool = key;
         p.flavour = flavour;
+        if let Some(server) = self.keys.target(key) {
+            p.address = self.servers.address(server)?;
+        }
         Some(p)
     }
 
@@ -501,7 +555,10 @@ impl Pool {
         deadline: Instant,
     ) -> Result<BackendConn, BackendError> {
         let r = self.dial_once(pool, deadline).await;
-        self.record_health(r.as_ref().map(|_| ()));
+        // A replica's dial says nothing of the primary's reachability.
+        if self.keys.target(pool).is_none() {
+            self.record_health(r.as_ref().map(|_| ()));
+        }
         r
     }
 
@@ -669,6 +726,9 @@ impl Pool {
         let Some(p) = self.params(pool) else {
             return Err(BackendError::Protocol(format!("no pool key {pool}")));
         };
+        if let Some(server) = self.keys.target(pool) {
+            return self.dial_replica(server, p).await;
+        }
         let credential = self.keys.get(pool).map_or(0, |(c, _)| c);
         let mut p = p;
         let mut delay = Duration::from_millis(20);
@@ -746,6 +806,44 @@ impl Pool {
         }
     }
 
+    /// One login at replica `server` for reads (no retry: a read that
+    /// cannot have a replica backend goes to the primary instead). Nothing
+    /// the pool learns from a primary's login (greeting, collations,
+    /// session defaults, default role) is learnt from it; a refused
+    /// connect makes it down at once, as for the primary.
+    async fn dial_replica(
+        &self,
+        server: usize,
+        p: BackendParams,
+    ) -> Result<BackendConn, BackendError> {
+        let epoch = self.globals_epoch();
+        let roles = self.roles_epoch();
+        match backend::connect(&p).await {
+            Ok((mut conn, _)) => {
+                conn.globals_epoch = epoch;
+                conn.roles_epoch = roles;
+                conn.server_epoch = self.servers.epoch();
+                conn.server = server;
+                conn.counted = self.servers.count_backend(server);
+                Ok(conn)
+            }
+            Err(e) => {
+                if server_checks::refused(&e) {
+                    let changes = self.servers.observe(
+                        server,
+                        servers::Check::Failed {
+                            error: e.to_string(),
+                            at_once: true,
+                        },
+                        1,
+                    );
+                    self.after_server_checks(changes);
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// The primary-server epoch a dial starts in and, with several servers,
     /// the primary's address (one server: the address as configured);
     /// waits up to `deadline` while there is no primary, then fails with
@@ -790,20 +888,33 @@ impl Pool {
             tracing::warn!(from = ?from, to = ?to, "backend primary changed");
             self.globals_changed();
             self.code_catalog.server_changed();
-            for g in &self.groups {
-                drop(g.take_idle_where(|c| !self.on_primary(c)));
-                drop(g.take_parked_where(|c| !self.on_primary(c)));
-            }
         }
         if self.servers.len() > 1 {
+            // Backends of a server that no longer has its role: closed.
+            for g in &self.groups {
+                drop(g.take_idle_where(|c| !self.usable(c)));
+                drop(g.take_parked_where(|c| !self.usable(c)));
+            }
             self.health.set_no_primary(self.servers.no_primary());
         }
     }
 
-    /// True when `c` was dialed to the server that is the primary now (see
-    /// [`servers::Servers::is_current`]).
+    /// True when `c` is a primary backend (not one dialed for reads) and
+    /// its server is still the primary: the only kind background work
+    /// (checks, probes, catalog readings) borrows.
     pub fn on_primary(&self, c: &BackendConn) -> bool {
-        self.servers.is_current(c.server_epoch)
+        self.keys.target(c.pool).is_none() && self.servers.is_current(c.server_epoch)
+    }
+
+    /// True when `c` may still be used and shared for what it was dialed
+    /// for: a primary backend while its server is the primary (see
+    /// [`servers::Servers::is_current`]), a replica backend while its
+    /// server serves reads ([`servers::Servers::serves_reads`]).
+    pub fn usable(&self, c: &BackendConn) -> bool {
+        match self.keys.target(c.pool) {
+            None => self.servers.is_current(c.server_epoch),
+            Some(i) => self.servers.serves_reads(i),
+        }
     }
 
     /// A login of pool key `key`'s credentials at `address` (a server of

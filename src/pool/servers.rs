@@ -182,6 +182,9 @@ pub struct ServerView {
     /// not promoted when the primary fails — only in an orderly switchover
     /// (the primary up and read-only).
     pub refused: bool,
+    /// A GTID position a read's wait proved it had applied since its last
+    /// check (see [`Servers::note_applied`]).
+    pub proved_gtid: Option<String>,
 }
 
 struct State {
@@ -204,6 +207,12 @@ pub struct Servers {
     switches: AtomicU64,
     /// Times a writable server other than the primary was refused.
     refusals: AtomicU64,
+    /// Reads routed to each server as a replica.
+    reads: Vec<AtomicU64>,
+    /// Backends open to each server as a replica.
+    backends: Vec<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
+    /// Turns of the round robin over the replicas.
+    turn: AtomicU64,
 }
 
 /// `/status`'s `servers` part.
@@ -241,12 +250,18 @@ pub struct ServerReport {
     /// Its replication at the last good check (`null`: not read, one
     /// server).
     pub replication: Option<Replication>,
+    /// Reads routed to it as a replica (`routing.read_write_split`).
+    pub reads: u64,
+    /// Backends open to it as a replica now.
+    pub replica_backends: usize,
 }
 
 impl Servers {
     /// The report for `/status` and `SHOW MYPLEX SERVERS`.
     pub fn report(&self) -> Report {
         let (primary_changes, refused_writable) = self.counters();
+        let reads = self.reads();
+        let backends = self.replica_backends();
         Report {
             primary: self.primary().map(|(_, a)| a),
             no_primary: self.no_primary().map(|(since, why)| {
@@ -258,7 +273,10 @@ impl Servers {
             servers: self
                 .views()
                 .into_iter()
-                .map(|s| ServerReport {
+                .zip(reads.into_iter().zip(backends))
+                .map(|(s, (reads, replica_backends))| ServerReport {
+                    reads,
+                    replica_backends,
                     role: s.role.label(),
                     up: s.up,
                     read_only: s.read_only,
@@ -347,6 +365,7 @@ impl Servers {
                 checked: None,
                 replication: None,
                 refused: false,
+                proved_gtid: None,
             })
             .collect();
         let primary = (servers.len() == 1).then_some(0);
@@ -363,6 +382,9 @@ impl Servers {
             changed: watch::channel(0).0,
             switches: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
+            reads: addresses.iter().map(|_| AtomicU64::new(0)).collect(),
+            backends: addresses.iter().map(|_| Default::default()).collect(),
+            turn: AtomicU64::new(0),
         }
     }
 
@@ -415,6 +437,98 @@ impl Servers {
     /// The address of server `i`.
     pub fn address(&self, i: usize) -> Option<String> {
         self.lock().servers.get(i).map(|s| s.address.clone())
+    }
+
+    /// True when server `i` serves reads as a replica at all: up and
+    /// read-only, not the primary (its lag is [`Servers::read_set`]'s
+    /// business). A backend dialed to it as a replica is used and shared
+    /// only while this holds.
+    pub fn serves_reads(&self, i: usize) -> bool {
+        self.lock()
+            .servers
+            .get(i)
+            .is_some_and(|s| s.up && s.role == Role::Replica)
+    }
+
+    /// The replicas that may take reads now (several servers): up,
+    /// read-only, checked within `fresh`, both replication threads running
+    /// and at most `max_lag_s` behind, with their applied positions as last
+    /// learnt. Fails closed: a replica whose status could not be read is
+    /// not in the set.
+    pub fn read_set(
+        &self,
+        max_lag_s: u64,
+        fresh: std::time::Duration,
+    ) -> Vec<super::routing::Candidate> {
+        if self.count < 2 {
+            return Vec::new();
+        }
+        let st = self.lock();
+        st.servers
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.up && s.role == Role::Replica
+                    && s.checked
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age <= fresh)
+            })
+            .filter_map(|(i, s)| {
+                let r = s.replication.as_ref()?;
+                let status = r.replica.as_ref()?;
+                let lagging = status.lag_s.is_none_or(|l| l > max_lag_s);
+                if !status.running() || lagging || r.unreadable.is_some() {
+                    return None;
+                }
+                let applied = r.gtid.iter().chain(&s.proved_gtid).cloned().collect();
+                Some(super::routing::Candidate { server: i, applied })
+            })
+            .collect()
+    }
+
+    /// The next turn of the round robin over replicas.
+    pub fn next_turn(&self) -> usize {
+        self.turn.fetch_add(1, Ordering::Relaxed) as usize
+    }
+
+    /// A wait on replica `i` proved it has applied `gtid`.
+    pub fn note_applied(&self, i: usize, gtid: &str) {
+        if let Some(s) = self.lock().servers.get_mut(i)
+            && !s
+                .proved_gtid
+                .as_deref()
+                .is_some_and(|p| super::routing::gtid_covers(p, gtid))
+        {
+            s.proved_gtid = Some(gtid.to_string());
+        }
+    }
+
+    /// A read went to replica `i`.
+    pub fn count_read(&self, i: usize) {
+        if let Some(r) = self.reads.get(i) {
+            r.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a backend dialed to server `i` as a replica while it lives.
+    pub fn count_backend(&self, i: usize) -> Option<crate::backend::conn::Counted> {
+        self.backends.get(i).map(crate::backend::conn::Counted::new)
+    }
+
+    /// Backends open to each server as a replica now.
+    pub fn replica_backends(&self) -> Vec<usize> {
+        self.backends
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Reads routed to each server as a replica so far.
+    pub fn reads(&self) -> Vec<u64> {
+        self.reads
+            .iter()
+            .map(|r| r.load(Ordering::Relaxed))
+            .collect()
     }
 
     /// Resolves when the primary may have changed since `epoch`.
@@ -518,6 +632,7 @@ impl Servers {
                 }
                 if replication.is_some() {
                     s.replication = replication;
+                    s.proved_gtid = None;
                 }
                 if read_only == Some(true) {
                     s.refused = false;
@@ -537,6 +652,7 @@ impl Servers {
                     s.up = false;
                     // What it said of its replication is not its state now.
                     s.replication = None;
+                    s.proved_gtid = None;
                 }
                 s.last_error = Some(error);
             }

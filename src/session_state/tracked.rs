@@ -59,6 +59,9 @@ pub struct ApplyEffects {
     /// (`SET NAMES x [COLLATE y]`): the exact collation must come from the
     /// statement text or the server.
     pub charset_without_collation: bool,
+    /// `last_gtid` as reported (MariaDB, binary log on): the GTID of the
+    /// session's last commit, for read-your-writes.
+    pub last_gtid: Option<String>,
 }
 
 /// Commands that bring a backend to a session's state.
@@ -202,6 +205,9 @@ impl TrackedState {
                             self.vars.insert(name, value);
                         }
                         VarClass::Replayable => {}
+                        VarClass::ServerOwned if name == "last_gtid" && !value.is_empty() => {
+                            fx.last_gtid = Some(value);
+                        }
                         VarClass::ServerOwned => {}
                         VarClass::Trackers => fx.tracker_values.push((name, value)),
                         VarClass::Pinning => fx.pinning_vars.push((name, value)),
@@ -604,6 +610,11 @@ mod tests {
         sysvar(&mut b, "warning_count", "1");
         let fx = s.apply_block(&b);
         assert!(fx.pinning_vars.is_empty());
+        assert_eq!(
+            fx.last_gtid.as_deref(),
+            Some("0-1-3"),
+            "kept for read-your-writes"
+        );
         assert_eq!(s, base);
         assert!(s.sync_plan(&base, LoginDefaults::default()).is_empty());
     }

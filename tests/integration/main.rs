@@ -64,6 +64,7 @@ mod prepared_protocol;
 mod protocol_gaps;
 mod proxy_basic;
 mod python_driver;
+mod read_split;
 mod reload;
 mod replication;
 mod row_count;

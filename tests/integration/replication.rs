@@ -20,17 +20,17 @@ use mysql_async::Conn;
 use mysql_async::prelude::*;
 
 /// Check interval of these tests' proxies.
-const CHECK_MS: u64 = 200;
+pub(crate) const CHECK_MS: u64 = 200;
 
 /// The application's account on both servers: every privilege on `test`,
 /// none global (it must not bypass `read_only`).
-const WRITER: &str = "writer";
-const WRITER_PASSWORD: &str = "writerpw";
+pub(crate) const WRITER: &str = "writer";
+pub(crate) const WRITER_PASSWORD: &str = "writerpw";
 
 /// A primary and one replica replicating from it.
-struct Rig {
-    primary: MariaDb,
-    replica: MariaDb,
+pub(crate) struct Rig {
+    pub(crate) primary: MariaDb,
+    pub(crate) replica: MariaDb,
 }
 
 /// Starts a primary and a replica (GTID, `MASTER_USE_GTID = slave_pos`),
@@ -38,7 +38,7 @@ struct Rig {
 /// replica has the transaction) when `semi_sync`. The accounts made on the
 /// primary reach the replica by replication: `writer` (see [`WRITER`]),
 /// and `monitor_grants` granted to it on `*.*` when not empty.
-fn rig(semi_sync: bool, monitor_grants: &str) -> Rig {
+pub(crate) fn rig(semi_sync: bool, monitor_grants: &str) -> Rig {
     let primary_args = ["--server-id=1"];
     let mut replica_args = vec!["--server-id=2", "--read-only=1"];
     if semi_sync {
@@ -129,7 +129,7 @@ fn writes_seen(db: &MariaDb) -> u64 {
 
 impl Rig {
     /// Waits until the replica has applied everything the primary wrote.
-    fn caught_up(&self) {
+    pub(crate) fn caught_up(&self) {
         let pos = self.primary.sql("SELECT @@global.gtid_binlog_pos");
         let waited = self
             .replica
@@ -167,6 +167,19 @@ async fn promote(replica: &MariaDb) {
 }
 
 async fn proxy_for(rig: &Rig, backend_user: &str, queue_timeout_ms: u64) -> Proxy {
+    builder_for(rig, backend_user, queue_timeout_ms)
+        .start()
+        .await
+}
+
+/// A proxy in front of both servers (the primary listed first), logging in
+/// as `writer` (and checking as `backend_user`), checking every
+/// [`CHECK_MS`]; `users[1]` (`other`) is an admin.
+pub(crate) fn builder_for(
+    rig: &Rig,
+    backend_user: &str,
+    queue_timeout_ms: u64,
+) -> common::proxy::ProxyBuilder {
     let list = format!("{}, {}", rig.primary.addr(), rig.replica.addr());
     let backend_user = backend_user.to_string();
     Proxy::builder(&rig.primary)
@@ -183,12 +196,10 @@ async fn proxy_for(rig: &Rig, backend_user: &str, queue_timeout_ms: u64) -> Prox
             c.backend.health_check_interval_ms = CHECK_MS;
             c.backend.connect_timeout_ms = 2000;
         })
-        .start()
-        .await
 }
 
 /// The entry for `db` in `/status`'s `servers` part.
-fn server<'a>(servers: &'a serde_json::Value, db: &MariaDb) -> &'a serde_json::Value {
+pub(crate) fn server<'a>(servers: &'a serde_json::Value, db: &MariaDb) -> &'a serde_json::Value {
     let addr = db.addr();
     servers["servers"]
         .as_array()

@@ -46,7 +46,7 @@ impl Session {
             && b.last_used.elapsed() < self.shared.pool.ping_interval()
             && b.globals_epoch == self.shared.pool.globals_epoch()
             && b.roles_epoch == self.shared.pool.roles_epoch()
-            && self.shared.pool.on_primary(b)
+            && self.shared.pool.usable(b)
             && !b.marks.role_changed
     }
 
@@ -61,7 +61,7 @@ impl Session {
         let ping_after = self.shared.pool.ping_interval();
         let open = match (idle, open) {
             // Dialed to a server that is no longer the primary: closed.
-            (Some(b), _) if !self.shared.pool.on_primary(&b) => b.replace(),
+            (Some(b), _) if !self.shared.pool.usable(&b) => b.replace(),
             (Some(mut b), _) => {
                 let healthy = b.io.idle_is_healthy()
                     && (b.last_used.elapsed() < ping_after || b.ping().await.is_ok());
@@ -89,7 +89,7 @@ impl Session {
                 "no room for a new backend connection",
             ));
         };
-        match self.shared.pool.dial(self.pool, deadline).await {
+        match self.shared.pool.dial(self.lease_key(), deadline).await {
             Ok(mut conn) => {
                 // A direct client gets the global limits of the moment.
                 let _ = conn.learn_limits(&self.shared.limits).await;
@@ -178,12 +178,20 @@ impl Session {
     /// one or a new one) and brings the backend to the session's state.
     /// `None` when an error was already sent to the client.
     pub(super) async fn checkout(&mut self, seq: u8) -> Result<Option<Checkout>, End> {
+        if !self.leave_replica_backend(seq).await? {
+            return Ok(None);
+        }
         let prio = self.priority();
         let was_pinned = self.backend.is_some() && !self.only_session_mode();
-        let need = if self.backend.is_none() {
+        let mut need = if self.backend.is_none() {
             Need::Lease {
-                pool: self.pool,
-                parked: self.lease_parked(),
+                pool: self.lease_key(),
+                // A read routed to a replica takes none the session parked.
+                parked: if self.route.is_some() {
+                    None
+                } else {
+                    self.lease_parked()
+                },
             }
         } else if was_pinned
             && prio == crate::pool::scheduler::Priority::High
@@ -227,7 +235,7 @@ impl Session {
                     // Held on a server that stopped being the primary: the
                     // session's state lives there and goes nowhere else; it
                     // ends as a lost backend holding state does.
-                    Some(b) if !self.shared.pool.on_primary(&b) => {
+                    Some(b) if !self.shared.pool.usable(&b) => {
                         drop(b);
                         drop(adm.slot);
                         let e = errors::backend_lost("the primary server changed");
@@ -243,6 +251,20 @@ impl Session {
                 },
                 (idle, open) => match self.obtain_backend(idle, open).await {
                     Ok(b) => break (adm.slot, b),
+                    // No backend on the replica a read was routed to: the
+                    // primary takes it.
+                    Err(_) if self.route.is_some() && self.backend.is_none() => {
+                        drop(adm.slot);
+                        self.route = None;
+                        self.shared
+                            .pool
+                            .routing
+                            .kept(crate::pool::routing::Primary::NoReplica);
+                        need = Need::Lease {
+                            pool: self.pool,
+                            parked: self.lease_parked(),
+                        };
+                    }
                     // The server refused a new backend as full: wait for one of
                     // the pool's own (the pool stopped growing), backing off,
                     // within the queue timeout; a direct client would have
@@ -353,9 +375,15 @@ impl Session {
             .handle
             .statement
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        // A thread of a replica is not the primary's thread of that number
+        // (KILL QUERY ID looks threads up on the primary): not published.
+        let thread = match self.shared.pool.replica_of(co.backend.pool) {
+            None => co.backend.thread_id,
+            Some(_) => 0,
+        };
         self.handle
             .backend_thread
-            .store(co.backend.thread_id, std::sync::atomic::Ordering::Release);
+            .store(thread, std::sync::atomic::Ordering::Release);
         // Lexed with the session's sql_mode as it was before the statement.
         let lex = authority::lex_options(&self.state, self.status);
         let lexable = authority::lexable_charset(&self.state);
@@ -598,6 +626,7 @@ impl Session {
                 let mut fx = self
                     .state
                     .apply_block_with(&out.state, |name| !temporary.covers(name));
+                let last_gtid = fx.last_gtid.take();
                 // The client's own tracker settings decide what its OKs
                 // report from now on (the backend keeps myplex's).
                 for (name, value) in &fx.tracker_values {
@@ -666,6 +695,12 @@ impl Session {
                     (None, Some(&COM_QUERY)) => &payload[1..],
                     _ => &[][..],
                 };
+                if self.shared.pool.replica_of(co.backend.pool).is_none() {
+                    let a: &Analysis = &analysis;
+                    self.note_primary_reply(last_gtid, out.error.is_some(), || {
+                        crate::pool::routing::reads_only(sql, a, lex).is_err()
+                    });
+                }
                 // FOUND_ROWS() is answered from the rows counted here when
                 // that is what the server would say; otherwise the backend
                 // is held for the next statement, which then asks it.
@@ -781,7 +816,13 @@ impl Session {
     /// Runs one command on a backend and streams the answer back.
     pub(super) async fn forward(&mut self, pkt: &Packet, shape: Shape) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
-        let Some(co) = self.checkout(seq).await? else {
+        let r = self.forward_routed(pkt, shape, seq).await;
+        self.route = None;
+        r
+    }
+
+    async fn forward_routed(&mut self, pkt: &Packet, shape: Shape, seq: u8) -> Result<(), End> {
+        let Some(co) = self.checkout_routed(seq).await? else {
             return Ok(());
         };
         let Some((co, _out)) = self.exchange(co, &pkt.payload, seq, shape, None).await? else {
@@ -1373,7 +1414,7 @@ async fn send_kill(shared: &std::sync::Arc<crate::frontend::Shared>, at: KillAt,
 /// `crate::pool::parking`), closed, or cleaned first — off the client's
 /// path; a backend that fails the cleanup is closed.
 pub(super) fn release_backend(shared: &std::sync::Arc<crate::frontend::Shared>, mut b: Leased) {
-    if !shared.pool.on_primary(&b) {
+    if !shared.pool.usable(&b) {
         debug!(
             backend = b.id.0,
             "closing backend connection to a server that is no longer the primary"

@@ -23,6 +23,7 @@ mod kill_params;
 mod large;
 pub mod local;
 pub mod moving;
+mod route;
 mod row_count;
 mod statements;
 
@@ -211,6 +212,11 @@ pub struct Session {
     /// This session parked a backend and has not leased one since: its
     /// next lease asks for that one first.
     parked: bool,
+    /// The current command goes to this replica (read/write split, see
+    /// [`route`]); `None`: the primary.
+    route: Option<route::Routed>,
+    /// What the session knows of its own writes (read-your-writes).
+    writes: route::Writes,
 }
 
 impl Drop for Session {
@@ -360,6 +366,8 @@ impl Session {
             row_count_now: None,
             owner: crate::pool::parking::owner_token(),
             parked: false,
+            route: None,
+            writes: Default::default(),
         };
         if let Ok(mut u) = s.handle.user.lock() {
             *u = s.user.name.clone();
@@ -850,6 +858,7 @@ impl Session {
                         self.forward(&pkt.with_query(sql), Shape::Query).await?;
                     } else {
                         self.digest_pass = true;
+                        self.route_query(sql);
                         self.forward(pkt, Shape::Query).await?;
                     }
                 }

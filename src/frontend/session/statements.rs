@@ -550,8 +550,15 @@ impl Session {
         }
     }
 
-    /// COM_STMT_EXECUTE.
+    /// COM_STMT_EXECUTE (on a replica when the read/write split routes
+    /// it there: see `route`).
     pub(super) async fn stmt_execute(&mut self, pkt: &Packet) -> Result<(), End> {
+        let r = self.stmt_execute_routed(pkt).await;
+        self.route = None;
+        r
+    }
+
+    async fn stmt_execute_routed(&mut self, pkt: &Packet) -> Result<(), End> {
         let seq = pkt.last_seq.wrapping_add(1);
         self.forget_stale_held();
         // The server's checks, in its order: the fixed header first.
@@ -629,7 +636,8 @@ impl Session {
         // COM_INIT_DB / SET, which set ROW_COUNT()), and again on a retry
         // after ER_NEED_REPREPARE (the refused EXECUTE left -1).
         let prime = self.prime_row_count.take();
-        let Some(mut co) = self.checkout(seq).await? else {
+        self.route_execute(&entry, exec.wants_cursor());
+        let Some(mut co) = self.checkout_routed(seq).await? else {
             return Ok(());
         };
         for attempt in 0..2 {
