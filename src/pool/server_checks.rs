@@ -256,6 +256,7 @@ async fn read_replication(
     let mut found = 0..0;
     for i in dialect.gtid.clone().unwrap_or(0..GTID_QUERIES.len()) {
         let q = GTID_QUERIES[i];
+        out.gtid_read_at = Some(std::time::SystemTime::now());
         let Ok(answer) = tokio::time::timeout_at(deadline, conn.query_row(q)).await else {
             return Err(no_answer(out, q, dialect));
         };

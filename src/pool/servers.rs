@@ -68,6 +68,10 @@ pub struct Replication {
     /// Why the replica status could not be read (`SHOW REPLICA STATUS`
     /// needs `SLAVE MONITOR` on MariaDB, `REPLICATION CLIENT` on MySQL).
     pub unreadable: Option<String>,
+    /// When the GTID position was asked for: it covers every commit made
+    /// before then.
+    #[serde(skip)]
+    pub gtid_read_at: Option<SystemTime>,
 }
 
 /// One server's `SHOW REPLICA STATUS`, the parts the proxy reports.
@@ -484,6 +488,18 @@ impl Servers {
                 Some(super::routing::Candidate { server: i, applied })
             })
             .collect()
+    }
+
+    /// The primary's GTID position as a check asked for it after `after`
+    /// (it covers every commit the primary made before `after`); `None`
+    /// when no such reading exists yet.
+    pub fn primary_position_after(&self, after: SystemTime) -> Option<String> {
+        let st = self.lock();
+        let r = st.servers.get(st.primary?)?.replication.as_ref()?;
+        r.gtid_read_at
+            .is_some_and(|t| t > after)
+            .then(|| r.gtid.clone())
+            .flatten()
     }
 
     /// The next turn of the round robin over replicas.
@@ -956,5 +972,105 @@ mod tests {
         );
         s.observe(0, up(false), 3);
         assert_eq!(s.views()[0].replication.as_ref(), Some(&seen));
+    }
+
+    fn replicating(gtid: &str, lag_s: Option<u64>, sql: &str) -> Check {
+        Check::Up {
+            read_only: Some(true),
+            replication: Some(Replication {
+                gtid: Some(gtid.into()),
+                replica: Some(ReplicaStatus {
+                    io_running: "Yes".into(),
+                    sql_running: sql.into(),
+                    lag_s,
+                    ..Default::default()
+                }),
+                unreadable: None,
+                gtid_read_at: Some(SystemTime::now()),
+            }),
+        }
+    }
+
+    #[test]
+    fn the_read_set_is_replicas_replicating_within_the_lag() {
+        let fresh = std::time::Duration::from_secs(5);
+        let s = Servers::new(&["a:1", "b:2", "c:3"]);
+        assert!(s.read_set(10, fresh).is_empty(), "nothing checked");
+        s.observe(0, up(false), 3);
+        s.observe(1, replicating("0-1-5", Some(0), "Yes"), 3);
+        s.observe(2, replicating("0-1-4", Some(30), "Yes"), 3);
+        let set = s.read_set(10, fresh);
+        assert_eq!(set.len(), 1, "{set:?}");
+        assert_eq!(set[0].server, 1);
+        assert_eq!(set[0].applied, vec!["0-1-5".to_string()]);
+        assert_eq!(s.read_set(60, fresh).len(), 2, "c within a larger lag");
+        assert!(
+            s.read_set(10, std::time::Duration::ZERO).is_empty(),
+            "stale checks"
+        );
+        // The applier stopped (no lag figure): out.
+        s.observe(1, replicating("0-1-5", None, "No"), 3);
+        assert!(s.read_set(10, fresh).is_empty());
+        // Status unreadable: out, whatever else is known.
+        s.observe(
+            1,
+            Check::Up {
+                read_only: Some(true),
+                replication: Some(Replication {
+                    unreadable: Some("1227".into()),
+                    ..Default::default()
+                }),
+            },
+            3,
+        );
+        assert!(s.read_set(10, fresh).is_empty());
+        // Back, then down: out; the primary is never in it.
+        s.observe(1, replicating("0-1-6", Some(1), "Yes"), 3);
+        assert_eq!(s.read_set(10, fresh).len(), 1);
+        assert!(s.serves_reads(1) && !s.serves_reads(0));
+        s.observe(1, refused(), 3);
+        assert!(s.read_set(10, fresh).is_empty());
+        assert!(!s.serves_reads(1));
+        // One server: no read set at all.
+        let one = Servers::new(&["a:1"]);
+        one.observe(0, replicating("0-1-1", Some(0), "Yes"), 3);
+        assert!(one.read_set(10, fresh).is_empty());
+    }
+
+    #[test]
+    fn a_proved_position_counts_until_the_next_reading() {
+        let fresh = std::time::Duration::from_secs(5);
+        let s = Servers::new(&["a:1", "b:2"]);
+        s.observe(0, up(false), 3);
+        s.observe(1, replicating("0-1-5", Some(0), "Yes"), 3);
+        s.note_applied(1, "0-1-9");
+        s.note_applied(1, "0-1-7");
+        let set = s.read_set(10, fresh);
+        assert_eq!(
+            set[0].applied,
+            vec!["0-1-5".to_string(), "0-1-9".to_string()]
+        );
+        s.observe(1, replicating("0-1-10", Some(0), "Yes"), 3);
+        assert_eq!(s.read_set(10, fresh)[0].applied, vec!["0-1-10".to_string()]);
+    }
+
+    #[test]
+    fn the_primarys_position_stands_for_writes_made_before_it_was_read() {
+        let s = Servers::new(&["a:1", "b:2"]);
+        let before = SystemTime::now() - std::time::Duration::from_secs(1);
+        let primary = |gtid: &str| Check::Up {
+            read_only: Some(false),
+            replication: Some(Replication {
+                gtid: Some(gtid.into()),
+                gtid_read_at: Some(SystemTime::now()),
+                ..Default::default()
+            }),
+        };
+        s.observe(0, primary("0-1-5"), 3);
+        assert_eq!(s.primary_position_after(before), None, "no primary yet");
+        s.observe(1, replicating("0-1-5", Some(0), "Yes"), 3);
+        assert_eq!(s.primary_position_after(before).as_deref(), Some("0-1-5"));
+        let later = SystemTime::now() + std::time::Duration::from_secs(60);
+        assert_eq!(s.primary_position_after(later), None, "read before it");
     }
 }

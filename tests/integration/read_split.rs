@@ -381,3 +381,56 @@ async fn no_session_misses_its_own_write() {
     );
     assert!(s["routing"]["causal_waits"].as_u64() >= Some(1), "{s:#}");
 }
+
+/// A write that fails part-way on a non-transactional table keeps what it
+/// wrote, and no GTID is reported with the error: the session's reads stay
+/// on the primary until a check has read the primary's position after the
+/// write, which then stands for it (waited for on the replica as a GTID).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_fails_part_way_is_read_back() {
+    let rig = rig(false, "SLAVE MONITOR");
+    tables(&rig);
+    rig.primary
+        .sql("CREATE TABLE test.rs_my (id INT PRIMARY KEY) ENGINE = MyISAM");
+    rig.caught_up();
+    let p = split_proxy(&rig, 3600).await;
+    replica_ready(&p, &rig).await;
+    let hold = stall_replica(&rig).await;
+    let mut c = Conn::from_url(p.app_url()).await.expect("connect");
+    let e = c
+        .query_drop("INSERT INTO rs_my VALUES (1), (1)")
+        .await
+        .expect_err("the second row is a duplicate");
+    assert!(e.to_string().contains("1062"), "{e}");
+    // The error's diagnostics area holds the primary's backend for one
+    // more statement: one that names a table ends the hold.
+    count(&mut c, "SELECT COUNT(*) FROM rs_t").await;
+    let q = "SELECT COUNT(*) FROM rs_my";
+    assert_eq!(
+        count(&mut c, q).await,
+        1,
+        "the row that was written is read back"
+    );
+    let mut other = Conn::from_url(p.app_url()).await.expect("connect");
+    assert_eq!(
+        count(&mut other, q).await,
+        0,
+        "another session reads the replica"
+    );
+    drop(hold);
+    rig.caught_up();
+    let before = reads_on(&p, &rig.replica).await;
+    let t0 = Instant::now();
+    loop {
+        assert_eq!(count(&mut c, q).await, 1);
+        if reads_on(&p, &rig.replica).await > before {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the session's reads never went back to the replica: {:#}",
+            status(&p).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

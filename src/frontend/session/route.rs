@@ -32,12 +32,15 @@ pub(super) struct Routed {
 /// What the session knows of its own writes (read-your-writes).
 #[derive(Debug, Clone, Default)]
 pub(super) struct Writes {
-    /// The GTID of its last commit, as the primary reported it.
+    /// The GTID of its last commit as the primary reported it, or a
+    /// position of the primary's that covers it.
     pub(super) gtid: Option<String>,
-    /// Its reads stay on the primary until then: it may have written
-    /// without a GTID being reported (a statement that failed part-way on
-    /// a non-transactional table, a server that does not report GTIDs).
-    pub(super) primary_until: Option<Instant>,
+    /// It may have written without a GTID being reported (a statement that
+    /// failed part-way on a non-transactional table, a server that does not
+    /// report `last_gtid`) at this moment: its reads stay on the primary
+    /// until a check reads the primary's position after it (which then
+    /// stands for the write), or until the deadline.
+    pub(super) unknown: Option<(std::time::SystemTime, Instant)>,
 }
 
 impl Session {
@@ -123,13 +126,17 @@ impl Session {
         let cfg = self.shared.config.load();
         let r = &cfg.routing;
         if r.read_your_writes
-            && let Some(t) = self.writes.primary_until
+            && let Some((at, until)) = self.writes.unknown
         {
-            if Instant::now() < t {
+            if let Some(pos) = pool.servers.primary_position_after(at) {
+                self.writes.gtid = Some(pos);
+                self.writes.unknown = None;
+            } else if Instant::now() < until {
                 pool.routing.kept(Primary::Causal);
                 return;
+            } else {
+                self.writes.unknown = None;
             }
-            self.writes.primary_until = None;
         }
         let interval = pool.timings().check_interval;
         // Without background checks nothing says a replica is current.
@@ -304,15 +311,16 @@ impl Session {
         }
         // A write whose GTID is not known: a failure part-way (a
         // non-transactional table keeps what it changed), or a server
-        // that does not report `last_gtid`. A replica in the read set is
-        // at most `max_replication_lag_s` behind as of its last check, so
-        // past that (and one check's age) it has the write.
+        // that does not report `last_gtid`. The primary's position read by
+        // a check after now covers it; failing that, a replica in the read
+        // set is at most `max_replication_lag_s` behind as of its last
+        // check, so past that (and two checks' age) it has the write.
         let version = &self.shared.pool.server_info().version;
         let reports = version.windows(7).any(|w| w == b"MariaDB");
         if (failed || !reports) && may_write() {
             let interval = self.shared.pool.timings().check_interval;
             let bound = Duration::from_secs(cfg.routing.max_replication_lag_s + 1) + interval * 2;
-            self.writes.primary_until = Some(Instant::now() + bound);
+            self.writes.unknown = Some((std::time::SystemTime::now(), Instant::now() + bound));
         }
     }
 }
