@@ -110,7 +110,23 @@ pub struct Pool {
     pub code_catalog: Arc<code_catalog::CodeCatalog>,
     /// What the read/write split decided so far.
     pub routing: RoutingStats,
+    /// The primary's answer to [`DEFAULTS_SQL`], with the (primary,
+    /// globals) epochs it was read in: what a replica must answer too.
+    primary_defaults: std::sync::Mutex<Option<DefaultsReading>>,
 }
+
+/// A reading of [`DEFAULTS_SQL`] with the (primary, globals) epochs it was
+/// made in.
+type DefaultsReading = ((u64, u64), Vec<Option<String>>);
+
+/// The global settings that shape a new session's answers (its sql_mode,
+/// time zone, character sets, number and date formats, autocommit): a
+/// replica takes reads only while they are the primary's, so that a read
+/// answers there as it would on the primary.
+pub const DEFAULTS_SQL: &str = "SELECT @@global.sql_mode, @@global.time_zone, \
+     @@global.system_time_zone, @@global.character_set_server, @@global.collation_server, \
+     @@global.div_precision_increment, @@global.group_concat_max_len, @@global.lc_time_names, \
+     @@global.default_week_format, @@global.autocommit";
 
 /// The read/write split's counters (`/status`, metrics).
 #[derive(Debug, Default)]
@@ -272,6 +288,7 @@ impl Pool {
             roles_unreadable: Default::default(),
             default_readings: Default::default(),
             routing: Default::default(),
+            primary_defaults: Default::default(),
             server: RwLock::new(Arc::new(server)),
         })
     }
@@ -727,7 +744,7 @@ impl Pool {
             return Err(BackendError::Protocol(format!("no pool key {pool}")));
         };
         if let Some(server) = self.keys.target(pool) {
-            return self.dial_replica(server, p).await;
+            return self.dial_replica(server, pool, p).await;
         }
         let credential = self.keys.get(pool).map_or(0, |(c, _)| c);
         let mut p = p;
@@ -810,23 +827,21 @@ impl Pool {
     /// cannot have a replica backend goes to the primary instead). Nothing
     /// the pool learns from a primary's login (greeting, collations,
     /// session defaults, default role) is learnt from it; a refused
-    /// connect makes it down at once, as for the primary.
+    /// connect makes it down at once, as for the primary. A replica whose
+    /// greeting or session defaults differ from the primary's
+    /// ([`DEFAULTS_SQL`], the status flags a session starts with) would
+    /// answer reads otherwise: it is kept out of the read set for a while
+    /// and the login fails.
     async fn dial_replica(
         &self,
         server: usize,
+        key: usize,
         p: BackendParams,
     ) -> Result<BackendConn, BackendError> {
         let epoch = self.globals_epoch();
         let roles = self.roles_epoch();
-        match backend::connect(&p).await {
-            Ok((mut conn, _)) => {
-                conn.globals_epoch = epoch;
-                conn.roles_epoch = roles;
-                conn.server_epoch = self.servers.epoch();
-                conn.server = server;
-                conn.counted = self.servers.count_backend(server);
-                Ok(conn)
-            }
+        let (mut conn, info) = match backend::connect(&p).await {
+            Ok(done) => done,
             Err(e) => {
                 if server_checks::refused(&e) {
                     let changes = self.servers.observe(
@@ -839,9 +854,67 @@ impl Pool {
                     );
                     self.after_server_checks(changes);
                 }
-                Err(e)
+                return Err(e);
             }
+        };
+        let primary = self.server_info();
+        let unlike = if info.capabilities != primary.capabilities
+            || info.collation != primary.collation
+        {
+            Some("its greeting (capabilities, default collation) differs".to_string())
+        } else if info.session_status != self.session_status() {
+            Some(
+                "a new session's status (autocommit, NO_BACKSLASH_ESCAPES, ANSI_QUOTES) differs"
+                    .to_string(),
+            )
+        } else {
+            let mine = conn.query_row(DEFAULTS_SQL).await?;
+            let theirs = self.primary_defaults(key).await?;
+            (mine.as_ref() != Some(&theirs)).then(|| {
+                format!("its session defaults ({DEFAULTS_SQL}) differ: {mine:?} against the primary's {theirs:?}")
+            })
+        };
+        if let Some(why) = unlike {
+            self.servers.unfit_for_reads(server, &why);
+            conn.quit().await;
+            return Err(BackendError::Protocol(format!(
+                "replica not used for reads: {why}"
+            )));
         }
+        conn.globals_epoch = epoch;
+        conn.roles_epoch = roles;
+        conn.server_epoch = self.servers.epoch();
+        conn.server = server;
+        conn.counted = self.servers.count_backend(server);
+        Ok(conn)
+    }
+
+    /// The primary's answer to [`DEFAULTS_SQL`], read on a login of its
+    /// own (outside the budget) once per primary and globals epoch.
+    async fn primary_defaults(&self, key: usize) -> Result<Vec<Option<String>>, BackendError> {
+        let now = (self.servers.epoch(), self.globals_epoch());
+        if let Ok(g) = self.primary_defaults.lock()
+            && let Some((at, v)) = g.as_ref()
+            && *at == now
+        {
+            return Ok(v.clone());
+        }
+        let Some((_, address)) = self.servers.primary() else {
+            return Err(BackendError::NoPrimary("no primary to compare with".into()));
+        };
+        let (credential, flavour) = self.keys.get(key).unwrap_or((0, Flavour::DEFAULT));
+        let primary_key = self.keys.key(credential, flavour);
+        let limit = self
+            .params(primary_key)
+            .map_or(Duration::from_secs(5), |p| p.connect_timeout);
+        let mut c = self.login_at(primary_key, &address, limit).await?;
+        let read = c.query_row(DEFAULTS_SQL).await;
+        c.quit().await;
+        let v = read?.unwrap_or_default();
+        if let Ok(mut g) = self.primary_defaults.lock() {
+            *g = Some((now, v.clone()));
+        }
+        Ok(v)
     }
 
     /// The primary-server epoch a dial starts in and, with several servers,
@@ -913,7 +986,9 @@ impl Pool {
     pub fn usable(&self, c: &BackendConn) -> bool {
         match self.keys.target(c.pool) {
             None => self.servers.is_current(c.server_epoch),
-            Some(i) => self.servers.serves_reads(i),
+            // After a SET GLOBAL through the proxy (the primary's globals
+            // only) a replica's sessions no longer start as the primary's.
+            Some(i) => self.servers.serves_reads(i) && c.globals_epoch == self.globals_epoch(),
         }
     }
 

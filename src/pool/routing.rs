@@ -132,6 +132,19 @@ pub fn reads_only(sql: &[u8], analysis: &Analysis, lex: LexOptions) -> Result<()
         return Err(Primary::Statement);
     }
     let text = sql.get(st.span.clone()).ok_or(Primary::Statement)?;
+    if names_server_state(text, lex) {
+        return Err(Primary::Statement);
+    }
+    Ok(())
+}
+
+/// Whether `text` has a word of a locking or writing clause, reads a
+/// variable, or names one of the server's own schemas or state functions
+/// (or cannot be read completely): what a read on a replica would answer
+/// otherwise than the primary. Also asked of view definitions (see
+/// `crate::session_state::code_names`): a view over the server's state
+/// keeps the statements naming it on the primary.
+pub fn names_server_state(text: &[u8], lex: LexOptions) -> bool {
     let mut lexer = Lexer::new(text, lex);
     for t in lexer.by_ref() {
         let word = t.text(text);
@@ -141,21 +154,60 @@ pub fn reads_only(sql: &[u8], analysis: &Analysis, lex: LexOptions) -> Result<()
             TokenKind::Word => {
                 named(&CLAUSE_WORDS) || named(&SERVER_SCHEMAS) || named(&SERVER_FUNCTIONS)
             }
+            // A quoted name is still a call of the built-in it names
+            // (`` `IS_FREE_LOCK`('x') ``, `"VERSION"()` under ANSI_QUOTES).
             TokenKind::QuotedIdent => {
                 let inner = word.get(1..word.len().saturating_sub(1)).unwrap_or(word);
-                SERVER_SCHEMAS.iter().any(|w| inner.eq_ignore_ascii_case(w))
+                let quoted = |list: &[&[u8]]| list.iter().any(|w| inner.eq_ignore_ascii_case(w));
+                quoted(&SERVER_SCHEMAS) || quoted(&SERVER_FUNCTIONS) || quoted(&CLAUSE_WORDS)
             }
             TokenKind::Symbol => word == b";",
             _ => false,
         };
         if denied {
-            return Err(Primary::Statement);
+            return true;
         }
     }
-    if lexer.incomplete() {
-        return Err(Primary::Statement);
+    lexer.incomplete()
+}
+
+/// True for a schema whose contents are the server's own (a session whose
+/// current schema is one of them reads them by unqualified names).
+pub fn is_server_schema(schema: &[u8]) -> bool {
+    SERVER_SCHEMAS
+        .iter()
+        .any(|w| schema.eq_ignore_ascii_case(w))
+}
+
+/// The GTID positions `a` and `b` merged: per replication domain, the
+/// higher sequence number (what a session that made both writes must find
+/// applied). `None` when either is not a MariaDB GTID list.
+pub fn merge_gtids(a: &str, b: &str) -> Option<String> {
+    let mut all: Vec<(u32, u32, u64)> = Vec::new();
+    for g in a.split(',').chain(b.split(',')).map(str::trim) {
+        if g.is_empty() {
+            continue;
+        }
+        let mut it = g.split('-');
+        let domain: u32 = it.next()?.parse().ok()?;
+        let server: u32 = it.next()?.parse().ok()?;
+        let seq: u64 = it.next()?.parse().ok()?;
+        if it.next().is_some() {
+            return None;
+        }
+        match all.iter_mut().find(|(d, _, _)| *d == domain) {
+            Some(e) if e.2 < seq => *e = (domain, server, seq),
+            Some(_) => {}
+            None => all.push((domain, server, seq)),
+        }
     }
-    Ok(())
+    all.sort_unstable();
+    Some(
+        all.iter()
+            .map(|(d, s, n)| format!("{d}-{s}-{n}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
 }
 
 fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
@@ -328,9 +380,24 @@ mod tests {
             "CALL p()",
             "WITH x AS (SELECT 1) SELECT * FROM x",
             "SELECT 'unterminated",
+            "SELECT `IS_FREE_LOCK`('x')",
+            "SELECT `version`()",
+            "SELECT `LOAD_FILE`('/etc/hostname')",
+            "SELECT a FROM t `for` UPDATE",
         ] {
             assert_eq!(check(sql), Err(Primary::Statement), "{sql}");
         }
+        // Under ANSI_QUOTES a double-quoted name is one too.
+        let ansi = LexOptions {
+            ansi_quotes: true,
+            ..Default::default()
+        };
+        let sql = b"SELECT \"VERSION\"()";
+        let a = crate::sql::analyze(sql, ansi);
+        assert_eq!(reads_only(sql, &a, ansi), Err(Primary::Statement));
+        let sql = b"SELECT \"a\" FROM t";
+        let a = crate::sql::analyze(sql, ansi);
+        assert_eq!(reads_only(sql, &a, ansi), Ok(()), "a plain column");
         assert_eq!(
             check("/* myplex:primary */ SELECT 1"),
             Err(Primary::Hint),
@@ -409,6 +476,19 @@ mod tests {
             pick(&two, Some("3E11FA47-71CA-11E1-9E33-C80AA9429562:7"), 0),
             Pick::Primary(Primary::Causal)
         );
+    }
+
+    #[test]
+    fn positions_merge_per_domain() {
+        assert_eq!(merge_gtids("0-1-5", "0-1-7").as_deref(), Some("0-1-7"));
+        assert_eq!(merge_gtids("0-1-9", "0-2-7").as_deref(), Some("0-1-9"));
+        assert_eq!(
+            merge_gtids("1-1-3,0-1-5", "0-1-4").as_deref(),
+            Some("0-1-5,1-1-3")
+        );
+        assert_eq!(merge_gtids("", "2-1-1").as_deref(), Some("2-1-1"));
+        assert_eq!(merge_gtids("0-1-5", "uuid:1-5"), None);
+        assert!(is_server_schema(b"INFORMATION_SCHEMA") && !is_server_schema(b"shop"));
     }
 
     #[test]

@@ -28,6 +28,10 @@ use std::time::SystemTime;
 
 use tokio::sync::watch;
 
+/// How long a replica whose session defaults differ from the primary's
+/// stays out of the read set before a read tries it again.
+pub const UNFIT_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What one check of one server found.
 #[derive(Debug, Clone)]
 pub enum Check {
@@ -189,6 +193,9 @@ pub struct ServerView {
     /// A GTID position a read's wait proved it had applied since its last
     /// check (see [`Servers::note_applied`]).
     pub proved_gtid: Option<String>,
+    /// Why it takes no reads for now although it replicates (see
+    /// [`Servers::unfit_for_reads`]), and until when.
+    pub unfit: Option<(String, std::time::Instant)>,
 }
 
 struct State {
@@ -258,6 +265,9 @@ pub struct ServerReport {
     pub reads: u64,
     /// Backends open to it as a replica now.
     pub replica_backends: usize,
+    /// Why it takes no reads for now although it replicates (`null`: it
+    /// may).
+    pub unfit_for_reads: Option<String>,
 }
 
 impl Servers {
@@ -281,6 +291,11 @@ impl Servers {
                 .map(|(s, (reads, replica_backends))| ServerReport {
                     reads,
                     replica_backends,
+                    unfit_for_reads: s
+                        .unfit
+                        .as_ref()
+                        .filter(|(_, until)| *until > std::time::Instant::now())
+                        .map(|(why, _)| why.clone()),
                     role: s.role.label(),
                     up: s.up,
                     read_only: s.read_only,
@@ -370,6 +385,7 @@ impl Servers {
                 replication: None,
                 refused: false,
                 proved_gtid: None,
+                unfit: None,
             })
             .collect();
         let primary = (servers.len() == 1).then_some(0);
@@ -472,7 +488,11 @@ impl Servers {
             .iter()
             .enumerate()
             .filter(|(_, s)| {
-                s.up && s.role == Role::Replica
+                s.unfit
+                    .as_ref()
+                    .is_none_or(|(_, until)| *until <= std::time::Instant::now())
+                    && s.up
+                    && s.role == Role::Replica
                     && s.checked
                         .and_then(|t| t.elapsed().ok())
                         .is_some_and(|age| age <= fresh)
@@ -500,6 +520,19 @@ impl Servers {
             .is_some_and(|t| t > after)
             .then(|| r.gtid.clone())
             .flatten()
+    }
+
+    /// Replica `i` would answer reads otherwise than the primary (its
+    /// session defaults differ, `why`): out of the read set for
+    /// [`UNFIT_FOR`], then tried again; logged once per spell.
+    pub fn unfit_for_reads(&self, i: usize, why: &str) {
+        let mut st = self.lock();
+        if let Some(s) = st.servers.get_mut(i) {
+            if s.unfit.is_none() {
+                tracing::warn!(server = %s.address, reason = why, "replica kept out of reads");
+            }
+            s.unfit = Some((why.to_string(), std::time::Instant::now() + UNFIT_FOR));
+        }
     }
 
     /// The next turn of the round robin over replicas.

@@ -691,7 +691,12 @@ fn view_has_effects(v: &ViewRow) -> bool {
         return true;
     };
     let a = crate::sql::analyze(def.as_bytes(), LexOptions::default());
-    a.incomplete || a.statements.iter().any(|s| !s.effects.is_empty())
+    // A view over the server's own state (its threads, named locks,
+    // version) answers otherwise on each server: counted as code, so that
+    // a read through it is never sent to a replica.
+    a.incomplete
+        || a.statements.iter().any(|s| !s.effects.is_empty())
+        || crate::pool::routing::names_server_state(def.as_bytes(), LexOptions::default())
 }
 
 /// A column DEFAULT expression (as `information_schema.COLUMNS` shows it)

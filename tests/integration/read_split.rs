@@ -434,3 +434,95 @@ async fn a_write_that_fails_part_way_is_read_back() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// What a replica lacks or holds otherwise never reaches the session: a
+/// schema it does not have yet (the read goes to the primary, and the
+/// session keeps its schema), the server's own schemas and functions
+/// (never read there), a warning list read into variables (the session
+/// goes on), and a replica whose session defaults differ from the
+/// primary's (kept out of the reads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_replica_lacks_or_holds_otherwise_stays_on_the_primary() {
+    let rig = rig(false, "SLAVE MONITOR");
+    tables(&rig);
+    let p = split_proxy(&rig, 3600).await;
+    replica_ready(&p, &rig).await;
+    let hold = stall_replica(&rig).await;
+
+    // A schema created (by someone else) after the replica stalled.
+    rig.primary.sql(
+        "CREATE DATABASE rs_new; CREATE TABLE rs_new.t (a INT);
+         GRANT ALL ON rs_new.* TO 'writer'@'%'",
+    );
+    let mut c = Conn::from_url(p.app_url()).await.expect("connect");
+    c.query_drop("USE rs_new").await.expect("use");
+    let db: Option<String> = c.query_first("SELECT DATABASE()").await.expect("read");
+    assert_eq!(db.as_deref(), Some("rs_new"), "read on the primary instead");
+    assert_eq!(count(&mut c, "SELECT COUNT(*) FROM t").await, 0);
+    c.query_drop("INSERT INTO t VALUES (1)")
+        .await
+        .expect("the session still has its schema");
+    let s = status(&p).await;
+    assert!(
+        s["routing"]["kept_on_primary"]["no_replica"].as_u64() >= Some(1),
+        "{s:#}"
+    );
+
+    // The server's own state is read on the primary only.
+    let before = reads_on(&p, &rig.replica).await;
+    let mut i = Conn::from_url(p.app_url()).await.expect("connect");
+    i.query_drop("USE information_schema").await.expect("use");
+    let ro: Option<String> = i
+        .query_first(
+            "SELECT VARIABLE_VALUE FROM GLOBAL_VARIABLES WHERE VARIABLE_NAME = 'READ_ONLY'",
+        )
+        .await
+        .expect("read");
+    assert_eq!(ro.as_deref(), Some("OFF"), "the primary's read_only");
+    let v: Option<i64> = i
+        .query_first("SELECT `IS_FREE_LOCK`('rs') + 0")
+        .await
+        .expect("read");
+    assert_eq!(v, Some(1));
+    assert_eq!(
+        reads_on(&p, &rig.replica).await,
+        before,
+        "none on the replica"
+    );
+
+    // A warning read into variables: that statement leaves the replica (a
+    // variable set there would tie the session to it), so the primary, which
+    // has no such condition, answers; the session goes on.
+    let mut w = Conn::from_url(p.app_url()).await.expect("connect");
+    let _: Option<Option<i64>> = w.query_first("SELECT 1 / 0").await.expect("read");
+    assert_eq!(reads_on(&p, &rig.replica).await, before + 1);
+    let got = w
+        .query_drop("GET DIAGNOSTICS CONDITION 1 @m = MESSAGE_TEXT")
+        .await;
+    got.expect("answered by the primary");
+    let warns: Vec<(String, u32, String)> = w.query("SHOW WARNINGS").await.expect("warnings");
+    assert_eq!(warns.len(), 1, "{warns:?}");
+    assert_eq!(warns[0].1, 1758, "no condition 1 there (compatibility.md)");
+    let m: Option<Option<String>> = w.query_first("SELECT @m").await.expect("read @m");
+    assert_eq!(m, Some(None));
+    w.query_drop("INSERT INTO rs_t VALUES (50, 50)")
+        .await
+        .expect("the session goes on, on the primary");
+    drop(hold);
+    rig.caught_up();
+
+    // Session defaults that differ: the replica takes no reads.
+    rig.replica.sql("SET GLOBAL div_precision_increment = 9");
+    let p2 = split_proxy(&rig, 3600).await;
+    replica_ready(&p2, &rig).await;
+    let mut d = Conn::from_url(p2.app_url()).await.expect("connect");
+    let third: Option<String> = d.query_first("SELECT 1 / 3").await.expect("read");
+    assert_eq!(third.as_deref(), Some("0.3333"), "the primary's precision");
+    let s = status(&p2).await;
+    let why = server(&s["servers"], &rig.replica)["unfit_for_reads"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(why.contains("session defaults"), "{s:#}");
+    assert_eq!(reads_on(&p2, &rig.replica).await, 0);
+}

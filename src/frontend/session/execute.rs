@@ -13,6 +13,7 @@ use crate::backend::{BackendConn, BackendError, InternalReply};
 use crate::frontend::relay::{ClientView, Outcome, RelayError, relay};
 use crate::pool::group::{Leased, SlotGuard};
 use crate::pool::parking;
+use crate::pool::routing::Primary;
 use crate::pool::scheduler::Need;
 use crate::protocol::command::*;
 use crate::protocol::errors;
@@ -91,8 +92,11 @@ impl Session {
         };
         match self.shared.pool.dial(self.lease_key(), deadline).await {
             Ok(mut conn) => {
-                // A direct client gets the global limits of the moment.
-                let _ = conn.learn_limits(&self.shared.limits).await;
+                // A direct client gets the global limits of the moment
+                // (the primary's: a replica's may differ).
+                if self.shared.pool.replica_of(conn.pool).is_none() {
+                    let _ = conn.learn_limits(&self.shared.limits).await;
+                }
                 Ok(res.fulfil(conn))
             }
             Err(e) if e.is_out_of_fds() => Err(errors::out_of_resources(
@@ -101,6 +105,12 @@ impl Session {
             // Full, not down: the pool stops growing and the caller waits
             // for one of its own backends (`checkout`); the server's own
             // refusal if none comes.
+            // A full replica is not the pool's ceiling: the read goes to
+            // the primary (`checkout`).
+            Err(e) if e.server_full().is_some() && self.route.is_some() => Err(e
+                .server_full()
+                .cloned()
+                .unwrap_or_else(errors::too_many_connections)),
             Err(e) if e.server_full().is_some() => {
                 self.shared.pool.server_full();
                 Err(e
@@ -236,8 +246,14 @@ impl Session {
                     // session's state lives there and goes nowhere else; it
                     // ends as a lost backend holding state does.
                     Some(b) if !self.shared.pool.usable(&b) => {
+                        let replica = self.shared.pool.replica_of(b.pool).is_some();
                         drop(b);
                         drop(adm.slot);
+                        if replica {
+                            // Only a warning list or a count was held there
+                            // (`leave_replica_backend`): gone with it.
+                            return self.fall_back_to_primary(seq, Primary::NoReplica).await;
+                        }
                         let e = errors::backend_lost("the primary server changed");
                         self.lost_backend(seq, &e, true).await?;
                         return Ok(None);
@@ -256,10 +272,7 @@ impl Session {
                     Err(_) if self.route.is_some() && self.backend.is_none() => {
                         drop(adm.slot);
                         self.route = None;
-                        self.shared
-                            .pool
-                            .routing
-                            .kept(crate::pool::routing::Primary::NoReplica);
+                        self.shared.pool.routing.kept(Primary::NoReplica);
                         need = Need::Lease {
                             pool: self.pool,
                             parked: self.lease_parked(),
@@ -280,6 +293,24 @@ impl Session {
                 },
             }
         };
+        let replica = self.shared.pool.replica_of(backend.pool).is_some();
+        // Read-your-writes: the replica applies the session's last write
+        // before anything of the session (its schema, its settings) reaches
+        // it, or the read goes to the primary.
+        if let Some((server, gtid)) = self
+            .route
+            .as_mut()
+            .and_then(|r| Some((r.server, r.wait_for.take()?)))
+        {
+            let waited = self.wait_for_write(&mut backend, server, &gtid).await;
+            if waited != Some(true) {
+                drop(slot);
+                if waited.is_some() {
+                    release_backend(&self.shared, backend);
+                }
+                return self.fall_back_to_primary(seq, Primary::Causal).await;
+            }
+        }
         // Three rounds at most: a schema dropped by someone else is learned in
         // the first (the session then goes on without one, as it would on
         // the server), the second applies the rest.
@@ -294,6 +325,9 @@ impl Session {
                 if let Err(e) = cleared {
                     drop(backend);
                     drop(slot);
+                    if replica {
+                        return self.fall_back_to_primary(seq, Primary::NoReplica).await;
+                    }
                     self.lost_backend(seq, &errors::backend_lost(&e.to_string()), was_pinned)
                         .await?;
                     return Ok(None);
@@ -303,7 +337,16 @@ impl Session {
             if plan.is_empty() {
                 break;
             }
-            let failure = match sync(&mut backend, &plan).await {
+            let synced = sync(&mut backend, &plan).await;
+            if replica && !matches!(synced, Ok(None)) {
+                // A replica that cannot take the session's state (a schema
+                // or a setting it lacks, a failure) teaches nothing about
+                // the session: the primary takes the command.
+                drop(backend);
+                drop(slot);
+                return self.fall_back_to_primary(seq, Primary::NoReplica).await;
+            }
+            let failure = match synced {
                 Ok(None) => None,
                 Ok(Some(e)) if e.code == errors::ER_BAD_DB_ERROR && plan.init_db.is_some() => {
                     // The schema is gone. Direct, the session keeps working
@@ -336,6 +379,9 @@ impl Session {
         if let Err(e) = self.restore_login_role(&mut backend, was_pinned).await {
             drop(backend);
             drop(slot);
+            if replica {
+                return self.fall_back_to_primary(seq, Primary::NoReplica).await;
+            }
             self.lost_backend(seq, &errors::backend_lost(&e.to_string()), was_pinned)
                 .await?;
             return Ok(None);
@@ -347,6 +393,10 @@ impl Session {
         {
             drop(backend);
             drop(slot);
+            if replica {
+                self.prime_row_count = Some(v);
+                return self.fall_back_to_primary(seq, Primary::NoReplica).await;
+            }
             self.lost_backend(seq, &errors::backend_lost(&e.to_string()), was_pinned)
                 .await?;
             return Ok(None);
@@ -725,16 +775,20 @@ impl Session {
                     .pool
                     .code_catalog
                     .peek(|names| match (&executing, names) {
-                        // A prepared statement's answer is kept per installed set.
-                        (Some(e), Some(n))
-                            if e.key.schema.as_deref().unwrap_or_default()
-                                == &schema_before[..] =>
-                        {
+                        // A prepared statement's names resolve in the schema
+                        // it was prepared in (where a backend that lacks it
+                        // prepares it again), whatever the session's is now;
+                        // its answer is kept per installed set.
+                        (Some(e), Some(n)) => {
                             if e.names_code(n) {
                                 authority::mark_all_stored_code(&mut analysis);
                             }
                         }
-                        (_, names) => {
+                        (Some(e), None) => {
+                            let prepared_in = e.key.schema.as_deref().unwrap_or_default();
+                            authority::mark_code_names(&mut analysis, sql, prepared_in, None)
+                        }
+                        (None, names) => {
                             authority::mark_code_names(&mut analysis, sql, &schema_before, names)
                         }
                     });
@@ -797,6 +851,11 @@ impl Session {
             }
             Err(RelayError::Backend { sent, .. }) | Err(RelayError::Malformed { sent }) => {
                 let was_pinned = co.was_pinned;
+                if self.shared.pool.replica_of(co.backend.pool).is_none() {
+                    // It may have committed before the connection went:
+                    // its GTID never came (read-your-writes).
+                    self.note_primary_reply(None, true, || true);
+                }
                 drop(co);
                 if sent {
                     return Err(End::Fatal("backend failed mid-response".into()));

@@ -76,6 +76,13 @@ pub struct MovedSession {
     pub own_trackers: Option<ClientTrackers>,
     /// The server's `max_allowed_packet` at login.
     pub login_max_packet: Option<u64>,
+    /// The GTID of the session's last write (read-your-writes).
+    #[serde(default)]
+    pub last_gtid: Option<String>,
+    /// It may have written without a GTID being known: its reads stay on
+    /// the primary in the new process until a check covers the write.
+    #[serde(default)]
+    pub write_unknown: bool,
 }
 
 /// One prepared statement of a moving session.
@@ -211,6 +218,8 @@ impl Session {
             row_count: self.row_count,
             own_trackers: self.own_trackers.as_deref().cloned(),
             login_max_packet: self.login_max_packet,
+            last_gtid: self.writes.gtid.clone(),
+            write_unknown: self.writes.unknown.is_some(),
         }
     }
 
@@ -356,6 +365,10 @@ impl Session {
         s.row_count = rec.row_count;
         s.own_trackers = rec.own_trackers.map(Box::new);
         s.login_max_packet = rec.login_max_packet;
+        s.writes.gtid = rec.last_gtid;
+        if rec.write_unknown {
+            s.writes.unknown_since_now(&shared);
+        }
         let mut registry = shared
             .registry
             .lock()
@@ -441,6 +454,8 @@ mod tests {
             row_count: Some(-1),
             own_trackers: None,
             login_max_packet: Some(1 << 20),
+            last_gtid: Some("0-1-9".into()),
+            write_unknown: true,
         };
         let bytes = serde_json::to_vec(&rec).expect("serialise");
         let back: MovedSession = serde_json::from_slice(&bytes).expect("parse");

@@ -43,6 +43,26 @@ pub(super) struct Writes {
     pub(super) unknown: Option<(std::time::SystemTime, Instant)>,
 }
 
+impl Writes {
+    /// A write at GTID (or primary position) `g`: with the earlier ones,
+    /// the highest per replication domain (each must be found applied).
+    fn add(&mut self, g: String) {
+        let merged = self
+            .gtid
+            .as_deref()
+            .and_then(|old| routing::merge_gtids(old, &g));
+        self.gtid = Some(merged.unwrap_or(g));
+    }
+
+    /// The session may have written, now, without its GTID being known.
+    pub(super) fn unknown_since_now(&mut self, shared: &crate::frontend::Shared) {
+        let cfg = shared.config.load();
+        let interval = shared.pool.timings().check_interval;
+        let bound = Duration::from_secs(cfg.routing.max_replication_lag_s + 1) + interval * 2;
+        self.unknown = Some((std::time::SystemTime::now(), Instant::now() + bound));
+    }
+}
+
 impl Session {
     /// Decides where the plain COM_QUERY `sql` goes: sets `self.route` to a
     /// replica, or leaves it `None` (the primary).
@@ -52,9 +72,13 @@ impl Session {
             return;
         };
         // A replica backend held for its warnings or FOUND_ROWS(): a
-        // statement that only reads those, or data, stays on it.
+        // statement that only reads those, or data, stays on it while the
+        // replica may still take reads.
         if let Some(b) = &self.backend {
             if let Some(server) = self.shared.pool.replica_of(b.pool)
+                && self.shared.pool.usable(b)
+                && !self.in_server_schema(None)
+                && self.in_read_set(server)
                 && self.may_stay_on_replica(sql, lex)
             {
                 self.route = Some(Routed {
@@ -65,11 +89,41 @@ impl Session {
             }
             return;
         }
-        if !self.may_leave_primary() {
+        if !self.may_leave_primary() || self.in_server_schema(None) {
             return;
         }
         let analysis = self.marked_analysis(sql, lex);
         self.route_read(sql, &analysis, lex);
+    }
+
+    /// True when the session's schema (or `prepared_in`, a prepared
+    /// statement's) is one of the server's own: unqualified names there
+    /// read the server's state.
+    fn in_server_schema(&self, prepared_in: Option<&[u8]>) -> bool {
+        let own = |s: Option<&[u8]>| s.is_some_and(routing::is_server_schema);
+        own(self.state.schema.as_deref()) || own(prepared_in)
+    }
+
+    /// True when replica `server` may take reads now.
+    fn in_read_set(&self, server: usize) -> bool {
+        let r = &self.shared.config.load().routing;
+        self.shared
+            .pool
+            .servers
+            .read_set(r.max_replication_lag_s, self.fresh())
+            .iter()
+            .any(|c| c.server == server)
+    }
+
+    /// How recent a replica's last check must be for it to take reads
+    /// (without background checks nothing says a replica is current).
+    fn fresh(&self) -> Duration {
+        let interval = self.shared.pool.timings().check_interval;
+        if interval.is_zero() {
+            Duration::ZERO
+        } else {
+            interval * 2 + Duration::from_secs(1)
+        }
     }
 
     /// As [`Self::route_query`], for a COM_STMT_EXECUTE of `entry` (its
@@ -79,18 +133,25 @@ impl Session {
         let Some(lex) = self.split_lex() else {
             return;
         };
-        if cursor || self.backend.is_some() || !self.may_leave_primary() {
+        let prepared_in = entry.key.schema.as_deref();
+        if cursor
+            || self.backend.is_some()
+            || !self.may_leave_primary()
+            || self.in_server_schema(prepared_in)
+        {
             return;
         }
         let mut analysis = entry.analysis(lex);
-        let schema = self.state.schema.clone().unwrap_or_default();
+        // Its names resolve in the schema it was prepared in (where it is
+        // prepared again on a backend that lacks it).
+        let schema = prepared_in.unwrap_or_default();
         self.shared.pool.code_catalog.peek(|names| match names {
-            Some(n) if entry.key.schema.as_deref().unwrap_or_default() == &schema[..] => {
+            Some(n) => {
                 if entry.names_code(n) {
                     authority::mark_all_stored_code(&mut analysis);
                 }
             }
-            names => authority::mark_code_names(&mut analysis, &entry.key.sql, &schema, names),
+            None => authority::mark_code_names(&mut analysis, &entry.key.sql, schema, None),
         });
         let analysis = analysis.into_owned();
         self.route_read(&entry.key.sql, &analysis, lex);
@@ -129,7 +190,7 @@ impl Session {
             && let Some((at, until)) = self.writes.unknown
         {
             if let Some(pos) = pool.servers.primary_position_after(at) {
-                self.writes.gtid = Some(pos);
+                self.writes.add(pos);
                 self.writes.unknown = None;
             } else if Instant::now() < until {
                 pool.routing.kept(Primary::Causal);
@@ -138,14 +199,7 @@ impl Session {
                 self.writes.unknown = None;
             }
         }
-        let interval = pool.timings().check_interval;
-        // Without background checks nothing says a replica is current.
-        let fresh = if interval.is_zero() {
-            Duration::ZERO
-        } else {
-            interval * 2 + Duration::from_secs(1)
-        };
-        let candidates = pool.servers.read_set(r.max_replication_lag_s, fresh);
+        let candidates = pool.servers.read_set(r.max_replication_lag_s, self.fresh());
         let causal = self.writes.gtid.as_deref().filter(|_| r.read_your_writes);
         match routing::pick(&candidates, causal, pool.servers.next_turn()) {
             Pick::Primary(why) => pool.routing.kept(why),
@@ -159,37 +213,19 @@ impl Session {
         }
     }
 
-    /// [`Self::checkout`] for the current command's route: on a replica
-    /// that first applies the session's last write (else, as when no
-    /// replica backend can be had, on the primary).
+    /// [`Self::checkout`] for the current command's route, counted on the
+    /// replica it reached.
     pub(super) async fn checkout_routed(
         &mut self,
         seq: u8,
     ) -> Result<Option<Checkout>, super::End> {
-        let Some(mut co) = self.checkout(seq).await? else {
-            return Ok(None);
-        };
-        if let Some((server, gtid)) = self
-            .route
-            .as_mut()
-            .and_then(|r| Some((r.server, r.wait_for.take()?)))
+        let co = self.checkout(seq).await?;
+        if co.is_some()
+            && let Some(r) = &self.route
         {
-            let waited = self.wait_for_write(&mut co, server, &gtid).await;
-            if waited != Some(true) {
-                let Checkout { slot, backend, .. } = co;
-                drop(slot);
-                if waited.is_some() {
-                    super::execute::release_backend(&self.shared, backend);
-                }
-                self.route = None;
-                self.shared.pool.routing.kept(Primary::Causal);
-                return self.checkout(seq).await;
-            }
-        }
-        if let Some(r) = &self.route {
             self.shared.pool.servers.count_read(r.server);
         }
-        Ok(Some(co))
+        Ok(co)
     }
 
     /// The analysis of `sql` with the statements that may run a view's or
@@ -207,9 +243,6 @@ impl Session {
     /// it reads the held warnings, or only data and FOUND_ROWS() /
     /// ROW_COUNT() (which the held backend answers as direct).
     fn may_stay_on_replica(&self, sql: &[u8], lex: crate::sql::LexOptions) -> bool {
-        if crate::sql::keeps_diagnostics(sql, lex) == crate::sql::DiagnosticsUse::Reads {
-            return true;
-        }
         let mut analysis = self.marked_analysis(sql, lex);
         for st in &mut analysis.statements {
             st.effects.retain(|e| {
@@ -217,7 +250,32 @@ impl Session {
                     if matches!(f.kind, FuncKind::FoundRows | FuncKind::RowCount))
             });
         }
+        // SHOW WARNINGS, GET DIAGNOSTICS without targets: nothing is left
+        // on the replica (GET DIAGNOSTICS … @v = … would leave a variable).
+        let reads_diagnostics =
+            crate::sql::keeps_diagnostics(sql, lex) == crate::sql::DiagnosticsUse::Reads;
+        if reads_diagnostics {
+            return !analysis.incomplete
+                && analysis.statements.len() == 1
+                && analysis.statements.iter().all(|st| st.effects.is_empty());
+        }
         routing::reads_only(sql, &analysis, lex).is_ok()
+    }
+
+    /// The command goes to the primary after all (`why`): whatever the
+    /// session held on a replica backend (a warning list, a count) is gone
+    /// with it; checks a primary backend out.
+    pub(super) async fn fall_back_to_primary(
+        &mut self,
+        seq: u8,
+        why: Primary,
+    ) -> Result<Option<Checkout>, super::End> {
+        self.route = None;
+        self.shared.pool.routing.kept(why);
+        self.inv.calc_found_rows = false;
+        self.pins.remove(PinReason::Diagnostics);
+        self.sync_inventory_pins();
+        Box::pin(self.checkout(seq)).await
     }
 
     /// The pool key a lease of the current command takes.
@@ -237,7 +295,7 @@ impl Session {
             return Ok(true);
         };
         if self.shared.pool.replica_of(b.pool).is_none()
-            || self.route.as_ref().is_some_and(|r| r.key == b.pool)
+            || (self.route.as_ref().is_some_and(|r| r.key == b.pool) && self.shared.pool.usable(b))
         {
             return Ok(true);
         }
@@ -264,7 +322,7 @@ impl Session {
     /// when not in time, `None` when the backend failed.
     pub(super) async fn wait_for_write(
         &mut self,
-        co: &mut Checkout,
+        backend: &mut crate::pool::group::Leased,
         server: usize,
         gtid: &str,
     ) -> Option<bool> {
@@ -272,7 +330,7 @@ impl Session {
         let ms = self.shared.config.load().routing.causal_wait_ms;
         let sql = routing::wait_statement(gtid, ms)?;
         let started = Instant::now();
-        let answer = co.backend.query_row(&sql).await;
+        let answer = backend.query_row(&sql).await;
         let applied = matches!(
             &answer,
             Ok(Some(row)) if row.first().and_then(|v| v.as_deref()) == Some("0")
@@ -302,7 +360,7 @@ impl Session {
         may_write: impl FnOnce() -> bool,
     ) {
         if let Some(g) = gtid {
-            self.writes.gtid = Some(g);
+            self.writes.add(g);
             return;
         }
         let cfg = self.shared.config.load();
@@ -318,9 +376,7 @@ impl Session {
         let version = &self.shared.pool.server_info().version;
         let reports = version.windows(7).any(|w| w == b"MariaDB");
         if (failed || !reports) && may_write() {
-            let interval = self.shared.pool.timings().check_interval;
-            let bound = Duration::from_secs(cfg.routing.max_replication_lag_s + 1) + interval * 2;
-            self.writes.unknown = Some((std::time::SystemTime::now(), Instant::now() + bound));
+            self.writes.unknown_since_now(&self.shared);
         }
     }
 }
