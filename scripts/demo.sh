@@ -22,7 +22,11 @@
 #                     transactions (--skip_trx: its reads may go to the
 #                     replica, each client reading its own writes), and the
 #                     summary shows each server's role, replication and reads
+#                     (as myplex routed them and as each server counted them)
 #                                                              (default 0)
+#   DEMO_TEST         the sysbench test                        (default oltp_read_write)
+#   DEMO_PS_MODE      sysbench --db-ps-mode: disable (text queries) or auto
+#                     (prepared statements)                    (default disable)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -33,6 +37,8 @@ DEMO_THREADS=${DEMO_THREADS:-64}
 DEMO_DB=${DEMO_DB:-test}
 DEMO_MAX_BACKEND=${DEMO_MAX_BACKEND:-16}
 DEMO_REPLICA=${DEMO_REPLICA:-0}
+DEMO_TEST=${DEMO_TEST:-oltp_read_write}
+DEMO_PS_MODE=${DEMO_PS_MODE:-disable}
 SAMPLE_INTERVAL=2
 
 if [[ -t 2 ]]; then
@@ -257,7 +263,7 @@ log "query through myplex ok"
 # --- traffic ----------------------------------------------------------------
 
 SYSBENCH=(
-    sysbench oltp_read_write
+    sysbench "$DEMO_TEST"
     --db-driver=mysql
     --mysql-host=127.0.0.1
     --mysql-port="$LISTEN_PORT"
@@ -266,7 +272,7 @@ SYSBENCH=(
     --mysql-db="$DEMO_DB"
     --tables=4
     --table-size=10000
-    --db-ps-mode=disable
+    --db-ps-mode="$DEMO_PS_MODE"
 )
 # With a replica: no explicit transactions, so that reads may leave the
 # primary (two clients may then delete and insert the same row id: sysbench
@@ -300,6 +306,18 @@ monitor() {
 
 log "sysbench run: $DEMO_THREADS client threads for ${DEMO_SECONDS}s through myplex" \
     "(max_backend_connections = $DEMO_MAX_BACKEND)"
+# Statements each server ran (its own counters): reads, writes and
+# prepared executes, before and after the run.
+SERVER_COUNTS_SQL="SELECT SUM(VARIABLE_VALUE) FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN ('COM_SELECT', 'COM_STMT_EXECUTE', 'COM_INSERT', 'COM_UPDATE', 'COM_DELETE')"
+server_counts() {
+    local primary replica=0
+    primary=$(backend_sql "$SERVER_COUNTS_SQL" 2>/dev/null || echo 0)
+    if [[ -n $REPLICA ]]; then
+        replica=$(mariadb_sql "$WORKDIR/replica" "$SERVER_COUNTS_SQL" 2>/dev/null || echo 0)
+    fi
+    echo "$primary $replica"
+}
+read -r COUNT_PRIMARY0 COUNT_REPLICA0 < <(server_counts)
 monitor &
 MONITOR_PID=$!
 run_status=0
@@ -308,6 +326,7 @@ run_status=0
 touch "$WORKDIR/monitor.stop"
 wait "$MONITOR_PID" 2>/dev/null || true
 MONITOR_PID=""
+read -r COUNT_PRIMARY1 COUNT_REPLICA1 < <(server_counts)
 
 # --- summary ----------------------------------------------------------------
 
@@ -382,6 +401,11 @@ print("  read-your-writes        : %d waits on the replica, %d ran out; reads ke
     r["causal_waits"], r["causal_wait_timeouts"],
     ", ".join("%s %d" % kv for kv in r["kept_on_primary"].items())))
 PY
+    on_primary=$((COUNT_PRIMARY1 - COUNT_PRIMARY0))
+    on_replica=$((COUNT_REPLICA1 - COUNT_REPLICA0))
+    printf '  statements by the servers: primary %d, replica %d (replica share %s %%)\n' \
+        "$on_primary" "$on_replica" \
+        "$(awk -v p="$on_primary" -v r="$on_replica" 'BEGIN { if (p + r > 0) printf "%.1f", 100 * r / (p + r); else print "n/a" }')"
 fi
 printf '  myplex still running    : %s\n' "$myplex_alive"
 echo "=============================================================="

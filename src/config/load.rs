@@ -224,6 +224,9 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     if c.routing.causal_wait_ms > 60_000 {
         errs.push("routing.causal_wait_ms: at most 60000".into());
     }
+    if c.routing.max_replication_lag_s > 86_400 {
+        errs.push("routing.max_replication_lag_s: at most 86400".into());
+    }
     if c.digests.max_text_bytes < 16 {
         errs.push("digests.max_text_bytes: must be at least 16".into());
     }

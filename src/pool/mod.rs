@@ -853,27 +853,30 @@ impl Pool {
                         1,
                     );
                     self.after_server_checks(changes);
+                } else {
+                    // Slow, full, refusing the account: not for reads for a
+                    // while (each read would pay the failure first).
+                    self.servers
+                        .unfit_for_reads(server, &format!("a login failed: {e}"));
                 }
                 return Err(e);
             }
         };
         let primary = self.server_info();
-        let unlike = if info.capabilities != primary.capabilities
-            || info.collation != primary.collation
-        {
-            Some("its greeting (capabilities, default collation) differs".to_string())
-        } else if info.session_status != self.session_status() {
-            Some(
+        let unlike =
+            if info.capabilities != primary.capabilities || info.collation != primary.collation {
+                Some("its greeting (capabilities, default collation) differs".to_string())
+            } else if info.session_status != self.session_status() {
+                Some(
                 "a new session's status (autocommit, NO_BACKSLASH_ESCAPES, ANSI_QUOTES) differs"
                     .to_string(),
             )
-        } else {
-            let mine = conn.query_row(DEFAULTS_SQL).await?;
-            let theirs = self.primary_defaults(key).await?;
-            (mine.as_ref() != Some(&theirs)).then(|| {
-                format!("its session defaults ({DEFAULTS_SQL}) differ: {mine:?} against the primary's {theirs:?}")
-            })
-        };
+            } else {
+                match self.compare_defaults(&mut conn, key).await {
+                    Ok(unlike) => unlike,
+                    Err(e) => Some(format!("its session defaults could not be compared: {e}")),
+                }
+            };
         if let Some(why) = unlike {
             self.servers.unfit_for_reads(server, &why);
             conn.quit().await;
@@ -889,11 +892,36 @@ impl Pool {
         Ok(conn)
     }
 
+    /// Why replica backend `conn` would answer otherwise than the primary
+    /// ([`DEFAULTS_SQL`]), or `None`. A difference from the reading kept
+    /// for this epoch is checked against a fresh one (globals may have been
+    /// changed on the servers directly).
+    async fn compare_defaults(
+        &self,
+        conn: &mut BackendConn,
+        key: usize,
+    ) -> Result<Option<String>, BackendError> {
+        let mine = conn.query_row(DEFAULTS_SQL).await?;
+        let mut theirs = self.primary_defaults(key, false).await?;
+        if mine.as_ref() != Some(&theirs) {
+            theirs = self.primary_defaults(key, true).await?;
+        }
+        Ok((mine.as_ref() != Some(&theirs)).then(|| {
+            format!("its session defaults ({DEFAULTS_SQL}) differ: {mine:?} against the primary's {theirs:?}")
+        }))
+    }
+
     /// The primary's answer to [`DEFAULTS_SQL`], read on a login of its
-    /// own (outside the budget) once per primary and globals epoch.
-    async fn primary_defaults(&self, key: usize) -> Result<Vec<Option<String>>, BackendError> {
+    /// own (outside the budget) once per primary and globals epoch, or
+    /// afresh.
+    async fn primary_defaults(
+        &self,
+        key: usize,
+        afresh: bool,
+    ) -> Result<Vec<Option<String>>, BackendError> {
         let now = (self.servers.epoch(), self.globals_epoch());
-        if let Ok(g) = self.primary_defaults.lock()
+        if !afresh
+            && let Ok(g) = self.primary_defaults.lock()
             && let Some((at, v)) = g.as_ref()
             && *at == now
         {

@@ -141,10 +141,8 @@ pub fn reads_only(sql: &[u8], analysis: &Analysis, lex: LexOptions) -> Result<()
 /// Whether `text` has a word of a locking or writing clause, reads a
 /// variable, or names one of the server's own schemas or state functions
 /// (or cannot be read completely): what a read on a replica would answer
-/// otherwise than the primary. Also asked of view definitions (see
-/// `crate::session_state::code_names`): a view over the server's state
-/// keeps the statements naming it on the primary.
-pub fn names_server_state(text: &[u8], lex: LexOptions) -> bool {
+/// otherwise than the primary (broad: a column named `version` counts too).
+fn names_server_state(text: &[u8], lex: LexOptions) -> bool {
     let mut lexer = Lexer::new(text, lex);
     for t in lexer.by_ref() {
         let word = t.text(text);
@@ -167,6 +165,34 @@ pub fn names_server_state(text: &[u8], lex: LexOptions) -> bool {
         if denied {
             return true;
         }
+    }
+    lexer.incomplete()
+}
+
+/// Whether a view's definition (as the server stores it, every name
+/// quoted) reads the server's own state: a call of one of its state
+/// functions (a name followed by `(`) or a name in one of its own schemas
+/// (a schema name followed by `.`). Narrower than the statement check: a
+/// column named `version` or `lock` is a column here. Such a view is
+/// counted as code (see `crate::session_state::code_names`), so that a
+/// read through it never goes to a replica.
+pub fn view_reads_server_state(definition: &[u8], lex: LexOptions) -> bool {
+    let mut lexer = Lexer::new(definition, lex);
+    let mut prev: Option<(TokenKind, &[u8])> = None;
+    for t in lexer.by_ref() {
+        let text = t.text(definition);
+        if let Some((kind, word)) = prev {
+            let inner = match kind {
+                TokenKind::QuotedIdent => word.get(1..word.len().saturating_sub(1)).unwrap_or(word),
+                TokenKind::Word => word,
+                _ => &[][..],
+            };
+            let is = |list: &[&[u8]]| list.iter().any(|w| inner.eq_ignore_ascii_case(w));
+            if (text == b"(" && is(&SERVER_FUNCTIONS)) || (text == b"." && is(&SERVER_SCHEMAS)) {
+                return true;
+            }
+        }
+        prev = Some((t.kind, text));
     }
     lexer.incomplete()
 }
@@ -202,6 +228,9 @@ pub fn merge_gtids(a: &str, b: &str) -> Option<String> {
         }
     }
     all.sort_unstable();
+    if all.is_empty() {
+        return None;
+    }
     Some(
         all.iter()
             .map(|(d, s, n)| format!("{d}-{s}-{n}"))
@@ -275,9 +304,11 @@ pub fn pick(candidates: &[Candidate], causal: Option<&str>, turn: usize) -> Pick
 }
 
 /// MariaDB GTIDs `domain-server-sequence`, separated by commas (a
-/// position lists one per domain); `None` when any is not one.
+/// position lists one per domain); `None` when any is not one, or there
+/// is none (an empty position: nothing to wait for, nothing proved).
 fn parse_gtids(s: &str) -> Option<Vec<(u32, u64)>> {
-    s.split(',')
+    let all: Vec<(u32, u64)> = s
+        .split(',')
         .map(str::trim)
         .filter(|g| !g.is_empty())
         .map(|g| {
@@ -287,7 +318,13 @@ fn parse_gtids(s: &str) -> Option<Vec<(u32, u64)>> {
             let seq = it.next()?.parse().ok()?;
             it.next().is_none().then_some((domain, seq))
         })
-        .collect()
+        .collect::<Option<_>>()?;
+    (!all.is_empty()).then_some(all)
+}
+
+/// True for a MariaDB GTID list a replica can be asked to wait for.
+pub fn is_gtid_list(s: &str) -> bool {
+    parse_gtids(s).is_some()
 }
 
 /// True when a server at GTID position `position` has applied every GTID
@@ -297,10 +334,8 @@ pub fn gtid_covers(position: &str, wanted: &str) -> bool {
     let (Some(pos), Some(want)) = (parse_gtids(position), parse_gtids(wanted)) else {
         return false;
     };
-    !want.is_empty()
-        && want
-            .iter()
-            .all(|(d, n)| pos.iter().any(|(pd, pn)| pd == d && pn >= n))
+    want.iter()
+        .all(|(d, n)| pos.iter().any(|(pd, pn)| pd == d && pn >= n))
 }
 
 /// The statement that waits on a replica for `gtid` at most `timeout_ms`
@@ -479,6 +514,21 @@ mod tests {
     }
 
     #[test]
+    fn views_over_the_servers_state_are_told_from_plain_ones() {
+        let reads = |d: &str| view_reads_server_state(d.as_bytes(), LexOptions::default());
+        assert!(!reads(
+            "select `t`.`id` AS `id`,`t`.`version` AS `version`,`t`.`lock` AS `lock` from `test`.`t`"
+        ));
+        assert!(reads("select is_free_lock('cron') AS `f`"));
+        assert!(reads("select `IS_USED_LOCK`('x') AS `u`"));
+        assert!(reads(
+            "select `information_schema`.`PROCESSLIST`.`ID` AS `ID` from `information_schema`.`PROCESSLIST`"
+        ));
+        assert!(reads("select version() AS `v`"));
+        assert!(!reads("select `mysql` AS `m` from `t`"));
+    }
+
+    #[test]
     fn positions_merge_per_domain() {
         assert_eq!(merge_gtids("0-1-5", "0-1-7").as_deref(), Some("0-1-7"));
         assert_eq!(merge_gtids("0-1-9", "0-2-7").as_deref(), Some("0-1-9"));
@@ -487,6 +537,7 @@ mod tests {
             Some("0-1-5,1-1-3")
         );
         assert_eq!(merge_gtids("", "2-1-1").as_deref(), Some("2-1-1"));
+        assert_eq!(merge_gtids("", ""), None);
         assert_eq!(merge_gtids("0-1-5", "uuid:1-5"), None);
         assert!(is_server_schema(b"INFORMATION_SCHEMA") && !is_server_schema(b"shop"));
     }
@@ -502,5 +553,7 @@ mod tests {
             Some("SELECT MASTER_GTID_WAIT('0-1-2', 2.500)")
         );
         assert_eq!(wait_statement("0-1-2'); DROP TABLE t; --", 100), None);
+        assert_eq!(wait_statement("", 100), None, "nothing to wait for");
+        assert!(!is_gtid_list("") && !is_gtid_list("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"));
     }
 }

@@ -528,7 +528,11 @@ impl Servers {
     pub fn unfit_for_reads(&self, i: usize, why: &str) {
         let mut st = self.lock();
         if let Some(s) = st.servers.get_mut(i) {
-            if s.unfit.is_none() {
+            let spell_over = s
+                .unfit
+                .as_ref()
+                .is_none_or(|(_, until)| *until <= std::time::Instant::now());
+            if spell_over {
                 tracing::warn!(server = %s.address, reason = why, "replica kept out of reads");
             }
             s.unfit = Some((why.to_string(), std::time::Instant::now() + UNFIT_FOR));
@@ -542,13 +546,15 @@ impl Servers {
 
     /// A wait on replica `i` proved it has applied `gtid`.
     pub fn note_applied(&self, i: usize, gtid: &str) {
-        if let Some(s) = self.lock().servers.get_mut(i)
-            && !s
-                .proved_gtid
-                .as_deref()
-                .is_some_and(|p| super::routing::gtid_covers(p, gtid))
-        {
-            s.proved_gtid = Some(gtid.to_string());
+        if let Some(s) = self.lock().servers.get_mut(i) {
+            // Every domain proved so far stays proved.
+            let merged = match s.proved_gtid.as_deref() {
+                Some(p) => super::routing::merge_gtids(p, gtid),
+                None => super::routing::is_gtid_list(gtid).then(|| gtid.to_string()),
+            };
+            if merged.is_some() {
+                s.proved_gtid = merged;
+            }
         }
     }
 

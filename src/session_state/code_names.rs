@@ -696,7 +696,7 @@ fn view_has_effects(v: &ViewRow) -> bool {
     // a read through it is never sent to a replica.
     a.incomplete
         || a.statements.iter().any(|s| !s.effects.is_empty())
-        || crate::pool::routing::names_server_state(def.as_bytes(), LexOptions::default())
+        || crate::pool::routing::view_reads_server_state(def.as_bytes(), LexOptions::default())
 }
 
 /// A column DEFAULT expression (as `information_schema.COLUMNS` shows it)

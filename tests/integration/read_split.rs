@@ -526,3 +526,53 @@ async fn what_a_replica_lacks_or_holds_otherwise_stays_on_the_primary() {
     assert!(why.contains("session defaults"), "{s:#}");
     assert_eq!(reads_on(&p2, &rig.replica).await, 0);
 }
+
+/// A replica backend held only for a count (FOUND_ROWS() after a read past
+/// the last row) that the replica closes while the client is idle costs
+/// the count, not the session; a prepared read of a table the replica
+/// does not have yet runs on the primary instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_replica_going_away_or_lacking_a_table_costs_no_session() {
+    let rig = rig(false, "SLAVE MONITOR");
+    tables(&rig);
+    let p = split_proxy(&rig, 3600).await;
+    replica_ready(&p, &rig).await;
+    let mut c = Conn::from_url(p.app_url()).await.expect("connect");
+    let before = reads_on(&p, &rig.replica).await;
+    let rows: Vec<i64> = c
+        .query("SELECT id FROM rs_t ORDER BY id LIMIT 1000000, 5")
+        .await
+        .expect("read past the last row");
+    assert!(rows.is_empty());
+    assert_eq!(reads_on(&p, &rig.replica).await, before + 1);
+    // The replica ends that backend (as a restart or its wait_timeout would).
+    let mut root = Conn::from_url(rig.replica.url("root", ROOT_PASSWORD, "test"))
+        .await
+        .expect("connect to the replica");
+    let threads: Vec<u64> = root
+        .query("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'writer' AND COMMAND = 'Sleep'")
+        .await
+        .expect("processlist");
+    assert!(!threads.is_empty(), "the held backend is on the replica");
+    for t in threads {
+        let _ = root.query_drop(format!("KILL {t}")).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let one: Option<i64> = c
+        .query_first("SELECT 1")
+        .await
+        .expect("the session goes on");
+    assert_eq!(one, Some(1));
+
+    // A table created while the replica is stalled, prepared on the
+    // primary by this client: executed there, not failed on the replica.
+    let hold = stall_replica(&rig).await;
+    rig.primary.sql("CREATE TABLE test.rs_late (id INT)");
+    let mut other = Conn::from_url(p.app_url()).await.expect("connect");
+    let got: Vec<i64> = other
+        .exec("SELECT id FROM rs_late WHERE id = ?", (1,))
+        .await
+        .expect("runs on the primary");
+    assert!(got.is_empty());
+    drop(hold);
+}

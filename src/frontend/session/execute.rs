@@ -105,12 +105,20 @@ impl Session {
             // Full, not down: the pool stops growing and the caller waits
             // for one of its own backends (`checkout`); the server's own
             // refusal if none comes.
-            // A full replica is not the pool's ceiling: the read goes to
-            // the primary (`checkout`).
-            Err(e) if e.server_full().is_some() && self.route.is_some() => Err(e
-                .server_full()
-                .cloned()
-                .unwrap_or_else(errors::too_many_connections)),
+            // A full replica is not the pool's ceiling: it takes no reads
+            // for a while, and this one goes to the primary (`checkout`).
+            Err(e) if e.server_full().is_some() && self.route.is_some() => {
+                if let Some(r) = &self.route {
+                    self.shared
+                        .pool
+                        .servers
+                        .unfit_for_reads(r.server, "it refuses logins as full");
+                }
+                Err(e
+                    .server_full()
+                    .cloned()
+                    .unwrap_or_else(errors::too_many_connections))
+            }
             Err(e) if e.server_full().is_some() => {
                 self.shared.pool.server_full();
                 Err(e
@@ -747,7 +755,11 @@ impl Session {
                 };
                 if self.shared.pool.replica_of(co.backend.pool).is_none() {
                     let a: &Analysis = &analysis;
-                    self.note_primary_reply(last_gtid, out.error.is_some(), || {
+                    // A reply ending in a classic EOF carries no session
+                    // state: a write's GTID is not in it (RETURNING, a
+                    // stored function that writes).
+                    let unreported = out.error.is_some() || out.state_unreported;
+                    self.note_primary_reply(last_gtid, unreported, || {
                         crate::pool::routing::reads_only(sql, a, lex).is_err()
                     });
                 }
@@ -850,11 +862,18 @@ impl Session {
                 Err(End::Client(e))
             }
             Err(RelayError::Backend { sent, .. }) | Err(RelayError::Malformed { sent }) => {
-                let was_pinned = co.was_pinned;
+                let mut was_pinned = co.was_pinned;
                 if self.shared.pool.replica_of(co.backend.pool).is_none() {
                     // It may have committed before the connection went:
                     // its GTID never came (read-your-writes).
                     self.note_primary_reply(None, true, || true);
+                } else {
+                    // A replica holds nothing of the session but a warning
+                    // list or a count: gone with it, the session goes on.
+                    was_pinned = false;
+                    self.inv.calc_found_rows = false;
+                    self.pins.remove(PinReason::Diagnostics);
+                    self.sync_inventory_pins();
                 }
                 drop(co);
                 if sent {

@@ -52,6 +52,9 @@ impl Session {
             }
             Err(e) => {
                 tracing::debug!(error = %e, "the held backend did not answer a keepalive");
+                if self.let_go_of_held_replica() {
+                    return Ok(());
+                }
                 self.backend = None;
                 Err(End::BackendEnded)
             }

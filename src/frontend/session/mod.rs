@@ -616,6 +616,11 @@ impl Session {
                     return Err(End::WaitTimeout);
                 }
                 r = idle::held_backend_stirs(&mut self.backend) => {
+                    // A replica held for a warning list or a count: only
+                    // those go with it (`route`), the session goes on.
+                    if self.let_go_of_held_replica() {
+                        continue;
+                    }
                     return Err(Box::pin(self.held_backend_ended(r)).await);
                 }
             };

@@ -47,6 +47,11 @@ impl Writes {
     /// A write at GTID (or primary position) `g`: with the earlier ones,
     /// the highest per replication domain (each must be found applied).
     fn add(&mut self, g: String) {
+        if !routing::is_gtid_list(&g) {
+            // Nothing a replica could be asked to wait for (a MySQL GTID
+            // set): the write is held as one of unknown GTID.
+            return;
+        }
         let merged = self
             .gtid
             .as_deref()
@@ -189,7 +194,13 @@ impl Session {
         if r.read_your_writes
             && let Some((at, until)) = self.writes.unknown
         {
-            if let Some(pos) = pool.servers.primary_position_after(at) {
+            // A MariaDB position only: a MySQL GTID set (or none) cannot
+            // be waited for, and the write is then held for its deadline.
+            if let Some(pos) = pool
+                .servers
+                .primary_position_after(at)
+                .filter(|p| routing::is_gtid_list(p))
+            {
                 self.writes.add(pos);
                 self.writes.unknown = None;
             } else if Instant::now() < until {
@@ -262,6 +273,29 @@ impl Session {
         routing::reads_only(sql, &analysis, lex).is_ok()
     }
 
+    /// The held backend is a replica's and went away (or stopped
+    /// answering): it held nothing of the session but a warning list or a
+    /// count, which go with it; `true` when that was the case (the session
+    /// goes on), `false` when the held backend is not a replica's.
+    pub(super) fn let_go_of_held_replica(&mut self) -> bool {
+        let replica = self
+            .backend
+            .as_ref()
+            .is_some_and(|b| self.shared.pool.replica_of(b.pool).is_some());
+        let mut hard = self.pins;
+        hard.remove(PinReason::Diagnostics);
+        hard.remove(PinReason::FoundRows);
+        if !replica || hard.any() || self.status & status::IN_TRANS != 0 {
+            return false;
+        }
+        // Dropped: closed, its place in the budget freed.
+        self.backend = None;
+        self.inv.calc_found_rows = false;
+        self.pins.remove(PinReason::Diagnostics);
+        self.sync_inventory_pins();
+        true
+    }
+
     /// The command goes to the primary after all (`why`): whatever the
     /// session held on a replica backend (a warning list, a count) is gone
     /// with it; checks a primary backend out.
@@ -330,7 +364,16 @@ impl Session {
         let ms = self.shared.config.load().routing.causal_wait_ms;
         let sql = routing::wait_statement(gtid, ms)?;
         let started = Instant::now();
-        let answer = backend.query_row(&sql).await;
+        // The server's own wait ends it; a replica that stops answering
+        // does not hold the slot longer than a second past it.
+        let limit = Duration::from_millis(ms) + Duration::from_secs(1);
+        let answer = match tokio::time::timeout(limit, backend.query_row(&sql)).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                pool.routing.waited(started.elapsed(), false);
+                return None;
+            }
+        };
         let applied = matches!(
             &answer,
             Ok(Some(row)) if row.first().and_then(|v| v.as_deref()) == Some("0")

@@ -531,8 +531,22 @@ impl Session {
             },
             other => other,
         };
+        let replica = self.shared.pool.replica_of(co.backend.pool).is_some();
         match routed {
             Ok(Ok(r)) => Ok(Some((co, r))),
+            // A replica that cannot prepare it (a table, a column or a
+            // schema it has not replicated yet, grants it lacks, a
+            // failure): closed, and the primary runs the statement.
+            _ if replica => {
+                drop(co);
+                let Some(primary) = self
+                    .fall_back_to_primary(seq, crate::pool::routing::Primary::NoReplica)
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                Box::pin(self.route_or_fail(primary, client_id, entry, seq, prime)).await
+            }
             Ok(Err(e)) => {
                 self.sync_stmt_pins();
                 self.finish(co.slot, co.backend);
