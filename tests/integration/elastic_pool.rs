@@ -198,12 +198,23 @@ async fn the_servers_own_wait_gauges_decide_whether_a_limit_may_climb_past_its_b
     }
     let t0 = Instant::now();
     let (mut most_cap, mut seen) = (0, 0);
+    // The group applies a new verdict at its next adaptation tick (every
+    // 25 ms, later on a loaded machine): a reading counts once the verdict
+    // has said "nothing waits" for several ticks (a loaded machine can make
+    // the probe see waits for a moment; the limit may climb then, and is
+    // back at the base by the next tick after they end).
+    let settle = Duration::from_millis(250);
+    let mut none_since: Option<Instant> = None;
     while t0.elapsed() < Duration::from_secs(4) {
         // The verdict on both sides of the reading: the cap was read
         // under it (a verdict turning in between is not counted).
         let before = p.shared.pool.budget.view().server_waits;
         let cap = p.shared.pool.groups[0].snapshot().cap;
-        if before == Verdict::None && p.shared.pool.budget.view().server_waits == Verdict::None {
+        let now_none =
+            before == Verdict::None && p.shared.pool.budget.view().server_waits == Verdict::None;
+        if !now_none {
+            none_since = None;
+        } else if none_since.get_or_insert_with(Instant::now).elapsed() >= settle {
             most_cap = most_cap.max(cap);
             seen += 1;
         }
