@@ -95,6 +95,12 @@ pub struct ServerInfo {
 }
 
 impl ServerInfo {
+    /// A MariaDB server (it reports `last_gtid`, phrases some errors its
+    /// own way).
+    pub fn is_mariadb(&self) -> bool {
+        crate::protocol::caps::is_mariadb_version(&self.version)
+    }
+
     /// True when `other` describes the same server greeting (the learned
     /// collations aside).
     pub fn same_greeting(&self, other: &ServerInfo) -> bool {

@@ -307,6 +307,11 @@ pub fn column_def_for(def: &[u8], caps: Caps) -> std::borrow::Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
+/// True for a MariaDB server's version string (MySQL's has no such word).
+pub fn is_mariadb_version(version: &[u8]) -> bool {
+    version.windows(7).any(|w| w == b"MariaDB")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -69,8 +69,7 @@ pub fn server_unknown_command() -> ErrPacket {
 /// The error a server gives a client that did not enable LOCAL INFILE:
 /// MariaDB (10.5+) and MySQL 8 phrase it differently.
 pub fn local_infile_refused(server_version: &[u8]) -> ErrPacket {
-    let mariadb = server_version.windows(7).any(|w| w == b"MariaDB");
-    if mariadb {
+    if super::caps::is_mariadb_version(server_version) {
         ErrPacket::new(
             ER_LOAD_INFILE_CAPABILITY_DISABLED,
             "HY000",

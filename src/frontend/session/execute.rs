@@ -105,20 +105,13 @@ impl Session {
             // Full, not down: the pool stops growing and the caller waits
             // for one of its own backends (`checkout`); the server's own
             // refusal if none comes.
-            // A full replica is not the pool's ceiling: it takes no reads
-            // for a while, and this one goes to the primary (`checkout`).
-            Err(e) if e.server_full().is_some() && self.route.is_some() => {
-                if let Some(r) = &self.route {
-                    self.shared
-                        .pool
-                        .servers
-                        .unfit_for_reads(r.server, "it refuses logins as full");
-                }
-                Err(e
-                    .server_full()
-                    .cloned()
-                    .unwrap_or_else(errors::too_many_connections))
-            }
+            // A full replica is not the pool's ceiling (`Pool::dial_replica`
+            // keeps it out of reads for a while): this read goes to the
+            // primary (`checkout`).
+            Err(e) if e.server_full().is_some() && self.route.is_some() => Err(e
+                .server_full()
+                .cloned()
+                .unwrap_or_else(errors::too_many_connections)),
             Err(e) if e.server_full().is_some() => {
                 self.shared.pool.server_full();
                 Err(e
@@ -871,9 +864,7 @@ impl Session {
                     // A replica holds nothing of the session but a warning
                     // list or a count: gone with it, the session goes on.
                     was_pinned = false;
-                    self.inv.calc_found_rows = false;
-                    self.pins.remove(PinReason::Diagnostics);
-                    self.sync_inventory_pins();
+                    self.drop_replica_holds();
                 }
                 drop(co);
                 if sent {

@@ -282,18 +282,31 @@ impl Session {
             .backend
             .as_ref()
             .is_some_and(|b| self.shared.pool.replica_of(b.pool).is_some());
-        let mut hard = self.pins;
-        hard.remove(PinReason::Diagnostics);
-        hard.remove(PinReason::FoundRows);
-        if !replica || hard.any() || self.status & status::IN_TRANS != 0 {
+        if !replica || self.holds_more_than_a_replica_may() {
             return false;
         }
         // Dropped: closed, its place in the budget freed.
         self.backend = None;
+        self.drop_replica_holds();
+        true
+    }
+
+    /// True when the session holds more than a replica backend may hold
+    /// for it (a warning list, a FOUND_ROWS() count): a transaction or
+    /// any other pin.
+    fn holds_more_than_a_replica_may(&self) -> bool {
+        let mut hard = self.pins;
+        hard.remove(PinReason::Diagnostics);
+        hard.remove(PinReason::FoundRows);
+        hard.any() || self.status & status::IN_TRANS != 0
+    }
+
+    /// What a replica backend held for the session (a warning list, a
+    /// FOUND_ROWS() count) went with it: the session no longer holds it.
+    pub(super) fn drop_replica_holds(&mut self) {
         self.inv.calc_found_rows = false;
         self.pins.remove(PinReason::Diagnostics);
         self.sync_inventory_pins();
-        true
     }
 
     /// The command goes to the primary after all (`why`): whatever the
@@ -306,9 +319,7 @@ impl Session {
     ) -> Result<Option<Checkout>, super::End> {
         self.route = None;
         self.shared.pool.routing.kept(why);
-        self.inv.calc_found_rows = false;
-        self.pins.remove(PinReason::Diagnostics);
-        self.sync_inventory_pins();
+        self.drop_replica_holds();
         Box::pin(self.checkout(seq)).await
     }
 
@@ -333,19 +344,14 @@ impl Session {
         {
             return Ok(true);
         }
-        let mut hard = self.pins;
-        hard.remove(PinReason::Diagnostics);
-        hard.remove(PinReason::FoundRows);
-        if hard.any() || self.status & status::IN_TRANS != 0 {
+        if self.holds_more_than_a_replica_may() {
             tracing::warn!(client = self.id, pins = ?self.pins, "session state on a replica backend: the session ends");
             self.backend = None;
             let e = errors::backend_lost("session state was left on a replica");
             self.lost_backend(seq, &e, true).await?;
             return Ok(false);
         }
-        self.inv.calc_found_rows = false;
-        self.pins.remove(PinReason::Diagnostics);
-        self.sync_inventory_pins();
+        self.drop_replica_holds();
         self.release_if_unpinned();
         Ok(true)
     }
@@ -416,9 +422,8 @@ impl Session {
         // a check after now covers it; failing that, a replica in the read
         // set is at most `max_replication_lag_s` behind as of its last
         // check, so past that (and two checks' age) it has the write.
-        let version = &self.shared.pool.server_info().version;
-        let reports = version.windows(7).any(|w| w == b"MariaDB");
-        if (failed || !reports) && may_write() {
+        let reports = || self.shared.pool.server_info().is_mariadb();
+        if (failed || !reports()) && may_write() {
             self.writes.unknown_since_now(&self.shared);
         }
     }
