@@ -22,6 +22,8 @@
 #   MYPLEX_GROUPS [CPUs]  MYPLEX_MAX_BACKEND [0 = elastic]
 #   MYPLEX_POOL_EXTRA (more [pool] lines for every myplex target) []
 #   BENCH_OUT [bench-results/noisy-<timestamp>]
+#   WEB_NICE [0]: nice value of web's sysbench (diagnosis: a negative value
+#     takes the client's own CPU wait out of web's latency; needs root)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -43,6 +45,7 @@ TARGETS=${TARGETS:-direct,fcfs,equal,web4x}
 MYPLEX_GROUPS=${MYPLEX_GROUPS:-$(nproc)}
 MYPLEX_MAX_BACKEND=${MYPLEX_MAX_BACKEND:-0}
 OUT=${BENCH_OUT:-bench-results/noisy-$(date -u +%Y%m%dT%H%M%SZ)}
+WEB_NICE=${WEB_NICE:-0}
 for var in "${!MYPLEX_@}"; do export -n "${var?}"; done
 
 have sysbench || die "sysbench not found"
@@ -77,7 +80,9 @@ FLUSH PRIVILEGES;"
 
 # sysbench USER PASSWORD PORT WORKLOAD THREADS SECONDS [run|prepare] > report
 sb() {
-    sysbench "$4" --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$3" \
+    local nice=0
+    [[ $1 == web ]] && nice=$WEB_NICE
+    nice -n "$nice" sysbench "$4" --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$3" \
         --mysql-user="$1" --mysql-password="$2" --mysql-db=sbtest \
         --tables="$BENCH_TABLES" --table-size="$BENCH_TABLE_SIZE" \
         --threads="$5" --time="$6" --percentile=95 --report-interval=0 \

@@ -30,6 +30,8 @@ pub fn refresh_gauges(shared: &Shared) {
         m.stalls.absolute(s.counters.stalls);
         m.kickups.absolute(s.counters.kickups);
         m.overdue.absolute(s.counters.overdue);
+        m.share_reclaims.absolute(s.counters.share_reclaims);
+        m.evictions.absolute(s.counters.evictions);
         m.parked_reclaimed.absolute(s.counters.reclaimed);
         m.parked_unparked.absolute(s.counters.unparked);
         let (idle, busy, pinned) = backend_states(&s);

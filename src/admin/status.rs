@@ -81,6 +81,9 @@ pub struct Scheduler {
     /// Waiters admitted past the in-flight limit after half their queue
     /// timeout, so far.
     overdue: u64,
+    /// Requests admitted past the limit because their user ran less than
+    /// its share of it (others ran on the part it lent), so far.
+    share_reclaims: u64,
     /// Parked backends taken back by their own session as they were
     /// (a cleanup saved), so far.
     parked_reclaimed: u64,
@@ -177,6 +180,7 @@ pub fn status(shared: &Shared) -> Status {
                     closed: s.counters.closed,
                     closed_over_share: s.counters.closed_over_share,
                     overdue: s.counters.overdue,
+                    share_reclaims: s.counters.share_reclaims,
                     parked_reclaimed: s.counters.reclaimed,
                     parked_unparked: s.counters.unparked,
                 },

@@ -210,6 +210,11 @@ pub struct BackendConn {
     /// session may take it back as it is; anyone else gets it only after
     /// the authority's cleanup (`crate::pool::parking`).
     pub parked_for: Option<u64>,
+    /// The user (tenant index) whose share of its thread group's backends
+    /// this connection counts in (`crate::pool::scheduler`): the user it
+    /// was opened or first leased for; `None` for one the pool opened for
+    /// itself and no user has taken yet.
+    pub share_user: Option<u32>,
 }
 
 /// A successful COM_STMT_PREPARE reply.
@@ -774,6 +779,7 @@ pub(crate) fn unlogged(stream: crate::wire::stream::Stream, pool: usize) -> Back
         account: None,
         roles_epoch: 0,
         parked_for: None,
+        share_user: None,
     }
 }
 

@@ -228,6 +228,7 @@ async fn connect_inner(p: &BackendParams) -> Result<(BackendConn, ServerInfo), B
         account: None,
         roles_epoch: 0,
         parked_for: None,
+        share_user: None,
     };
     conn.exec(TRACKERS_SQL).await?;
     // The role a login of this account activates (its default role): what

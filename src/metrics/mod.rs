@@ -95,6 +95,10 @@ pub struct GroupMetrics {
     pub kickups: Counter,
     /// Admissions past the limit after half the queue timeout.
     pub overdue: Counter,
+    /// Admissions past the limit for a user owed its share.
+    pub share_reclaims: Counter,
+    /// Idle backends closed for another credential pool's lease.
+    pub evictions: Counter,
     /// Parked backends taken back by their session as they were.
     pub parked_reclaimed: Counter,
     /// Parked backends granted to another session (cleaned first).
@@ -219,6 +223,8 @@ impl Metrics {
                     stalls: counter(STALLS_TOTAL, std::slice::from_ref(&gl)),
                     kickups: counter(KICKUPS_TOTAL, std::slice::from_ref(&gl)),
                     overdue: counter(OVERDUE_ADMISSIONS_TOTAL, std::slice::from_ref(&gl)),
+                    share_reclaims: counter(SHARE_RECLAIMS_TOTAL, std::slice::from_ref(&gl)),
+                    evictions: counter(BACKEND_EVICTIONS_TOTAL, std::slice::from_ref(&gl)),
                     parked_reclaimed: counter(
                         PARKED_BACKENDS_TOTAL,
                         &[gl.clone(), ("outcome", "taken_back".into())],

@@ -82,6 +82,12 @@ pub const KICKUPS_TOTAL: &str = "myplex_kickups_total";
 /// Counter{group}: queued requests admitted past the in-flight limit after
 /// waiting half their queue timeout.
 pub const OVERDUE_ADMISSIONS_TOTAL: &str = "myplex_overdue_admissions_total";
+/// Counter{group}: requests admitted past the in-flight limit because their
+/// user ran less than its share of it while others ran on the part it lent.
+pub const SHARE_RECLAIMS_TOTAL: &str = "myplex_share_reclaims_total";
+/// Counter{group}: idle backends of another credential pool closed to open
+/// one for a waiting lease (a login on the server each).
+pub const BACKEND_EVICTIONS_TOTAL: &str = "myplex_backend_evictions_total";
 /// Counter{group, outcome}: parked backends (idle, holding their session's
 /// leftovers) taken back by that session as they were (`taken_back`), or
 /// granted to another session after their cleanup (`cleaned`).
@@ -215,6 +221,8 @@ pub const ALL: &[&str] = &[
     STALLS_TOTAL,
     KICKUPS_TOTAL,
     OVERDUE_ADMISSIONS_TOTAL,
+    SHARE_RECLAIMS_TOTAL,
+    BACKEND_EVICTIONS_TOTAL,
     PARKED_BACKENDS_TOTAL,
     QUEUE_TIMEOUTS_TOTAL,
     BACKEND_CONNECTIONS,

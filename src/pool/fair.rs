@@ -165,6 +165,50 @@ impl<W> FairQueue<W> {
         }
     }
 
+    /// Lanes the queue has seen (an upper bound on the users' indexes).
+    pub fn lanes(&self) -> u32 {
+        self.lanes.len() as u32
+    }
+
+    /// The next request of the lane with the smallest tag among those
+    /// `lane_ok(lane, weight)` accepts whose next request `runnable`
+    /// accepts (the share's own order, restricted to some users).
+    pub fn select_among(
+        &self,
+        lane_ok: impl Fn(u32, u32) -> bool,
+        runnable: impl Fn(&W) -> bool,
+    ) -> Option<(u32, Pos)> {
+        let mut best: Option<(u64, u8, u32)> = None;
+        for (li, l) in self.lanes.iter().enumerate() {
+            let Some((prio, next)) = l.next() else {
+                continue;
+            };
+            let key = (l.head, prio, li as u32);
+            if best.is_none_or(|b| key < b) && lane_ok(li as u32, l.weight) && runnable(next) {
+                best = Some(key);
+            }
+        }
+        best.map(|(_, prio, lane)| {
+            (
+                lane,
+                Pos {
+                    high: prio == 0,
+                    index: 0,
+                },
+            )
+        })
+    }
+
+    /// True when `lane` has requests queued.
+    pub fn lane_queued(&self, lane: u32) -> bool {
+        self.lanes.get(lane as usize).is_some_and(|l| !l.is_empty())
+    }
+
+    /// `lane`'s weight as of its last request (1 for a lane never seen).
+    pub fn lane_weight(&self, lane: u32) -> u32 {
+        self.lanes.get(lane as usize).map_or(1, |l| l.weight)
+    }
+
     /// Queues `w` at the tail of `lane`'s `high` or low part; `light` when
     /// it can always run (the selection's `runnable` must accept every
     /// light request).

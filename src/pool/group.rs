@@ -24,6 +24,12 @@ impl Pooled for Conn {
     fn parked_for(&self) -> Option<u64> {
         self.parked_for
     }
+    fn share_user(&self) -> Option<u32> {
+        self.share_user
+    }
+    fn set_share_user(&mut self, user: u32) {
+        self.share_user = Some(user);
+    }
 }
 
 /// A thread group.
@@ -218,7 +224,9 @@ impl Group {
                 (w.wait(deadline, start).await?, id)
             }
         };
-        Ok(self.admitted(grant, id, tenant, start.elapsed()))
+        // The proxy's own requests count for no user's share.
+        let user = (prio != Priority::Internal).then_some(tenant.index);
+        Ok(self.admitted(grant, id, tenant, user, start.elapsed()))
     }
 
     fn admitted(
@@ -226,6 +234,7 @@ impl Group {
         grant: Grant<Conn>,
         id: u64,
         tenant: &Arc<Tenant>,
+        user: Option<u32>,
         waited: Duration,
     ) -> Admitted {
         let slot = SlotGuard {
@@ -255,6 +264,7 @@ impl Group {
                 open: Some(OpenReservation {
                     group: Some(self.clone()),
                     tenant: Some(tenant.clone()),
+                    user,
                 }),
                 waited,
             },
@@ -276,6 +286,7 @@ impl Group {
         self.lock().try_reserve_open().then(|| OpenReservation {
             group: Some(self.clone()),
             tenant: None,
+            user: None,
         })
     }
 
@@ -448,12 +459,17 @@ pub struct OpenReservation {
     group: Option<Arc<Group>>,
     /// The user whose lease count this reservation holds.
     tenant: Option<Arc<Tenant>>,
+    /// The user whose share of the group's backends the room counts in
+    /// (`super::shares`); the connection opened on it carries it.
+    user: Option<u32>,
 }
 
 impl OpenReservation {
     /// The dial succeeded: the connection now carries the reservation.
     pub fn fulfil(mut self, conn: BackendConn) -> Leased {
         let g = self.group.take().expect("reservation used once");
+        let mut conn = conn;
+        conn.share_user = self.user;
         Leased {
             group: g,
             conn: Some(Box::new(conn)),
@@ -468,7 +484,7 @@ impl Drop for OpenReservation {
             t.release_lease();
         }
         if let Some(g) = self.group.take() {
-            g.lock().closed(Instant::now());
+            g.lock().closed(self.user, Instant::now());
         }
     }
 }
@@ -515,11 +531,15 @@ impl Leased {
     pub fn replace(mut self) -> Option<OpenReservation> {
         let tenant = self.tenant.take();
         // Taken out, the connection closes here and `Drop` frees nothing.
-        drop(self.conn.take());
-        if self.group.lock().replace_room() {
+        let old = self.conn.take().and_then(|c| c.share_user);
+        // A user's lease keeps its user's count; the pool's own use (a
+        // helper closing another pool's idle connection) counts for none.
+        let user = tenant.as_ref().and(old);
+        if self.group.lock().replace_room(old, user) {
             return Some(OpenReservation {
                 group: Some(self.group.clone()),
                 tenant,
+                user,
             });
         }
         if let Some(t) = tenant {
@@ -615,8 +635,10 @@ impl std::ops::DerefMut for Leased {
 
 impl Drop for Leased {
     fn drop(&mut self) {
-        if self.take_conn().is_some() {
-            self.group.lock().closed(Instant::now());
+        if let Some(c) = self.take_conn() {
+            let user = c.share_user;
+            drop(c);
+            self.group.lock().closed(user, Instant::now());
         }
     }
 }

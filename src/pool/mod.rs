@@ -22,6 +22,7 @@ pub mod scheduler;
 pub mod server_checks;
 pub mod server_waits;
 pub mod servers;
+pub mod shares;
 pub mod tenants;
 
 use std::sync::{Arc, RwLock};

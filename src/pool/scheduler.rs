@@ -27,8 +27,9 @@ use tokio::time::{Duration, Instant};
 
 use super::adaptive::{Adaptive, Estimate, Tuning};
 use super::elastic::Budget;
-use super::fair::FairQueue;
+use super::fair::{FairQueue, Pos};
 use super::server_waits::Verdict;
+use super::shares::{Holdings, Protected, Running};
 use super::tenants::{Tenant, TenantLimits};
 
 /// What a backend connection must tell the scheduler.
@@ -38,6 +39,14 @@ pub trait Pooled {
     /// The owner token of the session whose leftovers the idle connection
     /// still holds (parked, see `crate::pool::parking`); `None` when clean.
     fn parked_for(&self) -> Option<u64>;
+    /// The user (tenant index) whose share of the group's backends the
+    /// connection counts in ([`super::shares`]); `None` for one the pool
+    /// opened for itself that no user took yet.
+    fn share_user(&self) -> Option<u32> {
+        None
+    }
+    /// Counts the connection for `user` from now on.
+    fn set_share_user(&mut self, _user: u32) {}
 }
 
 /// Queue priority.
@@ -114,6 +123,39 @@ pub enum Grant<B> {
     Open,
 }
 
+/// What leases could get now: a new backend, or an idle one (of their own
+/// pool, or one their user may close to open its own, see
+/// [`super::shares`]). Built under the group's lock for one decision.
+#[derive(Debug, Default)]
+struct LeaseView {
+    /// One more backend may be owned (within the share, or borrowed).
+    grow: bool,
+    /// Some backend is idle.
+    any_idle: bool,
+    /// Any idle backend may be closed for any lease (the proxy's own
+    /// requests, and overdue ones: the valve before a queue timeout).
+    permissive: bool,
+    /// Pools with an idle backend.
+    pools: Vec<usize>,
+    /// The users the idle backends count for (`None`: no user's).
+    owners: Vec<Option<u32>>,
+    /// Which of them another user may close.
+    protected: Protected,
+}
+
+impl LeaseView {
+    /// A lease of credential pool `pool` for user `taker` can get a backend.
+    fn ok(&self, pool: usize, taker: u32) -> bool {
+        self.grow
+            || (self.permissive && self.any_idle)
+            || self.pools.contains(&pool)
+            || self
+                .owners
+                .iter()
+                .any(|&o| self.protected.may_close(o, taker))
+    }
+}
+
 /// Scheduler limits of one group.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -167,6 +209,10 @@ pub struct Counters {
     /// Waiters admitted past the in-flight limit after half their queue
     /// timeout.
     pub overdue: u64,
+    /// Requests admitted past the in-flight limit because their user ran
+    /// less than its share of it while others ran on the part it lent
+    /// ([`super::shares::Running`]).
+    pub share_reclaims: u64,
     /// Parked connections (idle, not clean) taken back by their own
     /// session as they were: a cleanup saved.
     pub reclaimed: u64,
@@ -264,6 +310,10 @@ pub struct GroupState<B> {
     queue: FairQueue<Waiter<B>>,
     /// [`Priority::Internal`] requests, first come first served.
     internal: std::collections::VecDeque<Waiter<B>>,
+    /// Owned backends per user ([`super::shares`]).
+    holdings: Holdings,
+    /// Statements running per user ([`super::shares::Running`]).
+    running: Running,
     /// The user of requests made without one ([`Self::request`]).
     anyone: Arc<Tenant>,
     dispatched_since_tick: u64,
@@ -320,6 +370,8 @@ impl<B: Pooled> GroupState<B> {
             gave_back: None,
             queue: FairQueue::default(),
             internal: std::collections::VecDeque::new(),
+            holdings: Holdings::default(),
+            running: Running::default(),
             anyone: Tenant::new(0, "", TenantLimits::default()),
             dispatched_since_tick: 0,
             next_id: 1,
@@ -342,8 +394,8 @@ impl<B: Pooled> GroupState<B> {
             a.set_bounds(ceiling, self.limits.max_owned, self.limits.stall_cap);
         }
         while self.over() && !self.idle.is_empty() {
-            self.idle.remove(0);
-            self.shrink();
+            let b = self.idle.remove(0);
+            self.shrink_of(b.share_user());
         }
         self.dispatch(now);
     }
@@ -429,10 +481,13 @@ impl<B: Pooled> GroupState<B> {
     }
 
     /// True when an overdue lease could get a backend now.
-    fn overdue_lease_ok(&self) -> bool {
-        self.lease_ok()
+    fn overdue_lease_view(&self) -> LeaseView {
+        let grow = self.can_grow()
             || (self.adaptive.is_some()
-                && self.budget.as_ref().is_some_and(|(b, g)| b.can_borrow(*g)))
+                && self.budget.as_ref().is_some_and(|(b, g)| b.can_borrow(*g)));
+        // Overdue: any idle backend may be closed for it (the valve before
+        // a queue timeout keeps working whatever the shares).
+        self.lease_view_with(grow, None, true)
     }
 
     /// Admits the waiters that have waited half their queue timeout past
@@ -449,10 +504,10 @@ impl<B: Pooled> GroupState<B> {
     fn admit_overdue(&mut self, now: Instant) {
         for high in [true, false] {
             loop {
-                let lease_ok = self.overdue_lease_ok();
+                let view = self.overdue_lease_view();
                 let due = move |w: &Waiter<B>| {
                     w.overdue_at.is_some_and(|t| t <= now)
-                        && Self::runnable(w.need, &w.tenant, lease_ok)
+                        && Self::runnable(w.need, &w.tenant, &view)
                 };
                 if !self.grant_oldest(high, now, true, due) {
                     break;
@@ -475,7 +530,7 @@ impl<B: Pooled> GroupState<B> {
         let Some((lane, light, w)) = self.queue.pop_min_first_if(high, |w| w.since, pick) else {
             return false;
         };
-        match self.admit_as(w.need, w.id, &w.tenant, now, overdue) {
+        match self.admit_as(w.need, w.id, &w.tenant, now, overdue, false) {
             Some(grant) => {
                 if let Err(grant) = w.tx.send(grant) {
                     self.undo_for(w.id, grant, &w.tenant);
@@ -490,6 +545,12 @@ impl<B: Pooled> GroupState<B> {
                 false
             }
         }
+    }
+
+    /// A backend counted for `user` closed: one owned backend less.
+    fn shrink_of(&mut self, user: Option<u32>) {
+        self.holdings.disown(user);
+        self.shrink();
     }
 
     /// Counts one owned backend less; borrowed room goes back first.
@@ -545,9 +606,8 @@ impl<B: Pooled> GroupState<B> {
         let surplus = self.idle_low.min(borrowed).min(above_base);
         // The bottom of the LIFO stack: the longest idle.
         let n = surplus.min(self.idle.len());
-        self.idle.drain(..n);
-        for _ in 0..n {
-            self.shrink();
+        for b in self.idle.drain(..n).collect::<Vec<_>>() {
+            self.shrink_of(b.share_user());
         }
         self.counters.given_back += n as u64;
         if n > 0 && self.gave_back.is_none() {
@@ -640,13 +700,74 @@ impl<B: Pooled> GroupState<B> {
         }
     }
 
-    /// True when a lease could get a backend now (any user under its cap).
-    fn lease_ok(&self) -> bool {
-        !self.idle.is_empty() || self.can_grow()
+    /// What leases could get now ([`LeaseView`]); `asker`: a user asking
+    /// now that is not queued (it counts among the active users).
+    fn lease_view(&self, asker: Option<&Tenant>) -> LeaseView {
+        self.lease_view_with(self.can_grow(), asker, false)
+    }
+
+    fn lease_view_with(&self, grow: bool, asker: Option<&Tenant>, permissive: bool) -> LeaseView {
+        let mut v = LeaseView {
+            grow,
+            any_idle: !self.idle.is_empty(),
+            permissive,
+            ..LeaseView::default()
+        };
+        if grow || permissive || self.idle.is_empty() {
+            return v;
+        }
+        for b in &self.idle {
+            if !v.pools.contains(&b.pool()) {
+                v.pools.push(b.pool());
+            }
+            if !v.owners.contains(&b.share_user()) {
+                v.owners.push(b.share_user());
+            }
+        }
+        v.protected = self.protection(asker);
+        v
+    }
+
+    /// Which idle backends other users' leases may close now
+    /// ([`super::shares`]).
+    fn protection(&self, asker: Option<&Tenant>) -> Protected {
+        let (queue, running) = (&self.queue, &self.running);
+        self.holdings.protection(
+            Instant::now(),
+            self.owned,
+            queue.lanes().max(running.users()),
+            |u| running.of(u) > 0 || queue.lane_queued(u),
+            |u| queue.lane_weight(u),
+            asker.map(|t| (t.index, t.weight())),
+        )
+    }
+
+    /// The weights of the users running or queued here summed, `asker`
+    /// (asking now, not queued) among them.
+    fn active_weight(&self, asker: Option<&Tenant>) -> u64 {
+        let q = &self.queue;
+        let a = asker.map(|t| t.index);
+        let users = q.lanes().max(a.map_or(0, |a| a + 1));
+        self.running.active_weight(
+            users,
+            |u| q.lane_queued(u) || Some(u) == a,
+            |u| match asker {
+                Some(t) if t.index == u => t.weight(),
+                _ => q.lane_weight(u),
+            },
+        )
+    }
+
+    /// True when `tenant` (asking now) is owed a place past the reached
+    /// limit ([`super::shares::Running::owed`]).
+    fn share_owed(&self, tenant: &Tenant) -> bool {
+        let total = self.active_weight(Some(tenant));
+        self.running
+            .owed(tenant.index, tenant.weight(), self.limit(), total)
     }
 
     /// True when `need` of `tenant` could be granted now (ignoring the
-    /// in-flight cap), given [`Self::lease_ok`].
+    /// in-flight cap), given what leases could get ([`LeaseView`]).
     /// True when another user's runnable request waits and is owed its
     /// share before `tenant`'s next grant (a request that cannot run, such
     /// as a lease of a user at its cap, is owed nothing now).
@@ -655,23 +776,40 @@ impl<B: Pooled> GroupState<B> {
             // The common case, a transaction's statement with nothing queued.
             return false;
         }
-        let lease_ok = self.lease_ok();
+        // What leases could get is looked at only if a lease is next.
+        let view = std::cell::OnceCell::new();
+        let view = || view.get_or_init(|| self.lease_view(None));
         self.queue.owes_others(tenant.index, |w| {
-            Self::runnable(w.need, &w.tenant, lease_ok)
+            Self::runnable_lazy(w.need, &w.tenant, &view)
         })
     }
 
-    fn runnable(need: Need, tenant: &Tenant, lease_ok: bool) -> bool {
+    fn runnable(need: Need, tenant: &Tenant, view: &LeaseView) -> bool {
+        Self::runnable_lazy(need, tenant, &|| view)
+    }
+
+    /// [`Self::runnable`] with the view built only for a lease.
+    fn runnable_lazy<'v>(need: Need, tenant: &Tenant, view: &impl Fn() -> &'v LeaseView) -> bool {
         match need {
             Need::Slot | Need::Continue => true,
-            Need::Lease { .. } => lease_ok && tenant.may_lease(),
+            Need::Lease { pool, .. } => tenant.may_lease() && view().ok(pool, tenant.index),
         }
     }
 
     /// Takes what a lease needs; evicts an idle connection of another pool
     /// when the group is full. `None` when the common pool ran out since
     /// [`Self::runnable`] looked (another group borrowed the last room).
-    fn take(&mut self, need: Need, overdue: bool) -> Option<Grant<B>> {
+    /// `tenant`: whose lease it is (the backend counts in its share);
+    /// `internal`: the proxy's own request (counted for no user); both it
+    /// and an `overdue` one may close any idle backend.
+    fn take(
+        &mut self,
+        need: Need,
+        overdue: bool,
+        tenant: &Tenant,
+        internal: bool,
+    ) -> Option<Grant<B>> {
+        let user = (!internal).then_some(tenant.index);
         match need {
             Need::Slot | Need::Continue => Some(Grant::Slot),
             Need::Lease { pool, parked } => {
@@ -685,29 +823,49 @@ impl<B: Pooled> GroupState<B> {
                 // for it; cleaning it costs the taker round trips).
                 if anothers && self.owned < self.limits.max_owned + self.borrowed() {
                     self.owned += 1;
+                    self.holdings.own(user);
                     return Some(Grant::Open);
                 }
                 if let Some(i) = pick {
-                    let b = self.idle.remove(i);
+                    let mut b = self.idle.remove(i);
                     self.idle_low = self.idle_low.min(self.idle.len());
                     match b.parked_for() {
                         Some(t) if Some(t) == parked => self.counters.reclaimed += 1,
                         Some(_) => self.counters.unparked += 1,
                         None => {}
                     }
+                    if let Some(u) = user
+                        && b.share_user() != user
+                    {
+                        // One the pool opened for itself (or, on a pool two
+                        // users share, the other's): it counts for the taker.
+                        self.holdings.disown(b.share_user());
+                        self.holdings.own(user);
+                        b.set_share_user(u);
+                    }
                     return Some(Grant::Backend(b));
                 }
                 if self.grow() || (overdue && self.borrow_overdue()) {
+                    self.holdings.own(user);
                     return Some(Grant::Open);
                 }
-                if self.idle.is_empty() {
-                    return None;
-                }
                 // Full, and only other pools' connections are idle: close the
-                // least recently used one and open ours in its place.
-                self.idle.remove(0);
+                // least recently used one this user may close (another active
+                // user's within its share is not, see `super::shares`) and
+                // open ours in its place.
+                let victim = if internal || overdue {
+                    (!self.idle.is_empty()).then_some(0)
+                } else {
+                    let protected = self.protection(Some(tenant));
+                    self.idle
+                        .iter()
+                        .position(|b| protected.may_close(b.share_user(), tenant.index))
+                };
+                let b = self.idle.remove(victim?);
                 self.idle_low = self.idle_low.min(self.idle.len());
                 self.counters.evictions += 1;
+                self.holdings.disown(b.share_user());
+                self.holdings.own(user);
                 Some(Grant::Open)
             }
         }
@@ -742,7 +900,25 @@ impl<B: Pooled> GroupState<B> {
     }
 
     fn admit(&mut self, need: Need, id: u64, tenant: &Tenant, now: Instant) -> Option<Grant<B>> {
-        self.admit_as(need, id, tenant, now, false)
+        self.admit_as(need, id, tenant, now, false, false)
+    }
+
+    /// Admits a place taken back past the limit
+    /// ([`super::shares::Running::owed`]). Not progress for a stall tick:
+    /// the statements holding the limit may still wait on a queued one.
+    fn admit_taken_back(
+        &mut self,
+        need: Need,
+        id: u64,
+        tenant: &Tenant,
+        now: Instant,
+    ) -> Option<Grant<B>> {
+        let grant = self.admit(need, id, tenant, now)?;
+        self.running.end(id);
+        self.running.start(id, tenant.index, true);
+        self.dispatched_since_tick = self.dispatched_since_tick.saturating_sub(1);
+        self.counters.share_reclaims += 1;
+        Some(grant)
     }
 
     fn admit_as(
@@ -752,18 +928,23 @@ impl<B: Pooled> GroupState<B> {
         tenant: &Tenant,
         now: Instant,
         overdue: bool,
+        internal: bool,
     ) -> Option<Grant<B>> {
         let lease = matches!(need, Need::Lease { .. });
         if lease && !tenant.try_lease() {
             return None;
         }
-        let Some(grant) = self.take(need, overdue) else {
+        let Some(grant) = self.take(need, overdue, tenant, internal) else {
             if lease {
                 tenant.release_lease();
             }
             return None;
         };
         tenant.dispatched();
+        if !internal {
+            self.running.start(id, tenant.index, false);
+            self.holdings.touch(tenant.index, now);
+        }
         let t = self.clock(now);
         if let Some(a) = self.adaptive.as_mut() {
             a.start(id, t);
@@ -818,19 +999,38 @@ impl<B: Pooled> GroupState<B> {
             self.observe();
             return Admission::Now(grant, id);
         }
-        let lease_ok = self.lease_ok();
         if prio == Priority::Internal {
-            return self.request_internal(need, id, tenant, now, lease_ok);
+            let view = self.lease_view_with(self.can_grow(), None, true);
+            return self.request_internal(need, id, tenant, now, &view);
         }
         let high = prio == Priority::High;
-        let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
-        // In steps of lanes, not of waiters: with thousands of clients
-        // queued for a backend, a scan per request was the scheduler's cost.
-        let ahead = self.queue.any_runnable(run);
+        let (ahead, runnable) = {
+            // What leases could get is looked at only if a lease asks.
+            let cell = std::cell::OnceCell::new();
+            let view = || cell.get_or_init(|| self.lease_view(Some(tenant)));
+            let run = |w: &Waiter<B>| Self::runnable_lazy(w.need, &w.tenant, &view);
+            // In steps of lanes, not of waiters: with thousands of clients
+            // queued for a backend, a scan per request was the scheduler's
+            // cost.
+            let ahead = self.queue.any_runnable(run);
+            (ahead, Self::runnable_lazy(need, tenant, &view))
+        };
         if !ahead
             && self.has_room()
-            && Self::runnable(need, tenant, lease_ok)
+            && runnable
             && let Some(grant) = self.admit(need, id, tenant, now)
+        {
+            self.queue.charge(tenant.index, tenant.weight());
+            self.observe();
+            return Admission::Now(grant, id);
+        }
+        // No room, but this user runs less than its share of the limit
+        // while others run on the part it lent: it takes it back now.
+        if !self.has_room()
+            && !self.queue.lane_queued(tenant.index)
+            && runnable
+            && self.share_owed(tenant)
+            && let Some(grant) = self.admit_taken_back(need, id, tenant, now)
         {
             self.queue.charge(tenant.index, tenant.weight());
             self.observe();
@@ -867,10 +1067,10 @@ impl<B: Pooled> GroupState<B> {
         id: u64,
         tenant: &Arc<Tenant>,
         now: Instant,
-        lease_ok: bool,
+        view: &LeaseView,
     ) -> Admission<B> {
         if self.internal.is_empty()
-            && Self::runnable(need, tenant, lease_ok)
+            && Self::runnable(need, tenant, view)
             && let Some(grant) = self.admit_internal(need, id, tenant, now)
         {
             self.observe();
@@ -894,27 +1094,63 @@ impl<B: Pooled> GroupState<B> {
     pub fn dispatch(&mut self, now: Instant) {
         self.dispatch_internal(now);
         while self.has_room() {
-            let lease_ok = self.lease_ok();
-            let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, lease_ok);
+            let view = self.lease_view(None);
+            let run = |w: &Waiter<B>| Self::runnable(w.need, &w.tenant, &view);
             let Some((lane, pos)) = self.queue.select(run) else {
                 break;
             };
-            let Some((need, id, tenant)) = self
-                .queue
-                .get(lane, pos)
-                .map(|w| (w.need, w.id, w.tenant.clone()))
-            else {
+            if !self.grant_queued(lane, pos, now, false) {
+                break;
+            }
+        }
+        self.dispatch_reclaims(now);
+    }
+
+    /// Grants the queued request at `pos` of `lane` (`taken_back`: as a
+    /// place taken back past the limit). False when it could not be
+    /// admitted (it stays queued).
+    fn grant_queued(&mut self, lane: u32, pos: Pos, now: Instant, taken_back: bool) -> bool {
+        let Some((need, id, tenant)) = self
+            .queue
+            .get(lane, pos)
+            .map(|w| (w.need, w.id, w.tenant.clone()))
+        else {
+            return false;
+        };
+        let grant = if taken_back {
+            self.admit_taken_back(need, id, &tenant, now)
+        } else {
+            self.admit(need, id, &tenant, now)
+        };
+        let Some(grant) = grant else {
+            return false;
+        };
+        let Some(w) = self.queue.take(lane, pos) else {
+            return false;
+        };
+        if let Err(grant) = w.tx.send(grant) {
+            // The waiter went away between queueing and now.
+            self.undo_for(w.id, grant, &w.tenant);
+        }
+        true
+    }
+
+    /// With the limit reached, grants the queued requests of users owed
+    /// their share of it ([`Self::share_owed`]), in the share's order.
+    fn dispatch_reclaims(&mut self, now: Instant) {
+        while !self.has_room() && !self.queue.is_empty() {
+            // Every queued user is active: one sum serves every lane.
+            let (total, limit) = (self.active_weight(None), self.limit());
+            let owed = |lane: u32, weight: u32| self.running.owed(lane, weight, limit, total);
+            // What leases could get is looked at only for an owed user.
+            let cell = std::cell::OnceCell::new();
+            let view = || cell.get_or_init(|| self.lease_view(None));
+            let run = |w: &Waiter<B>| Self::runnable_lazy(w.need, &w.tenant, &view);
+            let Some((lane, pos)) = self.queue.select_among(owed, run) else {
                 break;
             };
-            let Some(grant) = self.admit(need, id, &tenant, now) else {
+            if !self.grant_queued(lane, pos, now, true) {
                 break;
-            };
-            let Some(w) = self.queue.take(lane, pos) else {
-                break;
-            };
-            if let Err(grant) = w.tx.send(grant) {
-                // The waiter went away between queueing and now.
-                self.undo_for(w.id, grant, &w.tenant);
             }
         }
     }
@@ -923,7 +1159,8 @@ impl<B: Pooled> GroupState<B> {
     /// need can be had: past the in-flight limit and ahead of the queues.
     fn dispatch_internal(&mut self, now: Instant) {
         while let Some(w) = self.internal.pop_front() {
-            let grant = if Self::runnable(w.need, &w.tenant, self.lease_ok()) {
+            let view = self.lease_view_with(self.can_grow(), None, true);
+            let grant = if Self::runnable(w.need, &w.tenant, &view) {
                 self.admit_internal(w.need, w.id, &w.tenant, now)
             } else {
                 None
@@ -948,7 +1185,7 @@ impl<B: Pooled> GroupState<B> {
         tenant: &Tenant,
         now: Instant,
     ) -> Option<Grant<B>> {
-        let grant = self.admit(need, id, tenant, now)?;
+        let grant = self.admit_as(need, id, tenant, now, false, true)?;
         self.dispatched_since_tick = self.dispatched_since_tick.saturating_sub(1);
         Some(grant)
     }
@@ -966,6 +1203,7 @@ impl<B: Pooled> GroupState<B> {
         if let Some(a) = self.adaptive.as_mut() {
             a.forget(id);
         }
+        self.running.end(id);
         self.in_flight -= 1;
         match grant {
             Grant::Slot => {}
@@ -975,7 +1213,7 @@ impl<B: Pooled> GroupState<B> {
             }
             Grant::Open => {
                 tenant.release_lease();
-                self.shrink();
+                self.shrink_of(Some(tenant.index));
             }
         }
     }
@@ -1005,6 +1243,9 @@ impl<B: Pooled> GroupState<B> {
         if let Some(a) = self.adaptive.as_mut() {
             a.forget(id);
         }
+        if let Some(u) = self.running.end(id) {
+            self.holdings.touch(u, now);
+        }
         self.end(None, now);
     }
 
@@ -1014,6 +1255,9 @@ impl<B: Pooled> GroupState<B> {
         let t = self.clock(now);
         if let Some(a) = self.adaptive.as_mut() {
             a.finish(id, t);
+        }
+        if let Some(u) = self.running.end(id) {
+            self.holdings.touch(u, now);
         }
         self.end(backend, now);
     }
@@ -1042,9 +1286,10 @@ impl<B: Pooled> GroupState<B> {
         let idle = std::mem::take(&mut self.idle);
         let n = idle.len();
         for b in idle {
+            let user = b.share_user();
             drop(b);
             self.counters.closed += 1;
-            self.shrink();
+            self.shrink_of(user);
         }
         self.idle_low = 0;
         self.dispatch(now);
@@ -1073,16 +1318,17 @@ impl<B: Pooled> GroupState<B> {
     /// owns more than its share (the share shrank on a reload) or it was
     /// borrowed and is no longer useful here.
     fn put_idle(&mut self, backend: B) {
+        let user = backend.share_user();
         if self.retiring {
-            self.shrink();
+            self.shrink_of(user);
             self.counters.closed += 1;
             drop(backend);
         } else if self.over() {
-            self.shrink();
+            self.shrink_of(user);
             self.counters.closed_over_share += 1;
             drop(backend);
         } else if self.give_back_on_return() {
-            self.shrink();
+            self.shrink_of(user);
             self.counters.given_back += 1;
             drop(backend);
         } else {
@@ -1095,19 +1341,28 @@ impl<B: Pooled> GroupState<B> {
     /// offered it in between. A room the group must give up (its share
     /// shrank, or it is borrowed and owed to the common pool) is given up,
     /// and the replacement gets room only as any new connection would.
-    pub fn replace_room(&mut self) -> bool {
+    /// `old`: whose share the closed connection counted in; `new`: whose
+    /// its replacement counts in.
+    pub fn replace_room(&mut self, old: Option<u32>, new: Option<u32>) -> bool {
         self.counters.closed += 1;
         if !self.over() && !self.give_back_on_return() {
+            self.holdings.disown(old);
+            self.holdings.own(new);
             return true;
         }
-        self.shrink();
-        self.grow()
+        self.shrink_of(old);
+        let room = self.grow();
+        if room {
+            self.holdings.own(new);
+        }
+        room
     }
 
-    /// A backend connection owned by this group was closed (or failed to open).
-    pub fn closed(&mut self, now: Instant) {
+    /// A backend connection owned by this group, counted in `user`'s share,
+    /// was closed (or failed to open).
+    pub fn closed(&mut self, user: Option<u32>, now: Instant) {
         self.counters.closed += 1;
-        self.shrink();
+        self.shrink_of(user);
         self.dispatch(now);
     }
 
@@ -1211,12 +1466,13 @@ impl<B: Pooled> GroupState<B> {
     /// could give the slot to one more statement that waits on the same
     /// lock. Charged to its user as any grant.
     fn grant_oldest_high(&mut self, now: Instant) {
-        if !self.has_room() {
+        // Places taken back past the limit do not use up the stall's slot.
+        if self.busy().saturating_sub(self.running.taken_back()) >= self.limit() {
             return;
         }
-        let lease_ok = self.lease_ok();
+        let view = self.lease_view(None);
         self.grant_oldest(true, now, false, move |w| {
-            Self::runnable(w.need, &w.tenant, lease_ok)
+            Self::runnable(w.need, &w.tenant, &view)
         });
     }
 
@@ -1429,7 +1685,10 @@ mod tests {
     fn a_replaced_connection_keeps_its_room_unless_the_share_shrank() {
         let mut g = group(2, 2);
         assert!(g.try_reserve_open() && g.try_reserve_open());
-        assert!(g.replace_room(), "within the share: the room passes on");
+        assert!(
+            g.replace_room(None, None),
+            "within the share: the room passes on"
+        );
         let s = g.snapshot();
         assert_eq!((s.owned, s.counters.closed), (2, 1));
         // A reload shrank the share to one: the dead one's room is given up.
@@ -1437,13 +1696,13 @@ mod tests {
         limits.max_owned = 1;
         g.set_limits(limits, Instant::now());
         assert!(
-            !g.replace_room(),
+            !g.replace_room(None, None),
             "over the share: no room for a replacement"
         );
         let s = g.snapshot();
         assert_eq!((s.owned, s.counters.closed), (1, 2));
         // Back within the share, a replacement keeps its room again.
-        assert!(g.replace_room());
+        assert!(g.replace_room(None, None));
         assert_eq!(g.snapshot().owned, 1);
     }
 
@@ -2249,5 +2508,297 @@ mod tests {
             Admission::Now(Grant::Backend(Tagged(1, Some(9))), _)
         ));
         assert_eq!(g.counters.unparked, 1);
+    }
+
+    /// A connection of credential pool `.0` counted for user `.1`.
+    #[derive(Debug, PartialEq, Eq)]
+    struct Owned(usize, Option<u32>);
+    impl Pooled for Owned {
+        fn pool(&self) -> usize {
+            self.0
+        }
+        fn parked_for(&self) -> Option<u64> {
+            None
+        }
+        fn share_user(&self) -> Option<u32> {
+            self.1
+        }
+        fn set_share_user(&mut self, user: u32) {
+            self.1 = Some(user);
+        }
+    }
+
+    /// Two users with their own credential pools (pool = user index), equal
+    /// weights, a group of `max_owned` backends and room for 8 statements.
+    fn two_users(max_owned: usize) -> (GroupState<Owned>, Arc<Tenant>, Arc<Tenant>) {
+        let g = GroupState::new(Limits {
+            cap: 8,
+            adaptive: false,
+            stall_cap: Duration::from_millis(500),
+            max_owned,
+            kickup: Duration::from_millis(1000),
+        });
+        let web = Tenant::new(1, "web", TenantLimits::default());
+        let batch = Tenant::new(2, "batch", TenantLimits::default());
+        (g, web, batch)
+    }
+
+    /// A lease of `t` asked at `at` queues, and closes nobody's backend.
+    fn assert_lease_waits(g: &mut GroupState<Owned>, t: &Arc<Tenant>, at: Instant) {
+        let evictions = g.snapshot().counters.evictions;
+        assert!(matches!(
+            g.request_for(lease_of(t), Priority::Low, t, at),
+            Admission::Queued(..)
+        ));
+        assert_eq!(g.snapshot().counters.evictions, evictions);
+    }
+
+    fn lease_of(t: &Tenant) -> Need {
+        Need::Lease {
+            pool: t.index as usize,
+            parked: None,
+        }
+    }
+
+    /// `n` leases of `t` granted at once as new backends; their ids.
+    fn open_n(g: &mut GroupState<Owned>, t: &Arc<Tenant>, n: usize, at: Instant) -> Vec<u64> {
+        (0..n)
+            .map(|_| match g.request_for(lease_of(t), Priority::Low, t, at) {
+                Admission::Now(Grant::Open, id) => id,
+                _ => panic!("expected a new backend at once"),
+            })
+            .collect()
+    }
+
+    /// Four backends, two each; one of web's statements ended (its
+    /// backend idle) and it still runs the other; batch asks for a third.
+    /// Returns the group, web's and batch's ids, batch's waiting lease.
+    #[allow(clippy::type_complexity)]
+    fn web_between_statements() -> (
+        GroupState<Owned>,
+        Vec<u64>,
+        Vec<u64>,
+        oneshot::Receiver<Grant<Owned>>,
+        Arc<Tenant>,
+    ) {
+        let (mut g, web, batch) = two_users(4);
+        let t = Instant::now();
+        let w = open_n(&mut g, &web, 2, t);
+        let b = open_n(&mut g, &batch, 2, t);
+        g.complete(w[0], Some(Owned(1, Some(1))), t);
+        let (_, rx) = queued_owned(g.request_for(lease_of(&batch), Priority::Low, &batch, t));
+        (g, w, b, rx, web)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_active_users_idle_backend_within_its_share_is_not_closed_for_another() {
+        // Web, active with 2 of 4 backends (its half), keeps its idle one.
+        let (mut g, _w, b, mut rx, web) = web_between_statements();
+        let t = Instant::now();
+        assert_eq!(g.snapshot().counters.evictions, 0);
+        // Web's own next statement takes its idle backend, no login.
+        assert!(matches!(
+            g.request_for(lease_of(&web), Priority::Low, &web, t),
+            Admission::Now(Grant::Backend(Owned(1, Some(1))), _)
+        ));
+        assert!(rx.try_recv().is_err(), "batch still waits");
+        // Batch's own backend comes back: its waiter takes it.
+        g.complete(b[0], Some(Owned(2, Some(2))), t);
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(Grant::Backend(Owned(2, Some(2))))
+        ));
+        assert_eq!(g.snapshot().counters.evictions, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_users_backends_are_lent() {
+        let (mut g, w, _b, mut rx, _web) = web_between_statements();
+        let t = Instant::now();
+        // Web's last statement ends: nothing of web runs or waits here.
+        // For a while web may be between two statements: batch waits.
+        g.complete(w[1], Some(Owned(1, Some(1))), t);
+        assert!(rx.try_recv().is_err());
+        tokio::time::advance(crate::pool::shares::ACTIVE_FOR / 2).await;
+        g.tick(Instant::now());
+        assert!(rx.try_recv().is_err());
+        // Quiet since: its idle backends serve no one, batch's waiter
+        // closes one at the next tick.
+        tokio::time::advance(crate::pool::shares::ACTIVE_FOR / 2).await;
+        g.tick(Instant::now());
+        assert!(matches!(rx.try_recv(), Ok(Grant::Open)));
+        let s = g.snapshot();
+        assert_eq!((s.owned, s.idle, s.counters.evictions), (4, 1, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_user_under_its_share_closes_one_of_a_user_over_it() {
+        let (mut g, web, batch) = two_users(4);
+        let t = Instant::now();
+        let w = open_n(&mut g, &web, 1, t);
+        let b = open_n(&mut g, &batch, 3, t);
+        g.complete(b[0], Some(Owned(2, Some(2))), t);
+        // Batch (3 of 4, over its half) has one idle; web (1 of 4, busy)
+        // asks for a second: batch's idle backend is closed for it.
+        assert!(matches!(
+            g.request_for(lease_of(&web), Priority::Low, &web, t),
+            Admission::Now(Grant::Open, _)
+        ));
+        assert_eq!(g.snapshot().counters.evictions, 1);
+        // Now 2 and 2: web's backend back idle while web still runs one is
+        // protected from batch.
+        g.complete(w[0], Some(Owned(1, Some(1))), t);
+        assert_lease_waits(&mut g, &batch, t);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn weights_set_how_many_backends_a_user_keeps() {
+        let (mut g, _, batch) = two_users(4);
+        let web = Tenant::new(
+            1,
+            "web",
+            TenantLimits {
+                weight: 3,
+                ..TenantLimits::default()
+            },
+        );
+        let t = Instant::now();
+        let w = open_n(&mut g, &web, 3, t);
+        let _b = open_n(&mut g, &batch, 1, t);
+        // Web holds 3 of 4 (its part at 3:1), one of them idle.
+        g.complete(w[0], Some(Owned(1, Some(1))), t);
+        assert_lease_waits(&mut g, &batch, t);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backend_the_pool_opened_counts_for_the_user_that_takes_it() {
+        let (mut g, web, batch) = two_users(4);
+        let t = Instant::now();
+        // Pre-warmed for web's pool: no user's yet.
+        assert!(g.try_reserve_open());
+        g.return_idle(Owned(1, None), t);
+        let w = match g.request_for(lease_of(&web), Priority::Low, &web, t) {
+            Admission::Now(Grant::Backend(Owned(1, Some(1))), id) => id,
+            _ => panic!("web takes the pre-warmed backend and it becomes web's"),
+        };
+        let _w2 = open_n(&mut g, &web, 1, t);
+        let _b = open_n(&mut g, &batch, 2, t);
+        // Web holds 2 of 4 (the taken one counts), one busy: its idle one
+        // is within its half.
+        g.complete(w, Some(Owned(1, Some(1))), t);
+        assert_lease_waits(&mut g, &batch, t);
+    }
+
+    fn queued_owned(a: Admission<Owned>) -> (u64, oneshot::Receiver<Grant<Owned>>) {
+        match a {
+            Admission::Queued(id, rx) => (id, rx),
+            Admission::Now(..) => panic!("expected to queue"),
+        }
+    }
+
+    fn slot_now(g: &mut GroupState<Conn>, t: &Arc<Tenant>, at: Instant) -> Option<u64> {
+        match g.request_for(Need::Slot, Priority::Low, t, at) {
+            Admission::Now(Grant::Slot, id) => Some(id),
+            Admission::Now(..) => panic!("a slot"),
+            Admission::Queued(..) => None,
+        }
+    }
+
+    /// A group with room for `cap` statements, batch (tenant 2) running
+    /// that many, web (tenant 1) nothing; equal weights.
+    fn batch_fills(cap: usize) -> (GroupState<Conn>, Arc<Tenant>, Arc<Tenant>, Vec<u64>) {
+        let (web, batch) = (tenant(1, 1), tenant(2, 1));
+        let mut g = group(cap, 10);
+        let t = Instant::now();
+        let b = (0..cap)
+            .map(|_| slot_now(&mut g, &batch, t).expect("room"))
+            .collect();
+        (g, web, batch, b)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_user_under_its_share_takes_it_back_past_the_limit() {
+        let (mut g, web, batch, b) = batch_fills(4);
+        let t = Instant::now();
+        // Batch took the whole limit while web ran nothing (lent). Web's
+        // half comes back at once, two places past the limit, no more.
+        let w1 = slot_now(&mut g, &web, t).expect("web's first place");
+        let _w2 = slot_now(&mut g, &web, t).expect("web's second place");
+        let (_, mut w3) = queued(g.request_for(Need::Slot, Priority::Low, &web, t));
+        let (_, mut b5) = queued(g.request_for(Need::Slot, Priority::Low, &batch, t));
+        let s = g.snapshot();
+        assert_eq!((s.in_flight, s.counters.share_reclaims), (6, 2));
+        // Batch's ends free no place while the group is at its limit.
+        g.complete(b[0], None, t);
+        g.complete(b[1], None, t);
+        assert_eq!(g.snapshot().in_flight, 4);
+        assert!(w3.try_recv().is_err() && b5.try_recv().is_err());
+        // Web's end: under the limit, the share's order runs batch's (web
+        // was charged for the places it took back), and web, within its
+        // half again, takes the next one back.
+        g.complete(w1, None, t);
+        assert!(b5.try_recv().is_ok(), "batch's turn under the limit");
+        assert!(w3.try_recv().is_ok(), "web's within its half");
+        let s = g.snapshot();
+        assert_eq!((s.in_flight, s.low, s.counters.share_reclaims), (5, 0, 3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn weights_set_the_places_taken_back_and_alone_nothing_passes_the_limit() {
+        let (web, batch) = (tenant(1, 4), tenant(2, 1));
+        let mut g = group(5, 10);
+        let t = Instant::now();
+        for _ in 0..5 {
+            slot_now(&mut g, &batch, t).unwrap();
+        }
+        // Web at 4:1 is owed 4 of 5 places.
+        for i in 0..4 {
+            assert!(slot_now(&mut g, &web, t).is_some(), "place {i}");
+        }
+        assert!(slot_now(&mut g, &web, t).is_none());
+        assert_eq!(g.snapshot().in_flight, 9);
+        // One user alone never passes its limit.
+        let mut g = group(2, 10);
+        let alone = tenant(1, 1);
+        assert!(slot_now(&mut g, &alone, t).is_some());
+        assert!(slot_now(&mut g, &alone, t).is_some());
+        assert!(slot_now(&mut g, &alone, t).is_none());
+        assert_eq!(g.snapshot().counters.share_reclaims, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queued_user_with_a_later_index_gets_a_backend_of_one_over_its_share() {
+        // Batch is tenant 1 and web tenant 2: web's lane index is past every
+        // user that holds a backend here.
+        let g0 = two_users(2).0;
+        let mut g = g0;
+        let batch = Tenant::new(1, "batch", TenantLimits::default());
+        let web = Tenant::new(2, "web", TenantLimits::default());
+        let t = Instant::now();
+        let b = open_n(&mut g, &batch, 2, t);
+        let (_, mut rx) = queued_owned(g.request_for(lease_of(&web), Priority::Low, &web, t));
+        // Batch's backend comes back: batch holds both of 2 (over its half),
+        // web holds none and waits: it closes batch's idle one.
+        g.complete(b[0], Some(Owned(1, Some(1))), t);
+        assert!(matches!(rx.try_recv(), Ok(Grant::Open)));
+        assert_eq!(g.snapshot().counters.evictions, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn places_taken_back_hide_no_stall_from_the_oldest_transaction() {
+        let (mut g, web, batch, _b) = batch_fills(2);
+        let t = Instant::now();
+        g.tick(t);
+        // Batch's running statements wait on a lock its queued COMMIT holds.
+        let (_, mut commit) = queued(g.request_for(Need::Slot, Priority::High, &batch, t));
+        // Web takes its place back past the limit: no progress for batch.
+        assert!(slot_now(&mut g, &web, t).is_some());
+        assert_eq!(g.snapshot().counters.share_reclaims, 1);
+        g.tick(t + Duration::from_millis(10));
+        assert!(
+            commit.try_recv().is_ok(),
+            "the stall's slot went to the COMMIT"
+        );
+        assert_eq!(g.snapshot().counters.stalls, 1);
     }
 }
