@@ -788,6 +788,16 @@ impl<B: Pooled> GroupState<B> {
         Self::runnable_lazy(need, tenant, &|| view)
     }
 
+    /// [`Self::runnable`] for `tenant` asking now (not queued).
+    fn runnable_now(&self, need: Need, tenant: &Tenant) -> bool {
+        match need {
+            Need::Slot | Need::Continue => true,
+            Need::Lease { pool, .. } => {
+                tenant.may_lease() && self.lease_view(Some(tenant)).ok(pool, tenant.index)
+            }
+        }
+    }
+
     /// [`Self::runnable`] with the view built only for a lease.
     fn runnable_lazy<'v>(need: Need, tenant: &Tenant, view: &impl Fn() -> &'v LeaseView) -> bool {
         match need {
@@ -1004,20 +1014,19 @@ impl<B: Pooled> GroupState<B> {
             return self.request_internal(need, id, tenant, now, &view);
         }
         let high = prio == Priority::High;
-        let (ahead, runnable) = {
-            // What leases could get is looked at only if a lease asks.
+        let ahead = {
+            // What leases could get is looked at only if a lease waits.
             let cell = std::cell::OnceCell::new();
-            let view = || cell.get_or_init(|| self.lease_view(Some(tenant)));
+            let view = || cell.get_or_init(|| self.lease_view(None));
             let run = |w: &Waiter<B>| Self::runnable_lazy(w.need, &w.tenant, &view);
             // In steps of lanes, not of waiters: with thousands of clients
             // queued for a backend, a scan per request was the scheduler's
             // cost.
-            let ahead = self.queue.any_runnable(run);
-            (ahead, Self::runnable_lazy(need, tenant, &view))
+            self.queue.any_runnable(run)
         };
         if !ahead
             && self.has_room()
-            && runnable
+            && self.runnable_now(need, tenant)
             && let Some(grant) = self.admit(need, id, tenant, now)
         {
             self.queue.charge(tenant.index, tenant.weight());
@@ -1028,8 +1037,8 @@ impl<B: Pooled> GroupState<B> {
         // while others run on the part it lent: it takes it back now.
         if !self.has_room()
             && !self.queue.lane_queued(tenant.index)
-            && runnable
             && self.share_owed(tenant)
+            && self.runnable_now(need, tenant)
             && let Some(grant) = self.admit_taken_back(need, id, tenant, now)
         {
             self.queue.charge(tenant.index, tenant.weight());
@@ -2609,6 +2618,57 @@ mod tests {
             Ok(Grant::Backend(Owned(2, Some(2))))
         ));
         assert_eq!(g.snapshot().counters.evictions, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_overdue_lease_may_close_a_kept_backend() {
+        let (mut g, web, batch) = two_users(4);
+        let t = Instant::now();
+        let w = open_n(&mut g, &web, 2, t);
+        let _b = open_n(&mut g, &batch, 2, t);
+        g.complete(w[0], Some(Owned(1, Some(1))), t);
+        // Batch's lease, kept from web's idle backend, with a queue timeout
+        // of 10 s: past half of it, it may close any idle backend.
+        let deadline = Some(t + Duration::from_secs(10));
+        let mut rx = match g.request_until(lease_of(&batch), Priority::Low, &batch, t, deadline) {
+            Admission::Queued(_, rx) => rx,
+            Admission::Now(..) => panic!("kept from web's backend"),
+        };
+        // Web's other statement still runs: web stays active throughout.
+        tokio::time::advance(Duration::from_secs(4)).await;
+        g.tick(Instant::now());
+        assert!(rx.try_recv().is_err(), "before half its timeout: kept");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        g.tick(Instant::now());
+        assert!(matches!(rx.try_recv(), Ok(Grant::Open)), "overdue: served");
+        assert_eq!(g.snapshot().counters.evictions, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_proxys_own_leases_count_for_no_user() {
+        let (mut g, web, _) = two_users(4);
+        let t = Instant::now();
+        let internal = |g: &mut GroupState<Owned>, pool| {
+            g.request_for(
+                Need::Lease { pool, parked: None },
+                Priority::Internal,
+                &web,
+                t,
+            )
+        };
+        assert!(matches!(
+            internal(&mut g, 9),
+            Admission::Now(Grant::Open, _)
+        ));
+        assert_eq!(g.holdings.of(1), 0, "a helper's new backend is nobody's");
+        // A pre-warmed backend taken by the proxy stays nobody's.
+        assert!(g.try_reserve_open());
+        g.return_idle(Owned(1, None), t);
+        assert!(matches!(
+            internal(&mut g, 1),
+            Admission::Now(Grant::Backend(Owned(1, None)), _)
+        ));
+        assert_eq!(g.holdings.of(1), 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -44,6 +44,7 @@
 //! it.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use tokio::time::{Duration, Instant};
 
@@ -52,12 +53,31 @@ use tokio::time::{Duration, Instant};
 /// few of anyone's queue waits).
 pub const ACTIVE_FOR: Duration = Duration::from_secs(1);
 
+/// Admission ids are a group's own counter: used as their own hash (an
+/// insert and a remove per statement, no SipHash).
+#[derive(Debug, Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
 /// Statements each user (tenant index) runs in one group, and how many of
 /// them were admitted past the limit as places taken back.
 #[derive(Debug, Default)]
 pub struct Running {
     /// Admission id → (user, admitted as a place taken back).
-    of_id: HashMap<u64, (u32, bool)>,
+    of_id: HashMap<u64, (u32, bool), BuildHasherDefault<IdHasher>>,
     running: Vec<u32>,
     taken_back: usize,
 }
