@@ -118,6 +118,9 @@ pub struct Status {
     /// The nice value the threads carrying sessions run at
     /// (`worker_priority_boost` below the process's own).
     session_threads_nice: Option<i32>,
+    /// How long a woken session waited for its session thread over the
+    /// last 10 s (each thread's probe, `crate::workers::PROBE_EVERY`).
+    session_threads_wait: Option<crate::metrics::window::Summary>,
     /// The servers behind `backend.address`: roles, health, the primary.
     servers: crate::pool::servers::Report,
     /// The read/write split (`[routing]`).
@@ -201,6 +204,7 @@ pub fn status(shared: &Shared) -> Status {
         backend_local_socket: shared.pool.local_socket.view(),
         session_threads: shared.workers.as_ref().map(|w| w.threads()),
         session_threads_nice: crate::priority::session_threads_nice(),
+        session_threads_wait: shared.workers.as_ref().map(|w| w.run_queue_wait(10)),
         servers: shared.pool.servers.report(),
         routing: RoutingReport::of(shared),
         groups,
