@@ -156,6 +156,32 @@ impl LeaseView {
     }
 }
 
+/// How a request is admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    /// In its turn: under the limit, by the share's order, or a stall's
+    /// extra slot.
+    Ordered,
+    /// Past the limit after half its queue timeout; may close any idle
+    /// backend (the valve before a queue timeout).
+    Overdue,
+    /// Past the limit as a place its user is owed
+    /// ([`super::shares::Running::owed`]).
+    TakenBack,
+    /// The proxy's own request ([`Priority::Internal`]): counted for no
+    /// user, may close any idle backend.
+    Internal,
+}
+
+impl Turn {
+    /// Progress of the clients' statements for a stall tick: not the
+    /// proxy's own work, nor a place taken back past the limit (the
+    /// statements holding the limit may still wait on a queued one).
+    fn is_progress(self) -> bool {
+        !matches!(self, Self::Internal | Self::TakenBack)
+    }
+}
+
 /// Scheduler limits of one group.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -509,7 +535,7 @@ impl<B: Pooled> GroupState<B> {
                     w.overdue_at.is_some_and(|t| t <= now)
                         && Self::runnable(w.need, &w.tenant, &view)
                 };
-                if !self.grant_oldest(high, now, true, due) {
+                if !self.grant_oldest(high, now, Turn::Overdue, due) {
                     break;
                 }
                 self.counters.overdue += 1;
@@ -524,13 +550,13 @@ impl<B: Pooled> GroupState<B> {
         &mut self,
         high: bool,
         now: Instant,
-        overdue: bool,
+        turn: Turn,
         pick: impl Fn(&Waiter<B>) -> bool,
     ) -> bool {
         let Some((lane, light, w)) = self.queue.pop_min_first_if(high, |w| w.since, pick) else {
             return false;
         };
-        match self.admit_as(w.need, w.id, &w.tenant, now, overdue, false) {
+        match self.admit_as(w.need, w.id, &w.tenant, now, turn) {
             Some(grant) => {
                 if let Err(grant) = w.tx.send(grant) {
                     self.undo_for(w.id, grant, &w.tenant);
@@ -706,6 +732,11 @@ impl<B: Pooled> GroupState<B> {
         self.lease_view_with(self.can_grow(), asker, false)
     }
 
+    /// What the proxy's own leases could get: any idle backend.
+    fn internal_lease_view(&self) -> LeaseView {
+        self.lease_view_with(self.can_grow(), None, true)
+    }
+
     fn lease_view_with(&self, grow: bool, asker: Option<&Tenant>, permissive: bool) -> LeaseView {
         let mut v = LeaseView {
             grow,
@@ -790,12 +821,10 @@ impl<B: Pooled> GroupState<B> {
 
     /// [`Self::runnable`] for `tenant` asking now (not queued).
     fn runnable_now(&self, need: Need, tenant: &Tenant) -> bool {
-        match need {
-            Need::Slot | Need::Continue => true,
-            Need::Lease { pool, .. } => {
-                tenant.may_lease() && self.lease_view(Some(tenant)).ok(pool, tenant.index)
-            }
-        }
+        let cell = std::cell::OnceCell::new();
+        Self::runnable_lazy(need, tenant, &|| {
+            cell.get_or_init(|| self.lease_view(Some(tenant)))
+        })
     }
 
     /// [`Self::runnable`] with the view built only for a lease.
@@ -809,17 +838,12 @@ impl<B: Pooled> GroupState<B> {
     /// Takes what a lease needs; evicts an idle connection of another pool
     /// when the group is full. `None` when the common pool ran out since
     /// [`Self::runnable`] looked (another group borrowed the last room).
-    /// `tenant`: whose lease it is (the backend counts in its share);
-    /// `internal`: the proxy's own request (counted for no user); both it
-    /// and an `overdue` one may close any idle backend.
-    fn take(
-        &mut self,
-        need: Need,
-        overdue: bool,
-        tenant: &Tenant,
-        internal: bool,
-    ) -> Option<Grant<B>> {
-        let user = (!internal).then_some(tenant.index);
+    /// `tenant`: whose lease it is (the backend counts in its share, unless
+    /// it is the proxy's own); an overdue or internal `turn` may close any
+    /// idle backend.
+    fn take(&mut self, need: Need, tenant: &Tenant, turn: Turn) -> Option<Grant<B>> {
+        let overdue = turn == Turn::Overdue;
+        let user = (turn != Turn::Internal).then_some(tenant.index);
         match need {
             Need::Slot | Need::Continue => Some(Grant::Slot),
             Need::Lease { pool, parked } => {
@@ -863,7 +887,7 @@ impl<B: Pooled> GroupState<B> {
                 // least recently used one this user may close (another active
                 // user's within its share is not, see `super::shares`) and
                 // open ours in its place.
-                let victim = if internal || overdue {
+                let victim = if user.is_none() || overdue {
                     (!self.idle.is_empty()).then_some(0)
                 } else {
                     let protected = self.protection(Some(tenant));
@@ -910,25 +934,7 @@ impl<B: Pooled> GroupState<B> {
     }
 
     fn admit(&mut self, need: Need, id: u64, tenant: &Tenant, now: Instant) -> Option<Grant<B>> {
-        self.admit_as(need, id, tenant, now, false, false)
-    }
-
-    /// Admits a place taken back past the limit
-    /// ([`super::shares::Running::owed`]). Not progress for a stall tick:
-    /// the statements holding the limit may still wait on a queued one.
-    fn admit_taken_back(
-        &mut self,
-        need: Need,
-        id: u64,
-        tenant: &Tenant,
-        now: Instant,
-    ) -> Option<Grant<B>> {
-        let grant = self.admit(need, id, tenant, now)?;
-        self.running.end(id);
-        self.running.start(id, tenant.index, true);
-        self.dispatched_since_tick = self.dispatched_since_tick.saturating_sub(1);
-        self.counters.share_reclaims += 1;
-        Some(grant)
+        self.admit_as(need, id, tenant, now, Turn::Ordered)
     }
 
     fn admit_as(
@@ -937,30 +943,35 @@ impl<B: Pooled> GroupState<B> {
         id: u64,
         tenant: &Tenant,
         now: Instant,
-        overdue: bool,
-        internal: bool,
+        turn: Turn,
     ) -> Option<Grant<B>> {
         let lease = matches!(need, Need::Lease { .. });
         if lease && !tenant.try_lease() {
             return None;
         }
-        let Some(grant) = self.take(need, overdue, tenant, internal) else {
+        let Some(grant) = self.take(need, tenant, turn) else {
             if lease {
                 tenant.release_lease();
             }
             return None;
         };
         tenant.dispatched();
-        if !internal {
-            self.running.start(id, tenant.index, false);
+        if turn != Turn::Internal {
+            self.running
+                .start(id, tenant.index, turn == Turn::TakenBack);
             self.holdings.touch(tenant.index, now);
+        }
+        if turn == Turn::TakenBack {
+            self.counters.share_reclaims += 1;
         }
         let t = self.clock(now);
         if let Some(a) = self.adaptive.as_mut() {
             a.start(id, t);
         }
         self.in_flight += 1;
-        self.dispatched_since_tick += 1;
+        if turn.is_progress() {
+            self.dispatched_since_tick += 1;
+        }
         self.counters.dispatched += 1;
         Some(grant)
     }
@@ -1010,7 +1021,7 @@ impl<B: Pooled> GroupState<B> {
             return Admission::Now(grant, id);
         }
         if prio == Priority::Internal {
-            let view = self.lease_view_with(self.can_grow(), None, true);
+            let view = self.internal_lease_view();
             return self.request_internal(need, id, tenant, now, &view);
         }
         let high = prio == Priority::High;
@@ -1039,7 +1050,7 @@ impl<B: Pooled> GroupState<B> {
             && !self.queue.lane_queued(tenant.index)
             && self.share_owed(tenant)
             && self.runnable_now(need, tenant)
-            && let Some(grant) = self.admit_taken_back(need, id, tenant, now)
+            && let Some(grant) = self.admit_as(need, id, tenant, now, Turn::TakenBack)
         {
             self.queue.charge(tenant.index, tenant.weight());
             self.observe();
@@ -1080,7 +1091,7 @@ impl<B: Pooled> GroupState<B> {
     ) -> Admission<B> {
         if self.internal.is_empty()
             && Self::runnable(need, tenant, view)
-            && let Some(grant) = self.admit_internal(need, id, tenant, now)
+            && let Some(grant) = self.admit_as(need, id, tenant, now, Turn::Internal)
         {
             self.observe();
             return Admission::Now(grant, id);
@@ -1108,17 +1119,16 @@ impl<B: Pooled> GroupState<B> {
             let Some((lane, pos)) = self.queue.select(run) else {
                 break;
             };
-            if !self.grant_queued(lane, pos, now, false) {
+            if !self.grant_queued(lane, pos, now, Turn::Ordered) {
                 break;
             }
         }
         self.dispatch_reclaims(now);
     }
 
-    /// Grants the queued request at `pos` of `lane` (`taken_back`: as a
-    /// place taken back past the limit). False when it could not be
-    /// admitted (it stays queued).
-    fn grant_queued(&mut self, lane: u32, pos: Pos, now: Instant, taken_back: bool) -> bool {
+    /// Grants the queued request at `pos` of `lane` in `turn`. False when
+    /// it could not be admitted (it stays queued).
+    fn grant_queued(&mut self, lane: u32, pos: Pos, now: Instant, turn: Turn) -> bool {
         let Some((need, id, tenant)) = self
             .queue
             .get(lane, pos)
@@ -1126,12 +1136,7 @@ impl<B: Pooled> GroupState<B> {
         else {
             return false;
         };
-        let grant = if taken_back {
-            self.admit_taken_back(need, id, &tenant, now)
-        } else {
-            self.admit(need, id, &tenant, now)
-        };
-        let Some(grant) = grant else {
+        let Some(grant) = self.admit_as(need, id, &tenant, now, turn) else {
             return false;
         };
         let Some(w) = self.queue.take(lane, pos) else {
@@ -1158,7 +1163,7 @@ impl<B: Pooled> GroupState<B> {
             let Some((lane, pos)) = self.queue.select_among(owed, run) else {
                 break;
             };
-            if !self.grant_queued(lane, pos, now, true) {
+            if !self.grant_queued(lane, pos, now, Turn::TakenBack) {
                 break;
             }
         }
@@ -1168,9 +1173,9 @@ impl<B: Pooled> GroupState<B> {
     /// need can be had: past the in-flight limit and ahead of the queues.
     fn dispatch_internal(&mut self, now: Instant) {
         while let Some(w) = self.internal.pop_front() {
-            let view = self.lease_view_with(self.can_grow(), None, true);
+            let view = self.internal_lease_view();
             let grant = if Self::runnable(w.need, &w.tenant, &view) {
-                self.admit_internal(w.need, w.id, &w.tenant, now)
+                self.admit_as(w.need, w.id, &w.tenant, now, Turn::Internal)
             } else {
                 None
             };
@@ -1182,21 +1187,6 @@ impl<B: Pooled> GroupState<B> {
                 self.undo_for(w.id, grant, &w.tenant);
             }
         }
-    }
-
-    /// Admits a [`Priority::Internal`] request. It is not progress of the
-    /// clients' statements: a stall tick still sees nothing dispatched and
-    /// keeps its extra slot.
-    fn admit_internal(
-        &mut self,
-        need: Need,
-        id: u64,
-        tenant: &Tenant,
-        now: Instant,
-    ) -> Option<Grant<B>> {
-        let grant = self.admit_as(need, id, tenant, now, false, true)?;
-        self.dispatched_since_tick = self.dispatched_since_tick.saturating_sub(1);
-        Some(grant)
     }
 
     /// Returns what grant `id` held (a waiter that vanished, or a cancelled
@@ -1480,7 +1470,7 @@ impl<B: Pooled> GroupState<B> {
             return;
         }
         let view = self.lease_view(None);
-        self.grant_oldest(true, now, false, move |w| {
+        self.grant_oldest(true, now, Turn::Ordered, move |w| {
             Self::runnable(w.need, &w.tenant, &view)
         });
     }
@@ -2580,10 +2570,13 @@ mod tests {
     }
 
     /// Four backends, two each; one of web's statements ended (its
-    /// backend idle) and it still runs the other; batch asks for a third.
-    /// Returns the group, web's and batch's ids, batch's waiting lease.
+    /// backend idle) and it still runs the other; batch asks for a third
+    /// (giving up at `deadline`). Returns the group, web's and batch's ids,
+    /// batch's waiting lease.
     #[allow(clippy::type_complexity)]
-    fn web_between_statements() -> (
+    fn web_between_statements(
+        deadline: Option<Instant>,
+    ) -> (
         GroupState<Owned>,
         Vec<u64>,
         Vec<u64>,
@@ -2595,14 +2588,15 @@ mod tests {
         let w = open_n(&mut g, &web, 2, t);
         let b = open_n(&mut g, &batch, 2, t);
         g.complete(w[0], Some(Owned(1, Some(1))), t);
-        let (_, rx) = queued_owned(g.request_for(lease_of(&batch), Priority::Low, &batch, t));
+        let lease = g.request_until(lease_of(&batch), Priority::Low, &batch, t, deadline);
+        let (_, rx) = queued_owned(lease);
         (g, w, b, rx, web)
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_active_users_idle_backend_within_its_share_is_not_closed_for_another() {
         // Web, active with 2 of 4 backends (its half), keeps its idle one.
-        let (mut g, _w, b, mut rx, web) = web_between_statements();
+        let (mut g, _w, b, mut rx, web) = web_between_statements(None);
         let t = Instant::now();
         assert_eq!(g.snapshot().counters.evictions, 0);
         // Web's own next statement takes its idle backend, no login.
@@ -2622,18 +2616,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_overdue_lease_may_close_a_kept_backend() {
-        let (mut g, web, batch) = two_users(4);
-        let t = Instant::now();
-        let w = open_n(&mut g, &web, 2, t);
-        let _b = open_n(&mut g, &batch, 2, t);
-        g.complete(w[0], Some(Owned(1, Some(1))), t);
         // Batch's lease, kept from web's idle backend, with a queue timeout
         // of 10 s: past half of it, it may close any idle backend.
-        let deadline = Some(t + Duration::from_secs(10));
-        let mut rx = match g.request_until(lease_of(&batch), Priority::Low, &batch, t, deadline) {
-            Admission::Queued(_, rx) => rx,
-            Admission::Now(..) => panic!("kept from web's backend"),
-        };
+        let (mut g, _w, _b, mut rx, _web) =
+            web_between_statements(Some(Instant::now() + Duration::from_secs(10)));
         // Web's other statement still runs: web stays active throughout.
         tokio::time::advance(Duration::from_secs(4)).await;
         g.tick(Instant::now());
@@ -2673,7 +2659,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_idle_users_backends_are_lent() {
-        let (mut g, w, _b, mut rx, _web) = web_between_statements();
+        let (mut g, w, _b, mut rx, _web) = web_between_statements(None);
         let t = Instant::now();
         // Web's last statement ends: nothing of web runs or waits here.
         // For a while web may be between two statements: batch waits.
